@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The kernel half of gpumem: uprobes on CUDA allocation APIs keep, in maps, what every
+ * process and call site holds; process lifecycle and library discovery tracepoints. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "gpumem.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by userspace before load. */
+const volatile bool stream_calls = false;	/* per-allocation events for trace/record */
+const volatile bool filter_pids = false;	/* only processes in `targets` */
+const volatile bool hold_new_libs = false;	/* SIGSTOP at the first open of an unknown
+						 * CUDA library until it is attached */
+const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (-c only):
+						 * userspace captures its module map, then
+						 * sends SIGCONT */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_INFLIGHT);
+	__type(key, __u32);			/* tid */
+	__type(value, struct gm_inflight);
+} inflight SEC(".maps");
+
+/* Never LRU: eviction would corrupt the totals silently. Sized by --max-allocs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, GM_DEFAULT_MAX_ALLOCS);
+	__type(key, struct gm_alloc_key);
+	__type(value, struct gm_alloc_info);
+} allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_DEFAULT_MAX_SITES);
+	__type(key, struct gm_site_key);
+	__type(value, struct gm_site_stats);
+} sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_DEFAULT_MAX_PROCS);
+	__type(key, __u32);			/* tgid */
+	__type(value, struct gm_proc_stats);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, GM_DEFAULT_MAX_STACKS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, GM_MAX_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GM_CNT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_TARGETS);
+	__type(key, __u32);			/* tgid */
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, GM_DEFAULT_RINGBUF_BYTES);
+} events SEC(".maps");
+
+static __always_inline void count(enum gm_counter which)
+{
+	__u32 key = which;
+	__u64 *v = bpf_map_lookup_elem(&counters, &key);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline bool is_gpu_kind(__u32 kind)
+{
+	return kind != GM_KIND_HOST;
+}
+
+static __always_inline bool wanted(__u32 tgid)
+{
+	return !filter_pids || bpf_map_lookup_elem(&targets, &tgid);
+}
+
+/* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
+ * a call whose stack pointer is below the recorded one runs inside it and is skipped; a record
+ * whose return never fired (sp not above ours) is stale and replaced. */
+static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 out_pitch,
+				      __u64 size, __u64 height, __u64 addr)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 sp = PT_REGS_SP(ctx);
+	struct gm_inflight *prev, rec = {};
+
+	if (!wanted(id >> 32))
+		return 0;
+	prev = bpf_map_lookup_elem(&inflight, &tid);
+	if (prev) {
+		if (sp < prev->sp) {
+			count(GM_CNT_NESTED_CALLS);
+			return 0;
+		}
+		count(GM_CNT_STALE_INFLIGHT);
+	}
+	rec.sp = sp;
+	rec.cookie = bpf_get_attach_cookie(ctx);
+	rec.time_ns = bpf_ktime_get_ns();
+	rec.out_ptr = out_ptr;
+	rec.out_pitch = out_pitch;
+	rec.size = size;
+	rec.height = height;
+	rec.addr = addr;
+	if (bpf_map_update_elem(&inflight, &tid, &rec, BPF_ANY))
+		count(GM_CNT_INFLIGHT_FULL);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(enter_alloc, void *out_ptr, __u64 size)
+{
+	return call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(enter_alloc_pitch, void *out_ptr, void *out_pitch, __u64 width, __u64 height)
+{
+	return call_enter(ctx, (__u64)out_ptr, (__u64)out_pitch, width, height, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(enter_free, __u64 addr)
+{
+	return call_enter(ctx, 0, 0, 0, 0, addr);
+}
+
+static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
+{
+	struct gm_proc_stats *ps, init = {};
+
+	ps = bpf_map_lookup_elem(&procs, &tgid);
+	if (ps)
+		return ps;
+	init.first_seen_ns = now;
+	if (bpf_map_update_elem(&procs, &tgid, &init, BPF_NOEXIST) == 0) {
+		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+		if (e) {
+			/* Only with an event on its way: userspace's SIGCONT answers it. */
+			if (hold_new_procs)
+				bpf_send_signal(19 /* SIGSTOP */);
+			__builtin_memset(e, 0, sizeof(*e));
+			e->type = GM_REC_PROCESS_NEW;
+			e->pid = tgid;
+			e->time_ns = now;
+			bpf_get_current_comm(e->comm, sizeof(e->comm));
+			bpf_ringbuf_submit(e, 0);
+		} else {
+			count(GM_CNT_RINGBUF_DROPPED);
+		}
+	}
+	ps = bpf_map_lookup_elem(&procs, &tgid);
+	if (!ps)
+		count(GM_CNT_PROC_MAP_FULL);
+	return ps;
+}
+
+static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key)
+{
+	struct gm_site_stats *ss, zero = {};
+
+	ss = bpf_map_lookup_elem(&sites, key);
+	if (ss)
+		return ss;
+	bpf_map_update_elem(&sites, key, &zero, BPF_NOEXIST);
+	ss = bpf_map_lookup_elem(&sites, key);
+	if (!ss)
+		count(GM_CNT_SITE_MAP_FULL);
+	return ss;
+}
+
+static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes)
+{
+	for (int i = 0; i < 4; i++) {
+		__u64 peak = ps->peak_bytes;
+
+		if (now_bytes <= peak)
+			return;
+		if (__sync_val_compare_and_swap(&ps->peak_bytes, peak, now_bytes) == peak)
+			return;
+	}
+}
+
+static __always_inline void emit_call(__u32 type, __u32 tgid, __u32 tid, __s32 stack_id,
+				      __u64 cookie, __u32 kind, __u64 addr, __u64 size,
+				      __s32 error, __u64 process_bytes)
+{
+	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	e->type = type;
+	e->pid = tgid;
+	e->tid = tid;
+	e->stack_id = stack_id;
+	e->time_ns = bpf_ktime_get_ns();
+	e->addr = addr;
+	e->size = size;
+	e->process_bytes = process_bytes;
+	e->error = error;
+	e->api = GM_COOKIE_API(cookie);
+	e->kind = kind;
+	e->layer = GM_COOKIE_LAYER(cookie);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline __s32 user_stack(struct pt_regs *ctx)
+{
+	long id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+
+	if (id < 0)
+		count(GM_CNT_STACK_ERRORS);
+	return id;
+}
+
+/* At return the registers are the caller's: the stack starts at the call site itself. */
+static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec,
+					 __u32 tgid, __u32 tid, __s32 rc)
+{
+	__u32 kind = GM_COOKIE_KIND(rec->cookie);
+	__u32 shape = GM_COOKIE_SHAPE(rec->cookie);
+	__u64 now = bpf_ktime_get_ns();
+	struct gm_alloc_key akey = { .tgid = tgid };
+	struct gm_alloc_info info = {};
+	struct gm_site_key skey = { .tgid = tgid };
+	struct gm_proc_stats *ps;
+	struct gm_site_stats *ss;
+	__u64 addr = 0, size = rec->size, total = 0;
+	__s32 stack_id = user_stack(ctx);
+
+	skey.stack_id = stack_id;
+	skey.api = GM_COOKIE_API(rec->cookie);
+	skey.kind = kind;
+	ps = proc_stats(tgid, now);
+	ss = site_stats(&skey);
+
+	if (rc != 0) {
+		if (shape == GM_SHAPE_ALLOC_PITCH)
+			size = rec->size * rec->height;	/* requested, unpadded */
+		if (ps) {
+			__sync_fetch_and_add(&ps->failed_count, 1);
+			total = ps->current_bytes;
+		}
+		if (ss)
+			__sync_fetch_and_add(&ss->failed_count, 1);
+		emit_call(GM_REC_ALLOC_FAILED, tgid, tid, stack_id, rec->cookie, kind, 0, size, rc,
+			  total);
+		return;
+	}
+
+	if (shape == GM_SHAPE_ALLOC_PITCH) {
+		__u64 pitch = 0;
+
+		bpf_probe_read_user(&pitch, sizeof(pitch), (void *)rec->out_pitch);
+		size = pitch * rec->height;
+	}
+	bpf_probe_read_user(&addr, sizeof(addr), (void *)rec->out_ptr);
+	akey.space = shape == GM_SHAPE_VMM_CREATE ? GM_SPACE_VMM_HANDLE : GM_SPACE_ADDR;
+	akey.addr = addr;
+	info.size = size;
+	info.time_ns = now;
+	info.stack_id = stack_id;
+	info.api = skey.api;
+	info.kind = kind;
+	info.layer = GM_COOKIE_LAYER(rec->cookie);
+	if (bpf_map_update_elem(&allocs, &akey, &info, BPF_ANY)) {
+		/* Not recorded: counting it would make its free look unknown later. */
+		count(GM_CNT_ALLOC_MAP_FULL);
+		return;
+	}
+	if (ss) {
+		__sync_fetch_and_add(&ss->current_bytes, size);
+		__sync_fetch_and_add(&ss->current_allocs, 1);
+		__sync_fetch_and_add(&ss->alloc_count, 1);
+		__sync_fetch_and_add(&ss->alloc_bytes_total, size);
+	}
+	if (ps) {
+		__sync_fetch_and_add(&ps->alloc_count, 1);
+		__sync_fetch_and_add(&ps->alloc_bytes_total, size);
+		if (kind < GM_KIND_COUNT)
+			__sync_fetch_and_add(&ps->by_kind[kind], size);
+		if (is_gpu_kind(kind)) {
+			__sync_fetch_and_add(&ps->current_allocs, 1);
+			total = __sync_fetch_and_add(&ps->current_bytes, size) + size;
+			raise_peak(ps, total);
+		} else {
+			total = ps->current_bytes;
+		}
+	}
+	if (stream_calls)
+		emit_call(GM_REC_ALLOC, tgid, tid, stack_id, rec->cookie, kind, addr, size, 0, total);
+}
+
+static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight *rec,
+					__u32 tgid, __u32 tid, __s32 rc)
+{
+	struct gm_alloc_key akey = { .tgid = tgid, .addr = rec->addr };
+	struct gm_alloc_info *found, info;
+	struct gm_site_key skey = { .tgid = tgid };
+	struct gm_proc_stats *ps;
+	struct gm_site_stats *ss;
+	__u64 total = 0;
+	__s32 stack_id = -1;
+
+	if (rec->addr == 0)	/* cudaFree(NULL) frees nothing */
+		return;
+	if (rc != 0) {
+		count(GM_CNT_FAILED_FREES);
+		return;
+	}
+	if (GM_COOKIE_SHAPE(rec->cookie) == GM_SHAPE_VMM_RELEASE)
+		akey.space = GM_SPACE_VMM_HANDLE;
+	if (stream_calls)
+		stack_id = user_stack(ctx);
+
+	found = bpf_map_lookup_elem(&allocs, &akey);
+	if (!found) {
+		count(GM_CNT_UNKNOWN_FREES);
+		if (stream_calls)
+			emit_call(GM_REC_UNKNOWN_FREE, tgid, tid, stack_id, rec->cookie, 0,
+				  rec->addr, 0, 0, 0);
+		return;
+	}
+	info = *found;
+	/* Only the deleter subtracts: two racing frees of one address count once. */
+	if (bpf_map_delete_elem(&allocs, &akey))
+		return;
+
+	skey.stack_id = info.stack_id;
+	skey.api = info.api;
+	skey.kind = info.kind;
+	ss = bpf_map_lookup_elem(&sites, &skey);
+	if (ss) {
+		__sync_fetch_and_add(&ss->current_bytes, -info.size);
+		__sync_fetch_and_add(&ss->current_allocs, -1);
+		__sync_fetch_and_add(&ss->free_count, 1);
+	}
+	ps = bpf_map_lookup_elem(&procs, &tgid);
+	if (ps) {
+		__sync_fetch_and_add(&ps->free_count, 1);
+		if (info.kind < GM_KIND_COUNT)
+			__sync_fetch_and_add(&ps->by_kind[info.kind], -info.size);
+		if (is_gpu_kind(info.kind)) {
+			__sync_fetch_and_add(&ps->current_allocs, -1);
+			total = __sync_fetch_and_add(&ps->current_bytes, -info.size) - info.size;
+		} else {
+			total = ps->current_bytes;
+		}
+	}
+	if (stream_calls)
+		emit_call(GM_REC_FREE, tgid, tid, stack_id, rec->cookie, info.kind, rec->addr,
+			  info.size, 0, total);
+}
+
+/* One return program for every shape. A return whose stack pointer is not above the
+ * recorded entry's belongs to a nested call that was not recorded. */
+SEC("uretprobe")
+int BPF_KRETPROBE(call_return, long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct gm_inflight *found, rec;
+	__u32 shape;
+
+	found = bpf_map_lookup_elem(&inflight, &tid);
+	if (!found || PT_REGS_SP(ctx) <= found->sp)
+		return 0;
+	rec = *found;
+	bpf_map_delete_elem(&inflight, &tid);
+
+	shape = GM_COOKIE_SHAPE(rec.cookie);
+	if (shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE)
+		free_return(ctx, &rec, tgid, tid, (__s32)ret);
+	else
+		alloc_return(ctx, &rec, tgid, tid, (__s32)ret);
+	return 0;
+}
+
+static __always_inline void emit_file(__u32 type, __u32 tgid, __u64 ino, __u32 dev,
+				      const char *path)
+{
+	struct gm_file_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	e->type = type;
+	e->pid = tgid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->ino = ino;
+	e->dev = dev;
+	e->fd = 0;
+	e->held = 0;
+	e->pad = 0;
+	if (path)
+		bpf_probe_read_kernel_str(e->path, sizeof(e->path), path);
+	else
+		e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!wanted(tgid))
+		return 0;
+	emit_file(GM_REC_EXEC, tgid, 0, 0, BPF_CORE_READ(bprm, filename));
+	return 0;
+}
+
+/* Children of a followed process are followed too (-c CMD). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+
+	if (!filter_pids || ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid))
+		return 0;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	struct gm_call_event *e;
+
+	bpf_map_delete_elem(&inflight, &tid);	/* a thread that died inside a call */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;	/* not the last thread of its process */
+	if (!bpf_map_lookup_elem(&procs, &tgid) && !bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = GM_REC_PROCESS_EXIT;
+	e->pid = tgid;
+	e->tid = tid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->error = BPF_CORE_READ(p, signal, group_exit_code);
+	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* Library files userspace has examined, by (kernel dev, inode): opening one costs nothing. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_KNOWN_FILES);
+	__type(key, struct gm_file_key);
+	__type(value, __u8);
+} known_files SEC(".maps");
+
+#define NR_OPEN 2
+#define NR_OPENAT 257
+#define NR_OPENAT2 437
+
+/* "libcuda.so*" or "libcudart*": the name of the file itself, symlinks resolved. */
+static __always_inline bool cuda_library_name(struct file *file)
+{
+	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+	char head[8];
+
+	if (bpf_probe_read_kernel(head, sizeof(head), name))
+		return false;
+	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b' || head[3] != 'c' ||
+	    head[4] != 'u' || head[5] != 'd' || head[6] != 'a')
+		return false;
+	return head[7] == '.' || head[7] == 'r';
+}
+
+/* A file named like a CUDA library was opened. If userspace has not examined it yet, the
+ * process is held (SIGSTOP, taking effect as the syscall returns) until the probes are on:
+ * a library loaded by dlopen is then traced from its first call. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	struct task_struct *task;
+	struct gm_file_event *e;
+	struct gm_file_key key = {};
+	struct file **fds, *file;
+	__u32 tgid;
+
+	if (nr != NR_OPENAT && nr != NR_OPEN && nr != NR_OPENAT2)
+		return 0;
+	if (ret < 0)
+		return 0;
+	task = bpf_get_current_task_btf();
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[ret & 0xffffff]) || !file)
+		return 0;
+	if (!cuda_library_name(file))
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!wanted(tgid))
+		return 0;
+	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
+	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	if (bpf_map_lookup_elem(&known_files, &key))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return 0;
+	}
+	e->type = GM_REC_LIB_OPEN;
+	e->pid = tgid;
+	e->fd = (__u32)ret;
+	e->time_ns = bpf_ktime_get_ns();
+	e->ino = key.ino;
+	e->dev = key.dev;
+	e->held = hold_new_libs;
+	e->pad = 0;
+	bpf_probe_read_kernel_str(e->path, sizeof(e->path),
+				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+	if (hold_new_libs)
+		bpf_send_signal(19 /* SIGSTOP */);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}

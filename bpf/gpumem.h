@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Every struct, enum and capacity that crosses the kernel/user boundary. A limit is defined
+ * once, here. Only fixed-width __u32/__u64 types and fixed-size arrays. */
+#ifndef GPUMEM_H
+#define GPUMEM_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
+#define GM_COMM_LEN 16
+#define GM_PATH_LEN 256
+
+/* Default capacities; each one has a command-line option that raises it. */
+#define GM_DEFAULT_MAX_ALLOCS (1u << 20)	/* --max-allocs */
+#define GM_DEFAULT_MAX_STACKS 16384		/* --max-stacks */
+#define GM_DEFAULT_MAX_SITES 65536		/* --max-sites */
+#define GM_DEFAULT_MAX_PROCS 8192		/* --max-procs */
+#define GM_DEFAULT_RINGBUF_BYTES (8u << 20)	/* --ringbuf-mb */
+#define GM_MAX_INFLIGHT 65536			/* threads inside a probed call at once */
+#define GM_MAX_TARGETS 8192
+#define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
+
+enum gm_layer {
+	GM_LAYER_RUNTIME = 0,
+	GM_LAYER_DRIVER = 1,
+};
+
+/* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned) does not. */
+enum gm_kind {
+	GM_KIND_DEVICE = 0,
+	GM_KIND_MANAGED = 1,
+	GM_KIND_HOST = 2,
+	GM_KIND_ASYNC = 3,
+	GM_KIND_VMM = 4,
+	GM_KIND_COUNT = 5,
+};
+
+/* The argument layout of a probed function; one BPF entry program per shape. */
+enum gm_shape {
+	GM_SHAPE_ALLOC = 0,		/* (out_ptr, size, ...) */
+	GM_SHAPE_ALLOC_PITCH = 1,	/* (out_ptr, out_pitch, width, height, ...) */
+	GM_SHAPE_FREE = 2,		/* (ptr, ...) */
+	GM_SHAPE_VMM_CREATE = 3,	/* (out_handle, size, ...) */
+	GM_SHAPE_VMM_RELEASE = 4,	/* (handle) */
+};
+
+/* The attach cookie of every probe: which probe-table row fired. */
+#define GM_COOKIE(api, kind, layer, shape)                                                     \
+	((__u64)(api) | ((__u64)(kind) << 16) | ((__u64)(layer) << 24) | ((__u64)(shape) << 32))
+#define GM_COOKIE_API(c) ((__u32)((c)&0xffff))
+#define GM_COOKIE_KIND(c) ((__u32)(((c) >> 16) & 0xff))
+#define GM_COOKIE_LAYER(c) ((__u32)(((c) >> 24) & 0xff))
+#define GM_COOKIE_SHAPE(c) ((__u32)(((c) >> 32) & 0xff))
+
+/* Address spaces of live allocations: device addresses and VMM handles never collide. */
+enum gm_space {
+	GM_SPACE_ADDR = 0,
+	GM_SPACE_VMM_HANDLE = 1,
+};
+
+/* Loss and health counters, one per-CPU slot each; userspace sums them. */
+enum gm_counter {
+	GM_CNT_ALLOC_MAP_FULL = 0,	/* live allocation not recorded: --max-allocs */
+	GM_CNT_STACK_ERRORS,		/* stack not recorded (map full or collision): --max-stacks */
+	GM_CNT_RINGBUF_DROPPED,		/* event not delivered: --ringbuf-mb */
+	GM_CNT_UNKNOWN_FREES,		/* free of an address never seen alloc'd */
+	GM_CNT_SITE_MAP_FULL,		/* call-site aggregate not updated: --max-sites */
+	GM_CNT_PROC_MAP_FULL,		/* process aggregate not updated: --max-procs */
+	GM_CNT_INFLIGHT_FULL,		/* call entry not recorded: too many threads in calls */
+	GM_CNT_NESTED_CALLS,		/* calls inside another probed call (not accounted) */
+	GM_CNT_STALE_INFLIGHT,		/* in-flight records replaced (return never fired) */
+	GM_CNT_FAILED_FREES,		/* free calls that returned an error (nothing freed) */
+	GM_CNT_COUNT,
+};
+
+struct gm_inflight {
+	__u64 sp;		/* stack pointer at entry: nesting and return matching */
+	__u64 cookie;
+	__u64 time_ns;
+	__u64 out_ptr;		/* where the callee writes the address or handle */
+	__u64 out_pitch;	/* pitch allocations: where the callee writes the pitch */
+	__u64 size;		/* bytes; width for pitch allocations */
+	__u64 height;		/* pitch allocations */
+	__u64 addr;		/* frees: the address or handle released */
+};
+
+struct gm_alloc_key {
+	__u32 tgid;
+	__u32 space;		/* enum gm_space */
+	__u64 addr;
+};
+
+struct gm_alloc_info {
+	__u64 size;
+	__u64 time_ns;
+	__s32 stack_id;		/* negative: no stack recorded */
+	__u16 api;
+	__u8 kind;
+	__u8 layer;
+};
+
+struct gm_site_key {
+	__u32 tgid;
+	__s32 stack_id;
+	__u32 api;
+	__u32 kind;
+};
+
+struct gm_site_stats {
+	__u64 current_bytes;
+	__u64 current_allocs;
+	__u64 alloc_count;
+	__u64 free_count;
+	__u64 alloc_bytes_total;
+	__u64 failed_count;
+};
+
+/* Per process. current/peak count GPU-side kinds only; by_kind holds every kind, host too;
+ * the *_count and *_total fields count calls of every kind. */
+struct gm_proc_stats {
+	__u64 current_bytes;
+	__u64 current_allocs;
+	__u64 peak_bytes;
+	__u64 alloc_count;
+	__u64 free_count;
+	__u64 alloc_bytes_total;
+	__u64 failed_count;
+	__u64 by_kind[GM_KIND_COUNT];
+	__u64 first_seen_ns;
+};
+
+/* Ring-buffer records; each begins with its type. */
+enum gm_record_type {
+	GM_REC_ALLOC = 1,
+	GM_REC_FREE = 2,
+	GM_REC_ALLOC_FAILED = 3,
+	GM_REC_UNKNOWN_FREE = 4,
+	GM_REC_PROCESS_NEW = 5,		/* first allocation call of a process */
+	GM_REC_PROCESS_EXIT = 6,	/* last thread of a tracked process ended */
+	GM_REC_EXEC = 7,		/* a process exec'd: look for a static runtime */
+	GM_REC_LIB_OPEN = 8,		/* a file named like a CUDA library was opened */
+};
+
+struct gm_call_event {
+	__u32 type;		/* enum gm_record_type */
+	__u32 pid;
+	__u32 tid;
+	__s32 stack_id;
+	__u64 time_ns;
+	__u64 addr;
+	__u64 size;
+	__u64 process_bytes;	/* the process's current GPU bytes after (or, failed: at) the call */
+	__s32 error;		/* return code */
+	__u16 api;
+	__u8 kind;
+	__u8 layer;
+	char comm[GM_COMM_LEN];
+};
+
+struct gm_file_key {
+	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
+	__u64 ino;
+};
+
+struct gm_file_event {
+	__u32 type;		/* GM_REC_EXEC or GM_REC_LIB_OPEN */
+	__u32 pid;
+	__u64 time_ns;
+	__u64 ino;
+	__u32 dev;
+	__u32 fd;		/* LIB_OPEN: the descriptor just opened */
+	__u32 held;		/* LIB_OPEN: the process is stopped until userspace sends SIGCONT */
+	__u32 pad;
+	char path[GM_PATH_LEN];	/* EXEC: the path exec'd; LIB_OPEN: the file's name */
+};
+
+#endif /* GPUMEM_H */

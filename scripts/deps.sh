@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages gpumem builds, tests and benchmarks with; only missing ones.
+set -e
+pkgs="make gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
+      libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils"
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "gpumem: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "gpumem: installing$missing"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing

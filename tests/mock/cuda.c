@@ -1,0 +1,672 @@
+/* Mock libcuda.so.1 for tests without a GPU: fake device addresses, real host memory, a table of
+ * live blocks, and failures injected from the environment (see the rules below). */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mock_cuda.h"
+
+/*
+ * Rules the tests rely on:
+ * - Device, pitch, async and pool memory gets fake addresses (never host memory) from a bump
+ *   pointer that starts at GM_DEVICE_BASE, each block rounded up to GM_DEVICE_ALIGN bytes.
+ *   A freed block is reused LIFO by the next allocation of the same rounded size, so "free
+ *   then allocate the same size" returns the same address.
+ * - Pinned host and managed memory is real (aligned_alloc), usable by the CPU.
+ * - cuMemCreate hands out handles counting up from GM_FIRST_HANDLE.
+ * - GPU-side usage (device, pitch, async, pool, managed, VMM), in requested bytes (pitch x
+ *   height for pitch), may not exceed GPUMEM_MOCK_DEVICE_BYTES (default 80 GiB).
+ * - GPUMEM_MOCK_FAIL_AFTER=N: allocation calls after the first N fail (every call counts,
+ *   failed ones included). GPUMEM_MOCK_FAIL_SIZE=N: allocations of N bytes or more fail.
+ * - Injected failures return CUDA_ERROR_OUT_OF_MEMORY (2); freeing an unknown address or
+ *   handle returns CUDA_ERROR_INVALID_VALUE (1); freeing 0 or NULL returns 0 and does nothing.
+ */
+#define GM_DEVICE_BASE 0x7e0000000000ULL
+#define GM_DEVICE_ALIGN 512ULL
+#define GM_PITCH_ALIGN 512ULL
+#define GM_HOST_ALIGN 4096ULL
+#define GM_FIRST_HANDLE 0x1000ULL
+#define GM_DEFAULT_CAPACITY (80ULL << 30)
+#define GM_DRIVER_VERSION 13000
+
+#define GM_INITIAL_BUCKETS 4096
+#define GM_SIZE_CLASS_BUCKETS 1024
+
+enum block_kind {
+	BLOCK_DEVICE,	/* fake address, recycled through the size classes */
+	BLOCK_MANAGED,	/* host memory counted on the GPU side */
+	BLOCK_HOST,	/* pinned host memory */
+	BLOCK_HANDLE,	/* cuMemCreate handle */
+};
+
+struct block {
+	uint64_t key;		/* address or handle */
+	size_t bytes;		/* as accounted: requested size, pitch x height for pitch */
+	size_t rounded;		/* address space taken, for BLOCK_DEVICE */
+	enum block_kind kind;
+	struct block *next;
+};
+
+/* Live blocks of one namespace: device addresses, host addresses, or handles. */
+struct block_table {
+	struct block **buckets;
+	size_t nbuckets;
+	size_t count;
+};
+
+/* Freed fake addresses of one rounded size, reused last-in first-out. */
+struct size_class {
+	size_t rounded;
+	uint64_t *addrs;
+	size_t count, cap;
+	struct size_class *next;
+};
+
+struct mock_config {
+	uint64_t capacity;
+	bool fail_after_set;
+	uint64_t fail_after;
+	bool fail_size_set;
+	uint64_t fail_size;
+};
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static struct mock_config config;
+
+static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct block_table device_table, host_table, handle_table;
+static struct size_class *size_classes[GM_SIZE_CLASS_BUCKETS];
+static uint64_t next_device_addr = GM_DEVICE_BASE;
+static uint64_t next_handle = GM_FIRST_HANDLE;
+static uint64_t alloc_calls;
+static uint64_t gpu_bytes_in_use;
+
+static bool env_u64(const char *name, uint64_t *out)
+{
+	const char *text = getenv(name);
+	char *end;
+	unsigned long long value;
+
+	if (!text || !*text)
+		return false;
+	value = strtoull(text, &end, 0);
+	if (*end)
+		return false;
+	*out = value;
+	return true;
+}
+
+static void read_config(void)
+{
+	if (!env_u64("GPUMEM_MOCK_DEVICE_BYTES", &config.capacity))
+		config.capacity = GM_DEFAULT_CAPACITY;
+	config.fail_after_set = env_u64("GPUMEM_MOCK_FAIL_AFTER", &config.fail_after);
+	config.fail_size_set = env_u64("GPUMEM_MOCK_FAIL_SIZE", &config.fail_size);
+}
+
+static uint64_t round_up(uint64_t value, uint64_t align)
+{
+	return (value + align - 1) / align * align;
+}
+
+static size_t hash_u64(uint64_t key, size_t nbuckets)
+{
+	return (size_t)(((key >> 9) ^ key) * 0x9e3779b97f4a7c15ULL >> 20) & (nbuckets - 1);
+}
+
+static int table_grow(struct block_table *table)
+{
+	size_t nbuckets = table->nbuckets ? table->nbuckets * 2 : GM_INITIAL_BUCKETS;
+	struct block **buckets = calloc(nbuckets, sizeof(*buckets));
+
+	if (!buckets)
+		return -1;
+	for (size_t i = 0; i < table->nbuckets; i++) {
+		struct block *b = table->buckets[i], *next;
+
+		for (; b; b = next) {
+			size_t h = hash_u64(b->key, nbuckets);
+
+			next = b->next;
+			b->next = buckets[h];
+			buckets[h] = b;
+		}
+	}
+	free(table->buckets);
+	table->buckets = buckets;
+	table->nbuckets = nbuckets;
+	return 0;
+}
+
+static int table_insert(struct block_table *table, struct block *b)
+{
+	size_t h;
+
+	if (table->count >= table->nbuckets && table_grow(table))
+		return -1;
+	h = hash_u64(b->key, table->nbuckets);
+	b->next = table->buckets[h];
+	table->buckets[h] = b;
+	table->count++;
+	return 0;
+}
+
+/* Unlinks and returns the block with this key, or NULL. */
+static struct block *table_remove(struct block_table *table, uint64_t key)
+{
+	struct block **link;
+
+	if (!table->nbuckets)
+		return NULL;
+	for (link = &table->buckets[hash_u64(key, table->nbuckets)]; *link; link = &(*link)->next) {
+		struct block *b = *link;
+
+		if (b->key == key) {
+			*link = b->next;
+			table->count--;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+static struct size_class *size_class_get(size_t rounded, bool create)
+{
+	size_t h = hash_u64(rounded, GM_SIZE_CLASS_BUCKETS);
+	struct size_class *sc;
+
+	for (sc = size_classes[h]; sc; sc = sc->next)
+		if (sc->rounded == rounded)
+			return sc;
+	if (!create)
+		return NULL;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return NULL;
+	sc->rounded = rounded;
+	sc->next = size_classes[h];
+	size_classes[h] = sc;
+	return sc;
+}
+
+static uint64_t device_range_take(size_t rounded)
+{
+	struct size_class *sc = size_class_get(rounded, false);
+	uint64_t addr;
+
+	if (sc && sc->count)
+		return sc->addrs[--sc->count];
+	addr = next_device_addr;
+	next_device_addr += rounded;
+	return addr;
+}
+
+static int device_range_give_back(uint64_t addr, size_t rounded)
+{
+	struct size_class *sc = size_class_get(rounded, true);
+
+	if (!sc)
+		return -1;
+	if (sc->count == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 16;
+		uint64_t *addrs = realloc(sc->addrs, cap * sizeof(*addrs));
+
+		if (!addrs)
+			return -1;
+		sc->addrs = addrs;
+		sc->cap = cap;
+	}
+	sc->addrs[sc->count++] = addr;
+	return 0;
+}
+
+static bool kind_on_gpu(enum block_kind kind)
+{
+	return kind != BLOCK_HOST;
+}
+
+static struct block_table *table_for(enum block_kind kind)
+{
+	switch (kind) {
+	case BLOCK_HOST:
+		return &host_table;
+	case BLOCK_HANDLE:
+		return &handle_table;
+	default:
+		return &device_table;
+	}
+}
+
+/* Decides, under mock_lock, whether an allocation call fails by injection. */
+static bool injected_failure(size_t bytes, enum block_kind kind)
+{
+	alloc_calls++;
+	if (config.fail_after_set && alloc_calls > config.fail_after)
+		return true;
+	if (config.fail_size_set && bytes >= config.fail_size)
+		return true;
+	if (kind_on_gpu(kind) && (bytes > config.capacity ||
+				  gpu_bytes_in_use > config.capacity - bytes))
+		return true;
+	return false;
+}
+
+/* The one allocation path: returns the new block's address or handle in *key. */
+static CUresult mock_alloc(enum block_kind kind, size_t bytes, uint64_t *key)
+{
+	struct block *b;
+	void *host = NULL;
+
+	pthread_once(&config_once, read_config);
+	if (!key || !bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	b->kind = kind;
+	b->bytes = bytes;
+
+	pthread_mutex_lock(&mock_lock);
+	if (injected_failure(bytes, kind))
+		goto out_free_block;
+	switch (kind) {
+	case BLOCK_DEVICE:
+		b->rounded = round_up(bytes, GM_DEVICE_ALIGN);
+		b->key = device_range_take(b->rounded);
+		break;
+	case BLOCK_HANDLE:
+		b->key = next_handle++;
+		break;
+	case BLOCK_MANAGED:
+	case BLOCK_HOST:
+		host = aligned_alloc(GM_HOST_ALIGN, round_up(bytes, GM_HOST_ALIGN));
+		if (!host)
+			goto out_free_block;
+		b->key = (uintptr_t)host;
+		break;
+	}
+	if (table_insert(table_for(kind), b))
+		goto out_free_host;
+	if (kind_on_gpu(kind))
+		gpu_bytes_in_use += bytes;
+	pthread_mutex_unlock(&mock_lock);
+	*key = b->key;
+	return CUDA_SUCCESS;
+
+out_free_host:
+	if (kind == BLOCK_DEVICE)
+		device_range_give_back(b->key, b->rounded);
+	free(host);
+out_free_block:
+	pthread_mutex_unlock(&mock_lock);
+	free(b);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The one free path; table says which namespace the key lives in. */
+static CUresult mock_free(struct block_table *table, uint64_t key)
+{
+	struct block *b;
+
+	if (!key)
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&mock_lock);
+	b = table_remove(table, key);
+	if (!b) {
+		pthread_mutex_unlock(&mock_lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (kind_on_gpu(b->kind))
+		gpu_bytes_in_use -= b->bytes;
+	/* If the free list cannot grow, the range is leaked: never handed out twice. */
+	if (b->kind == BLOCK_DEVICE)
+		(void)device_range_give_back(b->key, b->rounded);
+	pthread_mutex_unlock(&mock_lock);
+	if (b->kind == BLOCK_MANAGED || b->kind == BLOCK_HOST)
+		free((void *)(uintptr_t)b->key);
+	free(b);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Internal implementations. The exported functions below call only these, never each other, so
+ * one API call fires exactly one driver uprobe; cuMockGetPrivateTable() hands them out directly.
+ * `variant` keeps the bodies of the legacy and _ptsz exports distinct, so that the compiler
+ * cannot fold one export into the other.
+ */
+enum stream_variant { STREAM_LEGACY, STREAM_PER_THREAD };
+
+static __attribute__((noinline)) CUresult impl_init(unsigned int flags)
+{
+	(void)flags;
+	pthread_once(&config_once, read_config);
+	return CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_alloc(CUdeviceptr *dptr, size_t bytes)
+{
+	uint64_t key;
+	CUresult rc;
+
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_DEVICE, bytes, &key);
+	if (rc == CUDA_SUCCESS)
+		*dptr = key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch,
+							       size_t width, size_t height,
+							       unsigned int elem_size)
+{
+	size_t row = round_up(width, GM_PITCH_ALIGN);
+	uint64_t key;
+	CUresult rc;
+
+	if (!dptr || !pitch || !width || !height)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (elem_size != 4 && elem_size != 8 && elem_size != 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_DEVICE, row * height, &key);
+	if (rc == CUDA_SUCCESS) {
+		*dptr = key;
+		*pitch = row;
+	}
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_alloc_managed(CUdeviceptr *dptr, size_t bytes,
+								 unsigned int flags)
+{
+	uint64_t key;
+	CUresult rc;
+
+	(void)flags;
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_MANAGED, bytes, &key);
+	if (rc == CUDA_SUCCESS)
+		*dptr = key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_alloc_host(void **pp, size_t bytes,
+							      unsigned int flags)
+{
+	uint64_t key;
+	CUresult rc;
+
+	(void)flags;
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_HOST, bytes, &key);
+	if (rc == CUDA_SUCCESS)
+		*pp = (void *)(uintptr_t)key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_alloc_async(CUdeviceptr *dptr, size_t bytes,
+							       CUmemoryPool pool, CUstream stream,
+							       enum stream_variant variant)
+{
+	(void)pool;
+	(void)stream;
+	(void)variant;
+	return impl_mem_alloc(dptr, bytes);
+}
+
+static __attribute__((noinline)) CUresult impl_mem_create(CUmemGenericAllocationHandle *handle,
+							  size_t bytes,
+							  const CUmemAllocationProp *prop,
+							  unsigned long long flags)
+{
+	uint64_t key;
+	CUresult rc;
+
+	if (!handle || !prop || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_HANDLE, bytes, &key);
+	if (rc == CUDA_SUCCESS)
+		*handle = key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_free(CUdeviceptr dptr)
+{
+	return mock_free(&device_table, dptr);
+}
+
+static __attribute__((noinline)) CUresult impl_mem_free_host(void *p)
+{
+	return mock_free(&host_table, (uintptr_t)p);
+}
+
+static __attribute__((noinline)) CUresult impl_mem_free_async(CUdeviceptr dptr, CUstream stream,
+							      enum stream_variant variant)
+{
+	(void)stream;
+	(void)variant;
+	return mock_free(&device_table, dptr);
+}
+
+static __attribute__((noinline)) CUresult impl_mem_release(CUmemGenericAllocationHandle handle)
+{
+	return mock_free(&handle_table, handle);
+}
+
+/* Private entry points: the same behaviour, at addresses no exported symbol names. */
+static CUresult priv_mem_alloc_host(void **pp, size_t bytes)
+{
+	return impl_mem_alloc_host(pp, bytes, 0);
+}
+
+static CUresult priv_mem_alloc_async(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+	return impl_mem_alloc_async(dptr, bytes, NULL, stream, STREAM_LEGACY);
+}
+
+static CUresult priv_mem_alloc_async_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+	return impl_mem_alloc_async(dptr, bytes, NULL, stream, STREAM_PER_THREAD);
+}
+
+static CUresult priv_mem_alloc_from_pool(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+					 CUstream stream)
+{
+	return impl_mem_alloc_async(dptr, bytes, pool, stream, STREAM_LEGACY);
+}
+
+static CUresult priv_mem_alloc_from_pool_ptsz(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+					      CUstream stream)
+{
+	return impl_mem_alloc_async(dptr, bytes, pool, stream, STREAM_PER_THREAD);
+}
+
+static CUresult priv_mem_free_async(CUdeviceptr dptr, CUstream stream)
+{
+	return impl_mem_free_async(dptr, stream, STREAM_LEGACY);
+}
+
+static CUresult priv_mem_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+	return impl_mem_free_async(dptr, stream, STREAM_PER_THREAD);
+}
+
+static const struct gm_mock_driver_api private_table = {
+	.init = impl_init,
+	.mem_alloc = impl_mem_alloc,
+	.mem_alloc_pitch = impl_mem_alloc_pitch,
+	.mem_alloc_managed = impl_mem_alloc_managed,
+	.mem_alloc_host = priv_mem_alloc_host,
+	.mem_host_alloc = impl_mem_alloc_host,
+	.mem_alloc_async = priv_mem_alloc_async,
+	.mem_alloc_async_ptsz = priv_mem_alloc_async_ptsz,
+	.mem_alloc_from_pool_async = priv_mem_alloc_from_pool,
+	.mem_alloc_from_pool_async_ptsz = priv_mem_alloc_from_pool_ptsz,
+	.mem_free = impl_mem_free,
+	.mem_free_host = impl_mem_free_host,
+	.mem_free_async = priv_mem_free_async,
+	.mem_free_async_ptsz = priv_mem_free_async_ptsz,
+};
+
+/* Exported API. Each begins with push %rbp like NVIDIA's (checked by check_prologues.sh). */
+#define GM_EXPORT __attribute__((noinline, visibility("default")))
+
+GM_EXPORT CUresult cuInit(unsigned int Flags)
+{
+	gm_keep_frame();
+	return impl_init(Flags);
+}
+
+GM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+	gm_keep_frame();
+	if (!driverVersion)
+		return CUDA_ERROR_INVALID_VALUE;
+	*driverVersion = GM_DRIVER_VERSION;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+	const char *name;
+
+	gm_keep_frame();
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch ((int)error) {
+	case 0:
+		name = "CUDA_SUCCESS";
+		break;
+	case 1:
+		name = "CUDA_ERROR_INVALID_VALUE";
+		break;
+	case 2:
+		name = "CUDA_ERROR_OUT_OF_MEMORY";
+		break;
+	case 3:
+		name = "CUDA_ERROR_NOT_INITIALIZED";
+		break;
+	default:
+		*pStr = NULL;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	*pStr = name;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+	gm_keep_frame();
+	if (!free || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_once(&config_once, read_config);
+	pthread_mutex_lock(&mock_lock);
+	*total = config.capacity;
+	*free = gpu_bytes_in_use < config.capacity ? config.capacity - gpu_bytes_in_use : 0;
+	pthread_mutex_unlock(&mock_lock);
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	gm_keep_frame();
+	return impl_mem_alloc(dptr, bytesize);
+}
+
+GM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+				      size_t Height, unsigned int ElementSizeBytes)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+}
+
+GM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_managed(dptr, bytesize, flags);
+}
+
+GM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_host(pp, bytesize, 0);
+}
+
+GM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_host(pp, bytesize, Flags);
+}
+
+GM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_async(dptr, bytesize, NULL, hStream, STREAM_LEGACY);
+}
+
+GM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_async(dptr, bytesize, NULL, hStream, STREAM_PER_THREAD);
+}
+
+GM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+					   CUstream hStream)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_async(dptr, bytesize, pool, hStream, STREAM_LEGACY);
+}
+
+GM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+						CUmemoryPool pool, CUstream hStream)
+{
+	gm_keep_frame();
+	return impl_mem_alloc_async(dptr, bytesize, pool, hStream, STREAM_PER_THREAD);
+}
+
+GM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	gm_keep_frame();
+	return impl_mem_free(dptr);
+}
+
+GM_EXPORT CUresult cuMemFreeHost(void *p)
+{
+	gm_keep_frame();
+	return impl_mem_free_host(p);
+}
+
+GM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	gm_keep_frame();
+	return impl_mem_free_async(dptr, hStream, STREAM_LEGACY);
+}
+
+GM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+	gm_keep_frame();
+	return impl_mem_free_async(dptr, hStream, STREAM_PER_THREAD);
+}
+
+GM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+			       const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	gm_keep_frame();
+	return impl_mem_create(handle, size, prop, flags);
+}
+
+GM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	gm_keep_frame();
+	return impl_mem_release(handle);
+}
+
+GM_EXPORT const struct gm_mock_driver_api *cuMockGetPrivateTable(void)
+{
+	gm_keep_frame();
+	return &private_table;
+}

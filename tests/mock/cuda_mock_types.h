@@ -1,0 +1,107 @@
+/* Stand-in for the CUDA Toolkit's cuda.h and cuda_runtime_api.h: the types and prototypes the
+ * mocks and workloads use, with NVIDIA's signatures, for building where no Toolkit is installed. */
+#ifndef GM_CUDA_MOCK_TYPES_H
+#define GM_CUDA_MOCK_TYPES_H
+
+#include <stddef.h>
+
+/* Driver API (cuda.h) */
+typedef enum cudaError_enum {
+	CUDA_SUCCESS = 0,
+	CUDA_ERROR_INVALID_VALUE = 1,
+	CUDA_ERROR_OUT_OF_MEMORY = 2,
+	CUDA_ERROR_NOT_INITIALIZED = 3,
+} CUresult;
+
+typedef unsigned long long CUdeviceptr_v2;
+typedef CUdeviceptr_v2 CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle_v1;
+typedef CUmemGenericAllocationHandle_v1 CUmemGenericAllocationHandle;
+typedef struct CUstream_st *CUstream;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+
+typedef enum CUmemAllocationType_enum {
+	CU_MEM_ALLOCATION_TYPE_INVALID = 0,
+	CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+} CUmemAllocationType;
+
+typedef enum CUmemLocationType_enum {
+	CU_MEM_LOCATION_TYPE_INVALID = 0,
+	CU_MEM_LOCATION_TYPE_DEVICE = 1,
+} CUmemLocationType;
+
+typedef struct CUmemLocation_st {
+	CUmemLocationType type;
+	int id;
+} CUmemLocation;
+
+typedef struct CUmemAllocationProp_st {
+	CUmemAllocationType type;
+	int requestedHandleTypes;
+	CUmemLocation location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} CUmemAllocationProp;
+
+#define CU_MEM_ATTACH_GLOBAL 0x1
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+
+CUresult cuInit(unsigned int Flags);
+CUresult cuDriverGetVersion(int *driverVersion);
+CUresult cuGetErrorName(CUresult error, const char **pStr);
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+			    unsigned int ElementSizeBytes);
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize);
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+				 CUstream hStream);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemFreeHost(void *p);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+		     const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+
+/* Runtime API (cuda_runtime_api.h) */
+typedef enum cudaError {
+	cudaSuccess = 0,
+	cudaErrorInvalidValue = 1,
+	cudaErrorMemoryAllocation = 2,
+	cudaErrorInitializationError = 3,
+	cudaErrorInsufficientDriver = 35,
+	cudaErrorUnknown = 999,
+} cudaError_t;
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUmemPoolHandle_st *cudaMemPool_t;
+
+#define cudaMemAttachGlobal 0x01
+#define cudaHostAllocDefault 0x00
+
+cudaError_t cudaMalloc(void **devPtr, size_t size);
+cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height);
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
+cudaError_t cudaMallocHost(void **ptr, size_t size);
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags);
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream);
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+				    cudaStream_t stream);
+cudaError_t cudaFree(void *devPtr);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream);
+const char *cudaGetErrorName(cudaError_t error);
+const char *cudaGetErrorString(cudaError_t error);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaRuntimeGetVersion(int *runtimeVersion);
+
+#endif

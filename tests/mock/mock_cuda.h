@@ -1,0 +1,55 @@
+/* What the mock driver, the mock runtime and the workloads share: NVIDIA's prototypes (from
+ * the Toolkit when GM_HAVE_CUDA_HEADERS, else cuda_mock_types.h) and the private driver table. */
+#ifndef GM_MOCK_CUDA_H
+#define GM_MOCK_CUDA_H
+
+#ifdef GM_HAVE_CUDA_HEADERS
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#else
+#include "cuda_mock_types.h"
+#endif
+
+/* The per-thread-default-stream entry points have the same types as the legacy ones; the
+ * headers declare them only under CUDA_API_PER_THREAD_DEFAULT_STREAM, which renames the rest. */
+__typeof__(cuMemAllocAsync) cuMemAllocAsync_ptsz;
+__typeof__(cuMemAllocFromPoolAsync) cuMemAllocFromPoolAsync_ptsz;
+__typeof__(cuMemFreeAsync) cuMemFreeAsync_ptsz;
+__typeof__(cudaMallocAsync) cudaMallocAsync_ptsz;
+__typeof__(cudaMallocFromPoolAsync) cudaMallocFromPoolAsync_ptsz;
+__typeof__(cudaFreeAsync) cudaFreeAsync_ptsz;
+
+/* The driver entry points the runtime uses. The mock runtime fills it with dlsym() of the
+ * exported symbols, or (GPUMEM_MOCK_RUNTIME_PRIVATE=1) takes the driver's own copy from
+ * cuMockGetPrivateTable(), whose pointers go to internal functions that no uprobe on an
+ * exported symbol sees, the way cuGetProcAddress hands out entry points. */
+struct gm_mock_driver_api {
+	__typeof__(cuInit) *init;
+	__typeof__(cuMemAlloc_v2) *mem_alloc;
+	__typeof__(cuMemAllocPitch_v2) *mem_alloc_pitch;
+	__typeof__(cuMemAllocManaged) *mem_alloc_managed;
+	__typeof__(cuMemAllocHost_v2) *mem_alloc_host;
+	__typeof__(cuMemHostAlloc) *mem_host_alloc;
+	__typeof__(cuMemAllocAsync) *mem_alloc_async;
+	__typeof__(cuMemAllocAsync_ptsz) *mem_alloc_async_ptsz;
+	__typeof__(cuMemAllocFromPoolAsync) *mem_alloc_from_pool_async;
+	__typeof__(cuMemAllocFromPoolAsync_ptsz) *mem_alloc_from_pool_async_ptsz;
+	__typeof__(cuMemFree_v2) *mem_free;
+	__typeof__(cuMemFreeHost) *mem_free_host;
+	__typeof__(cuMemFreeAsync) *mem_free_async;
+	__typeof__(cuMemFreeAsync_ptsz) *mem_free_async_ptsz;
+};
+
+const struct gm_mock_driver_api *cuMockGetPrivateTable(void);
+
+/*
+ * Called first in every exported function so that it begins `push %rbp; mov %rsp,%rbp` like
+ * NVIDIA's: gcc otherwise drops the frame of leaf and tail-calling functions even under
+ * -fno-omit-frame-pointer.
+ */
+static inline __attribute__((always_inline)) void gm_keep_frame(void)
+{
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
+}
+
+#endif

@@ -1,0 +1,83 @@
+# Test programs, built into $(BUILD)/tests by `make test-progs`: the mock libcuda.so.1 and
+# libcudart.so.13, the workloads linked against them, and, where a CUDA Toolkit is installed,
+# programs that use NVIDIA's real runtime. Included by the top-level Makefile.
+
+TESTS_CUDA ?= /usr/local/cuda
+TESTS_OUT := $(BUILD)/tests
+TESTS_LIB := $(TESTS_OUT)/lib
+TESTS_ARCH := $(shell uname -m)
+TESTS_CC_IS_CLANG := $(shell $(CC) --version 2>/dev/null | grep -q clang && echo 1)
+
+# Frame pointers everywhere, leaf functions included, as NVIDIA builds its libraries and as the
+# tracer unwinds.
+TESTS_CFLAGS := -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer $(WARN) -std=gnu11 \
+	-D_GNU_SOURCE
+ifeq ($(TESTS_ARCH),x86_64)
+# NVIDIA's entry points begin with push %rbp, not endbr64.
+TESTS_CFLAGS += -fcf-protection=none
+endif
+
+# Prototypes checked against NVIDIA's headers when the Toolkit is there, else our own copy.
+ifneq ($(wildcard $(TESTS_CUDA)/include/cuda_runtime_api.h),)
+TESTS_CUDA_FLAGS := -I$(TESTS_CUDA)/include -DGM_HAVE_CUDA_HEADERS
+endif
+TESTS_MOCK_HEADERS := tests/mock/mock_cuda.h tests/mock/cuda_mock_types.h
+
+# Every export must begin exactly `push %rbp; mov %rsp,%rbp`: gcc must neither schedule other
+# instructions into the prologue nor shrink-wrap it past an early return. And no identical-code
+# folding: one export must never become a jump to another, nor a private entry point an alias
+# of an export.
+TESTS_MOCK_CFLAGS := $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -fPIC
+ifneq ($(TESTS_CC_IS_CLANG),1)
+TESTS_MOCK_CFLAGS += -fno-schedule-insns2 -fno-shrink-wrap -fno-ipa-icf
+endif
+
+TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
+TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl
+
+ifneq ($(wildcard $(TESTS_CUDA)/include/cuda_runtime_api.h $(TESTS_CUDA)/lib64/libcudart.so.13),)
+TESTS_PROGS += $(TESTS_OUT)/real_cudart
+endif
+ifneq ($(wildcard $(TESTS_CUDA)/bin/nvcc),)
+TESTS_PROGS += $(TESTS_OUT)/static_cuda
+endif
+
+.PHONY: test-progs
+test-progs: $(TESTS_PROGS)
+ifeq ($(TESTS_ARCH),x86_64)
+	tests/mock/check_prologues.sh $(TESTS_MOCK_LIBS)
+endif
+
+$(TESTS_LIB)/libcuda.so.1: tests/mock/cuda.c tests/mock/libcuda.map $(TESTS_MOCK_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_MOCK_CFLAGS) -shared -Wl,-soname,libcuda.so.1 \
+		-Wl,--version-script,tests/mock/libcuda.map -o $@ $< -lpthread
+	ln -sf libcuda.so.1 $(@D)/libcuda.so
+
+# RUNPATH $ORIGIN: the runtime's dlopen("libcuda.so.1") finds the mock driver beside it.
+$(TESTS_LIB)/libcudart.so.13: tests/mock/cudart.c tests/mock/libcudart.map $(TESTS_MOCK_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_MOCK_CFLAGS) -shared -Wl,-soname,libcudart.so.13 \
+		-Wl,--version-script,tests/mock/libcudart.map -Wl,-rpath,'$$ORIGIN' \
+		-o $@ $< -ldl -lpthread
+	ln -sf libcudart.so.13 $(@D)/libcudart.so
+
+$(TESTS_OUT)/workload: tests/workloads/workload.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
+	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
+		-L$(TESTS_LIB) -lcudart -lcuda -lpthread -Wl,-rpath,'$$ORIGIN/lib'
+
+# Links neither mock, so nothing CUDA is mapped until the dlopen scenario loads it.
+$(TESTS_OUT)/workload_dl: tests/workloads/workload.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -DGM_DLOPEN_ONLY -o $@ $< -ldl
+
+$(TESTS_OUT)/real_cudart: tests/workloads/real_cudart.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -I$(TESTS_CUDA)/include -o $@ $< \
+		-L$(TESTS_CUDA)/lib64 -l:libcudart.so.13 -Wl,-rpath,$(TESTS_CUDA)/lib64
+
+# nvcc's default: libcudart linked statically into the executable.
+$(TESTS_OUT)/static_cuda: tests/workloads/static_cuda.cu
+	@mkdir -p $(@D)
+	$(TESTS_CUDA)/bin/nvcc -O2 -g -cudart static -Xcompiler -fno-omit-frame-pointer \
+		-o $@ $<

@@ -1,0 +1,49 @@
+# Unit tests (cmocka). Included by the top-level Makefile, which defines BUILD, CC, WARN,
+# ALL_CFLAGS and LDFLAGS. Each test compiles the userspace modules it needs from source into
+# $(BUILD)/unit/, so it never depends on the tracer's objects or the BPF skeleton.
+
+UNIT_DIR := tests/unit
+UNIT_OUT := $(BUILD)/unit
+UNIT_LIBS := -lcmocka -lelf -lz -ldl
+UNIT_TESTS := json procs elf symbolize
+UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
+UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
+UNIT_HDRS := $(wildcard userspace/*.h)
+
+# The userspace modules each test links.
+unit_mods_json := json
+unit_mods_procs := procs
+unit_mods_elf := elf_syms
+unit_mods_symbolize := symbolize elf_syms procs
+
+$(UNIT_OUT)/mod/%.o: userspace/%.c $(UNIT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(UNIT_OUT)/obj/test_%.o: $(UNIT_DIR)/test_%.c $(UNIT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+define unit_link_rule
+$(UNIT_OUT)/test_$(1): $(UNIT_OUT)/obj/test_$(1).o $(patsubst %,$(UNIT_OUT)/mod/%.o,$(unit_mods_$(1)))
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(UNIT_LIBS)
+endef
+$(foreach t,$(UNIT_TESTS),$(eval $(call unit_link_rule,$(t))))
+
+# The ELF fixture: versioned symbols (a version script and .symver), a build-id, and a text
+# segment whose addresses differ from its file offsets. Built without sanitizers: it is data.
+$(UNIT_LIBSYMS): $(UNIT_DIR)/fixtures/libsyms.c $(UNIT_DIR)/fixtures/libsyms.map
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -std=gnu11 -O1 -g -fPIC -fno-omit-frame-pointer -shared \
+		-Wl,--version-script=$(UNIT_DIR)/fixtures/libsyms.map -Wl,--build-id=sha1 \
+		-Wl,-Ttext-segment=0x400000 -o $@ $<
+
+.PHONY: unit-test
+unit-test: $(UNIT_BINS) $(UNIT_LIBSYMS)
+	@failed=""; \
+	for t in $(UNIT_BINS); do \
+		echo "== $$t"; \
+		$$t $(UNIT_LIBSYMS) || failed="$$failed $$(basename $$t)"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "unit tests FAILED:$$failed"; exit 1; fi; \
+	echo "unit tests passed"

@@ -1,0 +1,877 @@
+/* Test workloads for gpumem: each scenario makes CUDA calls whose numbers the tests know, from
+ * named functions a tracer can report, and prints one `call API SIZE ADDR RC` line per call. */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef GM_DLOPEN_ONLY
+#include "mock_cuda.h"
+#endif
+
+/* Keeps each call site in a function of its own, under its own name, with its own frame. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GM_CALL_SITE __attribute__((noipa))
+#else
+#define GM_CALL_SITE __attribute__((noinline))
+#endif
+
+enum exit_code {
+	EXIT_OK = 0,
+	EXIT_UNEXPECTED = 1,	/* a call failed that should not have */
+	EXIT_USAGE = 2,
+	EXIT_NOT_REUSED = 3,	/* reuse: the second allocation got a different address */
+};
+
+struct scenario {
+	const char *name;
+	int nargs;
+	const char *args;
+	int (*run)(char **argv);
+};
+
+static void report(const char *api, uint64_t size, uint64_t addr, int rc)
+{
+	printf("call %s %" PRIu64 " 0x%" PRIx64 " %d\n", api, size, addr, rc);
+	fflush(stdout);
+}
+
+static void say(const char *line)
+{
+	printf("%s\n", line);
+	fflush(stdout);
+}
+
+/* Returns at a newline or at end of input. */
+static void wait_for_line(void)
+{
+	int c;
+
+	do {
+		c = getchar();
+	} while (c != EOF && c != '\n');
+}
+
+static int parse_u64(const char *text, uint64_t *out)
+{
+	char *end;
+
+	if (!*text)
+		return -1;
+	*out = strtoull(text, &end, 0);
+	return *end ? -1 : 0;
+}
+
+#ifndef GM_DLOPEN_ONLY
+
+static uint64_t addr_of(const void *p)
+{
+	return (uintptr_t)p;
+}
+
+/* ---- leak STEPS SIZE ---- */
+
+GM_CALL_SITE static int step_scratch(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	if (rc)
+		return rc;
+	rc = cudaFree(p);
+	report("cudaFree", size, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int keep_feature_map(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_leak(char **argv)
+{
+	uint64_t steps, size;
+
+	if (parse_u64(argv[0], &steps) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	for (uint64_t i = 0; i < steps; i++) {
+		if (step_scratch(size) || keep_feature_map(size))
+			return EXIT_UNEXPECTED;
+	}
+	return EXIT_OK;
+}
+
+/* ---- kinds ---- */
+
+struct kinds_buffers {
+	void *device, *pitched, *managed, *host, *host_alloc, *async, *async_ptsz, *pool,
+		*pool_ptsz;
+};
+
+GM_CALL_SITE static int kind_device(void **p)
+{
+	int rc = cudaMalloc(p, 1000);
+
+	report("cudaMalloc", 1000, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int kind_pitch(void **p)
+{
+	size_t pitch = 0;
+	int rc = cudaMallocPitch(p, &pitch, 1000, 10);
+
+	report("cudaMallocPitch", (uint64_t)pitch * 10, addr_of(*p), rc);
+	return rc || pitch != 1024;
+}
+
+GM_CALL_SITE static int kind_managed(void **p)
+{
+	int rc = cudaMallocManaged(p, 3000, cudaMemAttachGlobal);
+
+	report("cudaMallocManaged", 3000, addr_of(*p), rc);
+	if (!rc)
+		memset(*p, 0xab, 3000);	/* managed memory is usable by the CPU */
+	return rc;
+}
+
+GM_CALL_SITE static int kind_host(void **p)
+{
+	int rc = cudaMallocHost(p, 4000);
+
+	report("cudaMallocHost", 4000, addr_of(*p), rc);
+	if (!rc)
+		memset(*p, 0xab, 4000);
+	return rc;
+}
+
+GM_CALL_SITE static int kind_host_alloc(void **p)
+{
+	int rc = cudaHostAlloc(p, 5000, cudaHostAllocDefault);
+
+	report("cudaHostAlloc", 5000, addr_of(*p), rc);
+	if (!rc)
+		memset(*p, 0xab, 5000);
+	return rc;
+}
+
+GM_CALL_SITE static int kind_async(void **p)
+{
+	int rc = cudaMallocAsync(p, 6000, NULL);
+
+	report("cudaMallocAsync", 6000, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int kind_async_ptsz(void **p)
+{
+	int rc = cudaMallocAsync_ptsz(p, 7000, NULL);
+
+	report("cudaMallocAsync_ptsz", 7000, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int kind_pool(void **p)
+{
+	int rc = cudaMallocFromPoolAsync(p, 8000, NULL, NULL);
+
+	report("cudaMallocFromPoolAsync", 8000, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int kind_pool_ptsz(void **p)
+{
+	int rc = cudaMallocFromPoolAsync_ptsz(p, 9000, NULL, NULL);
+
+	report("cudaMallocFromPoolAsync_ptsz", 9000, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int alloc_every_kind(struct kinds_buffers *b)
+{
+	return kind_device(&b->device) || kind_pitch(&b->pitched) || kind_managed(&b->managed) ||
+	       kind_host(&b->host) || kind_host_alloc(&b->host_alloc) ||
+	       kind_async(&b->async) || kind_async_ptsz(&b->async_ptsz) ||
+	       kind_pool(&b->pool) || kind_pool_ptsz(&b->pool_ptsz);
+}
+
+GM_CALL_SITE static int free_device_kind(void *p)
+{
+	int rc = cudaFree(p);
+
+	report("cudaFree", 1000, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int free_host_kind(void *p)
+{
+	int rc = cudaFreeHost(p);
+
+	report("cudaFreeHost", 4000, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int free_async_kind(void *p)
+{
+	int rc = cudaFreeAsync(p, NULL);
+
+	report("cudaFreeAsync", 6000, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int free_async_ptsz_kind(void *p)
+{
+	int rc = cudaFreeAsync_ptsz(p, NULL);
+
+	report("cudaFreeAsync_ptsz", 7000, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int free_null(void)
+{
+	int rc = cudaFree(NULL);
+
+	report("cudaFree", 0, 0, rc);
+	return rc;
+}
+
+static int run_kinds(char **argv)
+{
+	struct kinds_buffers b = { 0 };
+
+	(void)argv;
+	if (alloc_every_kind(&b))
+		return EXIT_UNEXPECTED;
+	if (free_device_kind(b.device) || free_host_kind(b.host) || free_async_kind(b.async) ||
+	    free_async_ptsz_kind(b.async_ptsz) || free_null())
+		return EXIT_UNEXPECTED;
+	return EXIT_OK;
+}
+
+/* ---- driver ---- */
+
+struct driver_buffers {
+	CUdeviceptr device, pitched, managed, async, async_ptsz, pool, pool_ptsz;
+	void *host, *host_alloc;
+	CUmemGenericAllocationHandle kept_handle, released_handle;
+};
+
+GM_CALL_SITE static int driver_init(void)
+{
+	int rc = cuInit(0);
+
+	report("cuInit", 0, 0, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_device(CUdeviceptr *p)
+{
+	int rc = cuMemAlloc_v2(p, 1100);
+
+	report("cuMemAlloc_v2", 1100, *p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_pitch(CUdeviceptr *p)
+{
+	size_t pitch = 0;
+	int rc = cuMemAllocPitch_v2(p, &pitch, 1000, 20, 4);
+
+	report("cuMemAllocPitch_v2", (uint64_t)pitch * 20, *p, rc);
+	return rc || pitch != 1024;
+}
+
+GM_CALL_SITE static int driver_managed(CUdeviceptr *p)
+{
+	int rc = cuMemAllocManaged(p, 3100, CU_MEM_ATTACH_GLOBAL);
+
+	report("cuMemAllocManaged", 3100, *p, rc);
+	if (!rc)
+		memset((void *)(uintptr_t)*p, 0xab, 3100);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_host(void **p)
+{
+	int rc = cuMemAllocHost_v2(p, 4100);
+
+	report("cuMemAllocHost_v2", 4100, addr_of(*p), rc);
+	if (!rc)
+		memset(*p, 0xab, 4100);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_host_alloc(void **p)
+{
+	int rc = cuMemHostAlloc(p, 5100, CU_MEMHOSTALLOC_PORTABLE);
+
+	report("cuMemHostAlloc", 5100, addr_of(*p), rc);
+	if (!rc)
+		memset(*p, 0xab, 5100);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_async(CUdeviceptr *p)
+{
+	int rc = cuMemAllocAsync(p, 6100, NULL);
+
+	report("cuMemAllocAsync", 6100, *p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_async_ptsz(CUdeviceptr *p)
+{
+	int rc = cuMemAllocAsync_ptsz(p, 6200, NULL);
+
+	report("cuMemAllocAsync_ptsz", 6200, *p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_pool(CUdeviceptr *p)
+{
+	int rc = cuMemAllocFromPoolAsync(p, 6300, NULL, NULL);
+
+	report("cuMemAllocFromPoolAsync", 6300, *p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_pool_ptsz(CUdeviceptr *p)
+{
+	int rc = cuMemAllocFromPoolAsync_ptsz(p, 6400, NULL, NULL);
+
+	report("cuMemAllocFromPoolAsync_ptsz", 6400, *p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_create(CUmemGenericAllocationHandle *handle, size_t size)
+{
+	CUmemAllocationProp prop;
+	int rc;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	rc = cuMemCreate(handle, size, &prop, 0);
+	report("cuMemCreate", size, *handle, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int alloc_every_driver_kind(struct driver_buffers *b)
+{
+	return driver_device(&b->device) || driver_pitch(&b->pitched) ||
+	       driver_managed(&b->managed) || driver_host(&b->host) ||
+	       driver_host_alloc(&b->host_alloc) || driver_async(&b->async) ||
+	       driver_async_ptsz(&b->async_ptsz) || driver_pool(&b->pool) ||
+	       driver_pool_ptsz(&b->pool_ptsz) || driver_create(&b->kept_handle, 2097152) ||
+	       driver_create(&b->released_handle, 4194304);
+}
+
+GM_CALL_SITE static int driver_release(CUmemGenericAllocationHandle handle)
+{
+	int rc = cuMemRelease(handle);
+
+	report("cuMemRelease", 4194304, handle, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_free_device(CUdeviceptr p)
+{
+	int rc = cuMemFree_v2(p);
+
+	report("cuMemFree_v2", 1100, p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_free_host(void *p)
+{
+	int rc = cuMemFreeHost(p);
+
+	report("cuMemFreeHost", 4100, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_free_async(CUdeviceptr p)
+{
+	int rc = cuMemFreeAsync(p, NULL);
+
+	report("cuMemFreeAsync", 6100, p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int driver_free_async_ptsz(CUdeviceptr p)
+{
+	int rc = cuMemFreeAsync_ptsz(p, NULL);
+
+	report("cuMemFreeAsync_ptsz", 6200, p, rc);
+	return rc;
+}
+
+static int run_driver(char **argv)
+{
+	struct driver_buffers b = { 0 };
+
+	(void)argv;
+	if (driver_init() || alloc_every_driver_kind(&b))
+		return EXIT_UNEXPECTED;
+	if (driver_release(b.released_handle) || driver_free_device(b.device) ||
+	    driver_free_host(b.host) || driver_free_async(b.async) ||
+	    driver_free_async_ptsz(b.async_ptsz))
+		return EXIT_UNEXPECTED;
+	return EXIT_OK;
+}
+
+/* ---- nested N SIZE, private N SIZE ---- */
+
+GM_CALL_SITE static int nested_alloc(void **p, size_t size)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int nested_free(void *p, size_t size)
+{
+	int rc = cudaFree(p);
+
+	report("cudaFree", size, addr_of(p), rc);
+	return rc;
+}
+
+/* Allocates n buffers and frees all but the first. */
+static int alloc_n_keep_one(uint64_t n, size_t size)
+{
+	void **bufs = calloc(n ? n : 1, sizeof(*bufs));
+	int status = EXIT_OK;
+
+	if (!bufs)
+		return EXIT_UNEXPECTED;
+	for (uint64_t i = 0; i < n && status == EXIT_OK; i++)
+		if (nested_alloc(&bufs[i], size))
+			status = EXIT_UNEXPECTED;
+	for (uint64_t i = 1; i < n && status == EXIT_OK; i++)
+		if (nested_free(bufs[i], size))
+			status = EXIT_UNEXPECTED;
+	free(bufs);
+	return status;
+}
+
+static int run_nested(char **argv)
+{
+	uint64_t n, size;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	return alloc_n_keep_one(n, size);
+}
+
+static int run_private(char **argv)
+{
+	/* Read by the mock runtime at its first call; an explicit setting is left alone. */
+	setenv("GPUMEM_MOCK_RUNTIME_PRIVATE", "1", 0);
+	return run_nested(argv);
+}
+
+/* ---- reuse SIZE ---- */
+
+GM_CALL_SITE static int reuse_first(void **p, size_t size)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int reuse_free(void *p, size_t size)
+{
+	int rc = cudaFree(p);
+
+	report("cudaFree", size, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int reuse_again(void **p, size_t size)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+static int run_reuse(char **argv)
+{
+	void *first = NULL, *again = NULL;
+	uint64_t size;
+
+	if (parse_u64(argv[0], &size))
+		return EXIT_USAGE;
+	if (reuse_first(&first, size) || reuse_free(first, size) || reuse_again(&again, size))
+		return EXIT_UNEXPECTED;
+	return again == first ? EXIT_OK : EXIT_NOT_REUSED;
+}
+
+/* ---- threads T N SIZE ---- */
+
+struct thread_job {
+	pthread_t thread;
+	uint64_t pairs;
+	size_t size;
+	uint64_t allocs, frees, failures;
+};
+
+GM_CALL_SITE static int thread_churn(struct thread_job *job)
+{
+	void *p = NULL;
+
+	if (cudaMalloc(&p, job->size))
+		return -1;
+	job->allocs++;
+	if (cudaFree(p))
+		return -1;
+	job->frees++;
+	return 0;
+}
+
+GM_CALL_SITE static int thread_keep(struct thread_job *job)
+{
+	void *p = NULL;
+
+	if (cudaMalloc(&p, job->size))
+		return -1;
+	job->allocs++;
+	return 0;
+}
+
+static void *thread_main(void *arg)
+{
+	struct thread_job *job = arg;
+
+	for (uint64_t i = 0; i < job->pairs; i++)
+		if (thread_churn(job))
+			job->failures++;
+	if (thread_keep(job))
+		job->failures++;
+	return NULL;
+}
+
+static int run_threads(char **argv)
+{
+	uint64_t nthreads, pairs, size, allocs = 0, frees = 0, failures = 0;
+	struct thread_job *jobs;
+
+	if (parse_u64(argv[0], &nthreads) || parse_u64(argv[1], &pairs) ||
+	    parse_u64(argv[2], &size) || !nthreads)
+		return EXIT_USAGE;
+	jobs = calloc(nthreads, sizeof(*jobs));
+	if (!jobs)
+		return EXIT_UNEXPECTED;
+	for (uint64_t i = 0; i < nthreads; i++) {
+		jobs[i].pairs = pairs;
+		jobs[i].size = size;
+		if (pthread_create(&jobs[i].thread, NULL, thread_main, &jobs[i])) {
+			nthreads = i;
+			failures++;
+			break;
+		}
+	}
+	for (uint64_t i = 0; i < nthreads; i++) {
+		pthread_join(jobs[i].thread, NULL);
+		allocs += jobs[i].allocs;
+		frees += jobs[i].frees;
+		failures += jobs[i].failures;
+	}
+	free(jobs);
+	printf("threads %" PRIu64 " allocs %" PRIu64 " frees %" PRIu64 " bytes %" PRIu64
+	       " failures %" PRIu64 "\n",
+	       nthreads, allocs, frees, (allocs - frees) * size, failures);
+	fflush(stdout);
+	return failures ? EXIT_UNEXPECTED : EXIT_OK;
+}
+
+/* ---- fail SIZE MAX ---- */
+
+GM_CALL_SITE static int oom_step(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_fail(char **argv)
+{
+	uint64_t size, max, done = 0;
+	int rc = 0;
+
+	if (parse_u64(argv[0], &size) || parse_u64(argv[1], &max))
+		return EXIT_USAGE;
+	while (done < max) {
+		rc = oom_step(size);
+		if (rc)
+			break;
+		done++;
+	}
+	if (!rc) {
+		say("failure none");
+		return EXIT_UNEXPECTED;
+	}
+	printf("failure %" PRIu64 " %d %s\n", done, rc, cudaGetErrorName((cudaError_t)rc));
+	fflush(stdout);
+	return rc == cudaErrorMemoryAllocation ? EXIT_OK : EXIT_UNEXPECTED;
+}
+
+/* ---- prefree N SIZE ---- */
+
+GM_CALL_SITE static int prefree_alloc(void **p, size_t size)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int prefree_free(void *p, size_t size)
+{
+	int rc = cudaFree(p);
+
+	report("cudaFree", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_prefree(char **argv)
+{
+	uint64_t n, size;
+	void **bufs;
+	int status = EXIT_OK;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	bufs = calloc(n ? n : 1, sizeof(*bufs));
+	if (!bufs)
+		return EXIT_UNEXPECTED;
+	for (uint64_t i = 0; i < n && status == EXIT_OK; i++)
+		if (prefree_alloc(&bufs[i], size))
+			status = EXIT_UNEXPECTED;
+	if (status == EXIT_OK) {
+		say("allocated");
+		wait_for_line();
+	}
+	for (uint64_t i = 0; i < n && status == EXIT_OK; i++)
+		if (prefree_free(bufs[i], size))
+			status = EXIT_UNEXPECTED;
+	free(bufs);
+	return status;
+}
+
+/* ---- hold SIZE ---- */
+
+GM_CALL_SITE static int hold_alloc(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_hold(char **argv)
+{
+	uint64_t size;
+
+	if (parse_u64(argv[0], &size))
+		return EXIT_USAGE;
+	if (hold_alloc(size))
+		return EXIT_UNEXPECTED;
+	say("holding");
+	wait_for_line();
+	return EXIT_OK;
+}
+
+/* ---- children K SIZE ---- */
+
+GM_CALL_SITE static int child_alloc(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int parent_alloc(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_children(char **argv)
+{
+	uint64_t nchildren, size, started = 0;
+	int status = EXIT_OK;
+
+	if (parse_u64(argv[0], &nchildren) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	for (; started < nchildren; started++) {
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0) {
+			status = EXIT_UNEXPECTED;
+			break;
+		}
+		if (pid == 0)
+			exit(child_alloc(size) ? EXIT_UNEXPECTED : EXIT_OK);
+	}
+	for (uint64_t i = 0; i < started; i++) {
+		int wstatus;
+		pid_t pid = wait(&wstatus);
+
+		if (pid < 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus)) {
+			status = EXIT_UNEXPECTED;
+			if (pid < 0)
+				break;
+		}
+		printf("child %d %d\n", (int)pid, WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+		fflush(stdout);
+	}
+	if (parent_alloc(size))
+		status = EXIT_UNEXPECTED;
+	return status;
+}
+
+/* ---- exitcode CODE ---- */
+
+GM_CALL_SITE static int alloc_before_exit(void)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, 4096);
+
+	report("cudaMalloc", 4096, addr_of(p), rc);
+	return rc;
+}
+
+static int run_exitcode(char **argv)
+{
+	uint64_t code;
+
+	if (parse_u64(argv[0], &code) || code > 255)
+		return EXIT_USAGE;
+	if (alloc_before_exit())
+		return EXIT_UNEXPECTED;
+	say("done");
+	exit((int)code);
+}
+
+#endif /* !GM_DLOPEN_ONLY */
+
+/* ---- dlopen PATH SIZE (workload_dl only: nothing CUDA is mapped before the dlopen) ---- */
+
+#ifdef GM_DLOPEN_ONLY
+/* cudaErrorInsufficientDriver: what NVIDIA's own runtime returns on a machine with no driver. */
+#define GM_NO_DRIVER 35
+
+typedef int (*cuda_malloc_fn)(void **devPtr, size_t size);
+
+GM_CALL_SITE static int alloc_after_dlopen(cuda_malloc_fn cuda_malloc, size_t size)
+{
+	void *p = NULL;
+	int rc = cuda_malloc(&p, size);
+
+	report("cudaMalloc", size, (uintptr_t)p, rc);
+	return rc;
+}
+
+static int run_dlopen(char **argv)
+{
+	cuda_malloc_fn cuda_malloc;
+	uint64_t size;
+	void *lib;
+	int rc;
+
+	if (parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	say("waiting");
+	wait_for_line();
+	lib = dlopen(argv[0], RTLD_NOW);
+	if (!lib) {
+		fprintf(stderr, "workload: cannot dlopen %s: %s\n", argv[0], dlerror());
+		return EXIT_UNEXPECTED;
+	}
+	cuda_malloc = (cuda_malloc_fn)dlsym(lib, "cudaMalloc");
+	if (!cuda_malloc) {
+		fprintf(stderr, "workload: %s has no cudaMalloc\n", argv[0]);
+		return EXIT_UNEXPECTED;
+	}
+	rc = alloc_after_dlopen(cuda_malloc, size);
+	return rc == 0 || rc == GM_NO_DRIVER ? EXIT_OK : EXIT_UNEXPECTED;
+}
+#endif
+
+static const struct scenario scenarios[] = {
+#ifdef GM_DLOPEN_ONLY
+	{ "dlopen", 2, "PATH SIZE", run_dlopen },
+#else
+	{ "leak", 2, "STEPS SIZE", run_leak },
+	{ "kinds", 0, "", run_kinds },
+	{ "driver", 0, "", run_driver },
+	{ "nested", 2, "N SIZE", run_nested },
+	{ "reuse", 1, "SIZE", run_reuse },
+	{ "threads", 3, "T N SIZE", run_threads },
+	{ "fail", 2, "SIZE MAX", run_fail },
+	{ "prefree", 2, "N SIZE", run_prefree },
+	{ "hold", 1, "SIZE", run_hold },
+	{ "children", 2, "K SIZE", run_children },
+	{ "exitcode", 1, "CODE", run_exitcode },
+	{ "private", 2, "N SIZE", run_private },
+#endif
+};
+
+static int usage(const char *prog)
+{
+	fprintf(stderr, "usage: %s [--wait] SCENARIO [ARGS]\n", prog);
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		fprintf(stderr, "  %s %s\n", scenarios[i].name, scenarios[i].args);
+	return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	const struct scenario *chosen = NULL;
+	int first = 1, status;
+
+	if (argc > 1 && !strcmp(argv[1], "--wait"))
+		first = 2;
+	if (argc <= first)
+		return usage(argv[0]);
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		if (!strcmp(argv[first], scenarios[i].name))
+			chosen = &scenarios[i];
+	if (!chosen || argc - first - 1 != chosen->nargs)
+		return usage(argv[0]);
+	if (first == 2) {
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+		wait_for_line();
+	}
+	status = chosen->run(&argv[first + 1]);
+	if (status == EXIT_USAGE)
+		return usage(argv[0]);
+	say("done");
+	return status;
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Finding CUDA code: running processes' maps and executables, the ld cache, standard
+ * install directories, files inside containers through /proc/PID/root, and libraries that
+ * are opened or exec'd later. Every file is attached once per (device, inode). */
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "gpumem.skel.h"
+#include "discover.h"
+#include "elf_syms.h"
+#include "probes.h"
+#include "util.h"
+
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	struct attached_file *attached;	/* NULL: examined, holds no CUDA allocation API */
+};
+
+struct discovery {
+	struct gpumem_bpf *skel;
+	struct file_id *files;
+	size_t nfiles, cap;
+	struct discovery_stats stats;
+	bool multi;
+	bool started;
+};
+
+static const char *const std_dirs[] = {
+	"/usr/local/cuda/lib64",
+	"/usr/local/cuda/targets/*/lib",
+	"/usr/local/cuda-*/lib64",
+	"/usr/lib/x86_64-linux-gnu",
+	"/usr/lib/aarch64-linux-gnu",
+	"/usr/lib64",
+	"/usr/lib",
+	"/usr/lib/wsl/lib",
+};
+
+struct discovery *discovery_new(struct gpumem_bpf *skel, bool multi)
+{
+	struct discovery *d = xcalloc(1, sizeof(*d));
+
+	d->skel = skel;
+	d->multi = multi;
+	return d;
+}
+
+void discovery_free(struct discovery *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nfiles; i++)
+		detach_file(d->files[i].attached);
+	free(d->files);
+	free(d);
+}
+
+/* "libcuda.so", "libcuda.so.1", "libcudart.so.13.0.48", ... */
+static bool cuda_library_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return fnmatch("libcuda.so*", base, 0) == 0 || fnmatch("libcudart.so*", base, 0) == 0;
+}
+
+static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
+{
+	for (size_t i = 0; i < d->nfiles; i++)
+		if (d->files[i].dev == dev && d->files[i].ino == ino)
+			return &d->files[i];
+	return NULL;
+}
+
+/* Tells the BPF side this file was examined: opening it again need not hold anyone. */
+static void mark_known(struct discovery *d, dev_t dev, ino_t ino)
+{
+	struct gm_file_key key = {
+		.dev = ((__u64)major(dev) << 20) | minor(dev),
+		.ino = ino,
+	};
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(bpf_map__fd(d->skel->maps.known_files), &key, &one, BPF_ANY))
+		p_debug("known-file map full: later opens of this file are reported again");
+}
+
+static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
+{
+	mark_known(d, dev, ino);
+	if (d->nfiles == d->cap) {
+		d->cap = d->cap ? 2 * d->cap : 64;
+		d->files = xrealloc(d->files, d->cap * sizeof(*d->files));
+	}
+	d->files[d->nfiles] = (struct file_id){ .dev = dev, .ino = ino };
+	return &d->files[d->nfiles++];
+}
+
+static int add_file(struct discovery *d, const char *path, bool *attached)
+{
+	struct file_id *id;
+	struct stat st;
+	int err;
+
+	*attached = false;
+	if (stat(path, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	id = find_file(d, st.st_dev, st.st_ino);
+	if (id) {
+		*attached = id->attached != NULL;
+		return 0;
+	}
+	id = remember(d, st.st_dev, st.st_ino);
+	err = attach_file(d->skel, path, d->multi, &id->attached);
+	if (err == -ENOEXEC || err == -ENOENT)
+		return 0;	/* not an ELF file we can read: nothing to attach */
+	if (err)
+		return err;
+	if (id->attached) {
+		*attached = true;
+		d->stats.files++;
+		d->stats.probes += attached_probe_count(id->attached);
+	}
+	return 0;
+}
+
+int discovery_add(struct discovery *d, const char *path)
+{
+	bool attached;
+
+	return add_file(d, path, &attached);
+}
+
+int discovery_add_required(struct discovery *d, const char *path)
+{
+	bool attached;
+	int err;
+
+	if (access(path, R_OK)) {
+		err = -errno;
+		p_err("cannot read --lib %s: %s", path, strerror(errno));
+		return err;
+	}
+	err = add_file(d, path, &attached);
+	if (err) {
+		p_err("cannot attach to %s: %s", path, strerror(-err));
+		return err;
+	}
+	if (!attached) {
+		p_err("--lib %s defines none of the CUDA allocation functions gpumem probes", path);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static void scan_dir(struct discovery *d, const char *pattern)
+{
+	char buf[PATH_MAX];
+	glob_t g;
+
+	snprintf(buf, sizeof(buf), "%s/libcuda*.so*", pattern);
+	if (glob(buf, 0, NULL, &g))
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		if (cuda_library_name(g.gl_pathv[i]))
+			discovery_add(d, g.gl_pathv[i]);
+	globfree(&g);
+}
+
+void discovery_scan_dirs(struct discovery *d, const char *dirs)
+{
+	char *copy, *dir, *save = NULL;
+
+	if (!dirs)
+		return;
+	copy = xstrdup(dirs);
+	for (dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
+		if (*dir)
+			scan_dir(d, dir);
+	free(copy);
+}
+
+static void scan_ld_cache(struct discovery *d)
+{
+	char line[PATH_MAX + 128];
+	FILE *f = popen("/sbin/ldconfig -p 2>/dev/null", "r");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *path = strstr(line, "=> ");
+
+		if (!path)
+			continue;
+		path += 3;
+		path[strcspn(path, "\n")] = 0;
+		if (cuda_library_name(path))
+			discovery_add(d, path);
+	}
+	pclose(f);
+}
+
+/* The process's executable, if it carries the runtime statically (nvcc's default). */
+static void scan_executable(struct discovery *d, int pid)
+{
+	char exe[64];
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	discovery_add(d, exe);
+}
+
+void discovery_scan_process(struct discovery *d, int pid)
+{
+	char path[PATH_MAX], line[PATH_MAX + 256];
+	FILE *f;
+
+	scan_executable(d, pid);
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *file = strchr(line, '/');
+		unsigned long start, end;
+
+		if (!file)
+			continue;
+		file[strcspn(file, "\n")] = 0;
+		if (!cuda_library_name(file) || sscanf(line, "%lx-%lx", &start, &end) != 2)
+			continue;
+		/* map_files reaches the very file mapped, in a container or deleted since. */
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, start, end);
+		if (discovery_add(d, path) == 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, file);
+		discovery_add(d, path);
+	}
+	fclose(f);
+}
+
+static void scan_processes(struct discovery *d)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		int pid = atoi(de->d_name);
+
+		if (pid > 0 && pid != getpid())
+			discovery_scan_process(d, pid);
+	}
+	closedir(dir);
+}
+
+void discovery_scan_system(struct discovery *d)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(std_dirs); i++) {
+		glob_t g;
+
+		if (glob(std_dirs[i], GLOB_ONLYDIR, NULL, &g))
+			continue;
+		for (size_t j = 0; j < g.gl_pathc; j++)
+			scan_dir(d, g.gl_pathv[j]);
+		globfree(&g);
+	}
+	scan_ld_cache(d);
+	scan_processes(d);
+	d->started = true;
+}
+
+static void note_late_attach(struct discovery *d, unsigned int files_before, uint64_t since_ns)
+{
+	uint64_t took;
+
+	if (d->stats.files == files_before)
+		return;
+	took = now_ns() - since_ns;
+	d->stats.late_attaches++;
+	d->stats.late_attach_ns_last = took;
+	if (took > d->stats.late_attach_ns_max)
+		d->stats.late_attach_ns_max = took;
+	p_debug("attached a new CUDA file %.3f ms after the kernel saw it", took / 1e6);
+}
+
+void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
+{
+	unsigned int before = d->stats.files;
+	char path[PATH_MAX];
+
+	if (e->type == GM_REC_EXEC) {
+		scan_executable(d, (int)e->pid);
+		note_late_attach(d, before, e->time_ns);
+		return;
+	}
+	/* The very file opened: its descriptor is still open while the process is held. */
+	snprintf(path, sizeof(path), "/proc/%u/fd/%u", e->pid, e->fd);
+	if (discovery_add(d, path) != 0)
+		p_debug("cannot examine %.*s opened by PID %u", GM_PATH_LEN, e->path, e->pid);
+	note_late_attach(d, before, e->time_ns);
+	if (e->held)
+		kill((pid_t)e->pid, SIGCONT);
+}
+
+void discovery_get_stats(const struct discovery *d, struct discovery_stats *out)
+{
+	*out = d->stats;
+}

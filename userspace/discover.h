@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Finding CUDA code to attach to: running processes' maps and executables, the ld cache,
+ * standard install directories, --lib files, and libraries that appear later. */
+#ifndef GPUMEM_DISCOVER_H
+#define GPUMEM_DISCOVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gpumem.h"
+
+struct discovery;
+struct gpumem_bpf;
+
+struct discovery_stats {
+	unsigned int files;		/* distinct files attached */
+	unsigned int probes;		/* uprobes and uretprobes attached */
+	unsigned int late_attaches;	/* files attached after start-up */
+	uint64_t late_attach_ns_max;	/* open or exec in the kernel -> probes attached */
+	uint64_t late_attach_ns_last;
+};
+
+struct discovery *discovery_new(struct gpumem_bpf *skel, bool multi);
+void discovery_free(struct discovery *d);
+/* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */
+int discovery_add_required(struct discovery *d, const char *path);
+/* Attaches path if it defines CUDA allocation APIs and is not attached yet; 0 or -errno. */
+int discovery_add(struct discovery *d, const char *path);
+/* Everything present now: processes' maps and executables, ld cache, standard dirs. */
+void discovery_scan_system(struct discovery *d);
+void discovery_scan_process(struct discovery *d, int pid);
+/* CUDA libraries in each directory of a ':'-separated list (LD_LIBRARY_PATH of -c CMD). */
+void discovery_scan_dirs(struct discovery *d, const char *dirs);
+void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e);
+void discovery_get_stats(const struct discovery *d, struct discovery_stats *out);
+
+#endif

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Function symbols of ELF files (libelf): enumeration for attaching uprobes, an address ->
+ * symbol table for symbolizing, build-ids. A corrupt file is an error, never a crash. */
+#ifndef GPUMEM_ELF_SYMS_H
+#define GPUMEM_ELF_SYMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Called once per distinct (name, vaddr) among the defined STT_FUNC / STT_GNU_IFUNC symbols
+ * with a non-zero value in .symtab and .dynsym, in address order. name has any "@VERSION" /
+ * "@@VERSION" suffix stripped; file_off is the symbol's file offset (through the PT_LOAD that
+ * holds st_value) as uprobes need. A non-zero return stops the walk and is returned.
+ */
+typedef int (*elf_sym_cb)(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
+			  void *ctx);
+
+/* 0 or -errno; a truncated or corrupt ELF gives -ENOEXEC. */
+int elf_for_each_func(const char *path, elf_sym_cb cb, void *ctx);
+int elf_for_each_func_fd(int fd, elf_sym_cb cb, void *ctx);
+bool elf_has_func(const char *path, const char *name);
+
+/* A symbol table for address lookup, loaded once per file: both tables, sorted by address;
+ * the PT_LOAD segments kept for file offset -> vaddr. */
+struct elf_symtab;
+
+int elf_symtab_load(const char *path, struct elf_symtab **out);
+int elf_symtab_load_fd(int fd, struct elf_symtab **out);
+void elf_symtab_free(struct elf_symtab *t);
+/* -ENOENT when no PT_LOAD holds file_off. */
+int elf_symtab_file_off_to_vaddr(const struct elf_symtab *t, uint64_t file_off, uint64_t *vaddr);
+/* The symbol that contains vaddr (for size-0 symbols: the nearest below), NULL if none;
+ * *sym_off (may be NULL) gets vaddr's offset from the symbol's start. */
+const char *elf_symtab_lookup(const struct elf_symtab *t, uint64_t vaddr, uint64_t *sym_off);
+size_t elf_symtab_count(const struct elf_symtab *t);
+
+/* NT_GNU_BUILD_ID as lowercase hex: -ENOENT if none, -ENOSPC if hex is too small. */
+int elf_build_id(const char *path, char *hex, size_t len);
+int elf_build_id_fd(int fd, char *hex, size_t len);
+
+#endif

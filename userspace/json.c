@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The escaping JSON writer, and the plain-text sanitizer for readable views. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+struct json_writer {
+	FILE *out;
+	bool *first;	/* per nesting level: no value written yet at this level */
+	size_t depth;
+	size_t cap;
+	size_t untracked;	/* levels opened while out of memory for the stack */
+	bool after_key;	/* a key was written; its value needs no separator */
+};
+
+struct json_writer *jw_new(FILE *out)
+{
+	struct json_writer *w;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->cap = 16;
+	w->first = calloc(w->cap, sizeof(*w->first));
+	if (!w->first) {
+		free(w);
+		return NULL;
+	}
+	w->out = out;
+	w->first[0] = true;
+	return w;
+}
+
+void jw_free(struct json_writer *w)
+{
+	if (!w)
+		return;
+	free(w->first);
+	free(w);
+}
+
+/* Writes the comma that separates this value (or key) from the previous one. */
+static void jw_separate(struct json_writer *w)
+{
+	if (w->after_key) {
+		w->after_key = false;
+		return;
+	}
+	if (w->depth > 0 && !w->first[w->depth])
+		fputc(',', w->out);
+	w->first[w->depth] = false;
+}
+
+static void jw_push(struct json_writer *w, char open)
+{
+	jw_separate(w);
+	fputc(open, w->out);
+	if (w->depth + 1 >= w->cap) {
+		size_t cap = w->cap * 2;
+		bool *first = realloc(w->first, cap * sizeof(*first));
+
+		/* Out of memory: commas at deeper levels follow the deepest level kept. */
+		if (!first) {
+			w->untracked++;
+			return;
+		}
+		w->first = first;
+		w->cap = cap;
+	}
+	w->depth++;
+	w->first[w->depth] = true;
+}
+
+static void jw_pop(struct json_writer *w, char close)
+{
+	if (w->untracked > 0)
+		w->untracked--;
+	else if (w->depth > 0)
+		w->depth--;
+	w->after_key = false;
+	fputc(close, w->out);
+}
+
+void jw_object_begin(struct json_writer *w)
+{
+	jw_push(w, '{');
+}
+
+void jw_object_end(struct json_writer *w)
+{
+	jw_pop(w, '}');
+}
+
+void jw_array_begin(struct json_writer *w)
+{
+	jw_push(w, '[');
+}
+
+void jw_array_end(struct json_writer *w)
+{
+	jw_pop(w, ']');
+}
+
+/*
+ * Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not valid:
+ * overlong forms, surrogates and code points above U+10FFFF are invalid.
+ */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len, i;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+		return 0;
+	if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
+		return 0;
+	return len;
+}
+
+static void jw_escaped(FILE *out, const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0, n;
+
+	fputc('"', out);
+	while (i < len) {
+		unsigned char c = s[i];
+
+		switch (c) {
+		case '"':
+			fputs("\\\"", out);
+			break;
+		case '\\':
+			fputs("\\\\", out);
+			break;
+		case '\n':
+			fputs("\\n", out);
+			break;
+		case '\t':
+			fputs("\\t", out);
+			break;
+		case '\r':
+			fputs("\\r", out);
+			break;
+		case '\b':
+			fputs("\\b", out);
+			break;
+		case '\f':
+			fputs("\\f", out);
+			break;
+		default:
+			if (c < 0x20 || c == 0x7f) {
+				fprintf(out, "\\u%04x", c);
+				break;
+			}
+			n = utf8_seq_len(s + i, len - i);
+			if (n == 0) {
+				fputs("\\ufffd", out);
+				break;
+			}
+			fwrite(s + i, 1, n, out);
+			i += n;
+			continue;
+		}
+		i++;
+	}
+	fputc('"', out);
+}
+
+void jw_key(struct json_writer *w, const char *key)
+{
+	jw_separate(w);
+	jw_escaped(w->out, key ? key : "", key ? strlen(key) : 0);
+	fputc(':', w->out);
+	w->after_key = true;
+}
+
+void jw_string_len(struct json_writer *w, const char *s, size_t len)
+{
+	if (!s) {
+		jw_null(w);
+		return;
+	}
+	jw_separate(w);
+	jw_escaped(w->out, s, len);
+}
+
+void jw_string(struct json_writer *w, const char *s)
+{
+	jw_string_len(w, s, s ? strlen(s) : 0);
+}
+
+void jw_u64(struct json_writer *w, uint64_t v)
+{
+	jw_separate(w);
+	fprintf(w->out, "%" PRIu64, v);
+}
+
+void jw_i64(struct json_writer *w, int64_t v)
+{
+	jw_separate(w);
+	fprintf(w->out, "%" PRId64, v);
+}
+
+void jw_bool(struct json_writer *w, bool v)
+{
+	jw_separate(w);
+	fputs(v ? "true" : "false", w->out);
+}
+
+void jw_null(struct json_writer *w)
+{
+	jw_separate(w);
+	fputs("null", w->out);
+}
+
+void jw_hex(struct json_writer *w, uint64_t v)
+{
+	jw_separate(w);
+	fprintf(w->out, "\"0x%" PRIx64 "\"", v);
+}
+
+void jw_kv_string(struct json_writer *w, const char *key, const char *s)
+{
+	jw_key(w, key);
+	jw_string(w, s);
+}
+
+void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	jw_u64(w, v);
+}
+
+void jw_kv_i64(struct json_writer *w, const char *key, int64_t v)
+{
+	jw_key(w, key);
+	jw_i64(w, v);
+}
+
+void jw_kv_bool(struct json_writer *w, const char *key, bool v)
+{
+	jw_key(w, key);
+	jw_bool(w, v);
+}
+
+void jw_kv_hex(struct json_writer *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	jw_hex(w, v);
+}
+
+void jw_kv_null(struct json_writer *w, const char *key)
+{
+	jw_key(w, key);
+	jw_null(w);
+}
+
+void jw_newline(struct json_writer *w)
+{
+	fputc('\n', w->out);
+	fflush(w->out);
+	w->after_key = false;
+	w->first[0] = true;
+}
+
+void text_sanitize(char *dst, size_t dstlen, const char *src)
+{
+	const unsigned char *s = (const unsigned char *)(src ? src : "");
+	size_t len = strlen((const char *)s);
+	size_t i = 0, o = 0, n;
+
+	if (dstlen == 0)
+		return;
+	while (i < len && o + 1 < dstlen) {
+		unsigned char c = s[i];
+
+		n = utf8_seq_len(s + i, len - i);
+		/* C0, DEL, C1 (U+0080..U+009F, encoded c2 80..c2 9f) and invalid bytes */
+		if (n == 0 || c < 0x20 || c == 0x7f || (c == 0xc2 && s[i + 1] < 0xa0)) {
+			dst[o++] = '?';
+			i += n ? n : 1;
+			continue;
+		}
+		if (o + n >= dstlen)
+			break;
+		memcpy(dst + o, s + i, n);
+		o += n;
+		i += n;
+	}
+	dst[o] = '\0';
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The one escaping JSON writer (compact output, commas kept by a nesting stack), and the
+ * plain-text sanitizer for readable views. Strings from processes are untrusted input. */
+#ifndef GPUMEM_JSON_H
+#define GPUMEM_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct json_writer;
+
+struct json_writer *jw_new(FILE *out);
+void jw_free(struct json_writer *w);
+
+void jw_object_begin(struct json_writer *w);
+void jw_object_end(struct json_writer *w);
+void jw_array_begin(struct json_writer *w);
+void jw_array_end(struct json_writer *w);
+
+/* The next value belongs to key. */
+void jw_key(struct json_writer *w, const char *key);
+
+/* NULL writes null. Invalid UTF-8 becomes U+FFFD; control characters are escaped. */
+void jw_string(struct json_writer *w, const char *s);
+void jw_string_len(struct json_writer *w, const char *s, size_t len);
+void jw_u64(struct json_writer *w, uint64_t v);
+void jw_i64(struct json_writer *w, int64_t v);
+void jw_bool(struct json_writer *w, bool v);
+void jw_null(struct json_writer *w);
+/* A string "0x1a2b". */
+void jw_hex(struct json_writer *w, uint64_t v);
+
+void jw_kv_string(struct json_writer *w, const char *key, const char *s);
+void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v);
+void jw_kv_i64(struct json_writer *w, const char *key, int64_t v);
+void jw_kv_bool(struct json_writer *w, const char *key, bool v);
+void jw_kv_hex(struct json_writer *w, const char *key, uint64_t v);
+void jw_kv_null(struct json_writer *w, const char *key);
+
+/* Ends the current line ("\n") and flushes: for one-object-per-line output. Only valid at
+ * depth 0; the next value then starts a new top-level document. */
+void jw_newline(struct json_writer *w);
+
+/* Copies src into dst (always NUL-terminated, truncated at a character boundary) with
+ * control characters, C1 controls and bytes that are not valid UTF-8 replaced by '?'. */
+void text_sanitize(char *dst, size_t dstlen, const char *src);
+
+#endif

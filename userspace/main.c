@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: GPL-2.0
+/* gpumem: command line, subcommand dispatch and the checks made before anything loads. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "session.h"
+#include "util.h"
+#include "views/common.h"
+
+static const struct {
+	const char *name;
+	const struct view_ops *view;
+} commands[] = {
+	{ "snapshot", &snapshot_view },
+	{ "trace", &trace_view },
+	{ "top", &top_batch_view },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: gpumem [COMMAND] [OPTIONS] [-c CMD [ARGS...]]\n"
+		"\n"
+		"Accounts for the GPU memory CUDA programs allocate, with eBPF uprobes.\n"
+		"\n"
+		"commands:\n"
+		"  top                live table of processes (the default; batch output for now)\n"
+		"  snapshot           the state once: at Ctrl-C, --duration, or the end of CMD\n"
+		"  trace              one line per allocation, free, failure and process end\n"
+		"\n"
+		"options:\n"
+		"  -p, --pid PID      only this process (repeat, or PID,PID,...)\n"
+		"  -c CMD [ARGS...]   run CMD (and follow its children); report when it ends and\n"
+		"                     exit with its exit status; must come last\n"
+		"  --lib PATH         also attach to this library or executable\n"
+		"  --json             machine-readable output (see DESIGN.md)\n"
+		"  -d, --duration S   stop after S seconds\n"
+		"  -i, --interval S   refresh interval of top (default 2)\n"
+		"  --max-allocs N     live allocations tracked (default %u)\n"
+		"  --max-stacks N     distinct call stacks (default %u)\n"
+		"  --max-sites N      call sites (default %u)\n"
+		"  --max-procs N      processes (default %u)\n"
+		"  --ringbuf-mb N     event ring buffer size (default %u)\n"
+		"  --no-hold          never pause a process that opens a CUDA library gpumem has\n"
+		"                     not attached yet (its first calls may then be missed)\n"
+		"  -v, --verbose      libbpf and discovery diagnostics\n"
+		"  -h, --help         this text\n",
+		GM_DEFAULT_MAX_ALLOCS, GM_DEFAULT_MAX_STACKS, GM_DEFAULT_MAX_SITES,
+		GM_DEFAULT_MAX_PROCS, GM_DEFAULT_RINGBUF_BYTES >> 20);
+}
+
+enum long_only {
+	OPT_LIB = 256,
+	OPT_JSON,
+	OPT_MAX_ALLOCS,
+	OPT_MAX_STACKS,
+	OPT_MAX_SITES,
+	OPT_MAX_PROCS,
+	OPT_RINGBUF_MB,
+	OPT_ALL_FRAMES,
+	OPT_NO_HOLD,
+};
+
+static const struct option long_opts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "lib", required_argument, NULL, OPT_LIB },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "interval", required_argument, NULL, 'i' },
+	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
+	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "max-sites", required_argument, NULL, OPT_MAX_SITES },
+	{ "max-procs", required_argument, NULL, OPT_MAX_PROCS },
+	{ "ringbuf-mb", required_argument, NULL, OPT_RINGBUF_MB },
+	{ "all-frames", no_argument, NULL, OPT_ALL_FRAMES },
+	{ "no-hold", no_argument, NULL, OPT_NO_HOLD },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+static int parse_uint(const char *flag, const char *s, unsigned long max, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v == 0 || v > max) {
+		p_err("%s takes a whole number from 1 to %lu, not '%s'", flag, max, s);
+		return -EINVAL;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_seconds(const char *flag, const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || *end || end == s || !(*out > 0)) {
+		p_err("%s takes a positive number of seconds, not '%s'", flag, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_pids(struct options *o, const char *arg)
+{
+	char *copy = xstrdup(arg), *tok, *save = NULL;
+	int err = 0;
+
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint32_t pid;
+
+		err = parse_uint("-p", tok, INT_MAX, &pid);
+		if (err)
+			break;
+		o->pids = xrealloc(o->pids, (o->npids + 1) * sizeof(*o->pids));
+		o->pids[o->npids++] = (int)pid;
+	}
+	free(copy);
+	return err;
+}
+
+/* Splits off "-c CMD [ARGS...]": everything after -c belongs to CMD. */
+static int split_command(int *argc, char **argv, struct options *o)
+{
+	for (int i = 1; i < *argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return 0;
+		if (strcmp(argv[i], "-c") != 0 && strcmp(argv[i], "--command") != 0)
+			continue;
+		if (i + 1 >= *argc) {
+			p_err("-c needs a command to run");
+			return -EINVAL;
+		}
+		o->cmd_argv = &argv[i + 1];
+		argv[i] = NULL;
+		*argc = i;
+		return 0;
+	}
+	return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	bool no_hold = false;
+	int c, first = 1;
+
+	o->view = &top_batch_view;
+	if (argc > 1 && argv[1][0] != '-') {
+		size_t i;
+
+		for (i = 0; i < ARRAY_SIZE(commands); i++)
+			if (strcmp(argv[1], commands[i].name) == 0)
+				break;
+		if (i == ARRAY_SIZE(commands)) {
+			p_err("unknown command '%s' (try gpumem --help)", argv[1]);
+			return -EINVAL;
+		}
+		o->view = commands[i].view;
+		first = 2;
+	}
+	argv += first - 1;
+	argc -= first - 1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:d:i:vh", long_opts, NULL)) != -1) {
+		int err = 0;
+
+		switch (c) {
+		case 'p':
+			err = parse_pids(o, optarg);
+			break;
+		case OPT_LIB:
+			o->libs = xrealloc(o->libs, (o->nlibs + 1) * sizeof(*o->libs));
+			o->libs[o->nlibs++] = optarg;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case 'd':
+			err = parse_seconds("--duration", optarg, &o->duration_s);
+			break;
+		case 'i':
+			err = parse_seconds("--interval", optarg, &o->interval_s);
+			break;
+		case OPT_MAX_ALLOCS:
+			err = parse_uint("--max-allocs", optarg, 1u << 28, &o->tracer.max_allocs);
+			break;
+		case OPT_MAX_STACKS:
+			err = parse_uint("--max-stacks", optarg, 1u << 24, &o->tracer.max_stacks);
+			break;
+		case OPT_MAX_SITES:
+			err = parse_uint("--max-sites", optarg, 1u << 24, &o->tracer.max_sites);
+			break;
+		case OPT_MAX_PROCS:
+			err = parse_uint("--max-procs", optarg, 1u << 22, &o->tracer.max_procs);
+			break;
+		case OPT_RINGBUF_MB:
+			err = parse_uint("--ringbuf-mb", optarg, 1024, &o->tracer.ringbuf_mb);
+			if (!err && (o->tracer.ringbuf_mb & (o->tracer.ringbuf_mb - 1))) {
+				p_err("--ringbuf-mb must be a power of two, not %u",
+				      o->tracer.ringbuf_mb);
+				err = -EINVAL;
+			}
+			break;
+		case OPT_ALL_FRAMES:
+			o->all_frames = true;
+			break;
+		case OPT_NO_HOLD:
+			no_hold = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -EINVAL;
+		}
+		if (err)
+			return err;
+	}
+	if (optind < argc) {
+		p_err("unexpected argument '%s' (a command to run goes after -c)", argv[optind]);
+		return -EINVAL;
+	}
+	if (o->npids && o->cmd_argv) {
+		p_err("-p and -c cannot be used together");
+		return -EINVAL;
+	}
+	o->tracer.stream_calls = o->view->stream_calls;
+	o->tracer.filter_pids = o->npids || o->cmd_argv;
+	o->tracer.hold_new_procs = o->cmd_argv != NULL && !no_hold;
+	o->tracer.hold_new_libs = !no_hold;
+	return 0;
+}
+
+static int check_system(void)
+{
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		p_err("this kernel has no BTF (/sys/kernel/btf/vmlinux): gpumem needs a kernel "
+		      "built with CONFIG_DEBUG_INFO_BTF=y");
+		return -ENOTSUP;
+	}
+	if (geteuid() != 0) {
+		p_err("gpumem must run as root (or with CAP_BPF, CAP_PERFMON, CAP_SYS_RESOURCE "
+		      "and CAP_SYS_PTRACE): try sudo");
+		return -EPERM;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	int rc;
+
+	if (split_command(&argc, argv, &o) || parse_options(argc, argv, &o)) {
+		usage(stderr);
+		return 2;
+	}
+	if (check_system())
+		return 1;
+	rc = session_run(&o);
+	free(o.pids);
+	free(o.libs);
+	return rc;
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The probe table of DESIGN.md, and attaching its entry/return programs to one file. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "gpumem.skel.h"
+#include "elf_syms.h"
+#include "probes.h"
+#include "util.h"
+
+#define RT GM_LAYER_RUNTIME
+#define DRV GM_LAYER_DRIVER
+
+const struct probe_def probe_table[] = {
+	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
+	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
+	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
+	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
+	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
+	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cudaFree", RT, GM_SHAPE_FREE, GM_KIND_DEVICE },
+	{ "cudaFreeHost", RT, GM_SHAPE_FREE, GM_KIND_HOST },
+	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, GM_KIND_ASYNC },
+	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, GM_KIND_ASYNC },
+	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
+	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
+	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
+	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
+	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
+	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
+	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE },
+	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, GM_KIND_HOST },
+	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
+	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
+	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM },
+	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
+};
+const unsigned int probe_count = ARRAY_SIZE(probe_table);
+
+const char *probe_api_name(unsigned int api)
+{
+	return api < probe_count ? probe_table[api].symbol : "unknown";
+}
+
+const char *probe_layer_name(unsigned int layer)
+{
+	return layer == GM_LAYER_DRIVER ? "driver" : "runtime";
+}
+
+const char *kind_name(unsigned int kind)
+{
+	static const char *const names[GM_KIND_COUNT] = {
+		[GM_KIND_DEVICE] = "device", [GM_KIND_MANAGED] = "managed",
+		[GM_KIND_HOST] = "host",     [GM_KIND_ASYNC] = "async",
+		[GM_KIND_VMM] = "vmm",
+	};
+
+	return kind < GM_KIND_COUNT ? names[kind] : "unknown";
+}
+
+int probe_find(const char *symbol)
+{
+	for (unsigned int i = 0; i < probe_count; i++)
+		if (strcmp(probe_table[i].symbol, symbol) == 0)
+			return (int)i;
+	return -1;
+}
+
+const char *cuda_error_name(unsigned int layer, int error)
+{
+	static const struct {
+		int code;
+		const char *runtime, *driver;
+	} names[] = {
+		{ 0, "cudaSuccess", "CUDA_SUCCESS" },
+		{ 1, "cudaErrorInvalidValue", "CUDA_ERROR_INVALID_VALUE" },
+		{ 2, "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY" },
+		{ 3, "cudaErrorInitializationError", "CUDA_ERROR_NOT_INITIALIZED" },
+		{ 4, "cudaErrorCudartUnloading", "CUDA_ERROR_DEINITIALIZED" },
+		{ 34, "cudaErrorStubLibrary", "CUDA_ERROR_STUB_LIBRARY" },
+		{ 35, "cudaErrorInsufficientDriver", NULL },
+		{ 46, "cudaErrorDevicesUnavailable", "CUDA_ERROR_DEVICE_UNAVAILABLE" },
+		{ 100, "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE" },
+		{ 101, "cudaErrorInvalidDevice", "CUDA_ERROR_INVALID_DEVICE" },
+		{ 201, "cudaErrorDeviceUninitialized", "CUDA_ERROR_INVALID_CONTEXT" },
+		{ 801, "cudaErrorNotSupported", "CUDA_ERROR_NOT_SUPPORTED" },
+		{ 999, "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (names[i].code != error)
+			continue;
+		if (layer == GM_LAYER_DRIVER)
+			return names[i].driver ? names[i].driver : "CUDA_ERROR_UNKNOWN";
+		return names[i].runtime;
+	}
+	return layer == GM_LAYER_DRIVER ? "CUDA_ERROR_UNKNOWN" : "cudaErrorUnknown";
+}
+
+struct attached_file {
+	char *path;
+	struct bpf_link **links;	/* perf-event uprobes, one per probe */
+	unsigned int nlinks;
+	int multi_fds[4];		/* uprobe_multi links: one per program */
+	unsigned int nmulti;
+	unsigned int nprobes;
+	uint64_t offsets[ARRAY_SIZE(probe_table)];	/* 0: symbol absent */
+};
+
+static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
+			  void *ctx)
+{
+	struct attached_file *f = ctx;
+	int api = probe_find(name);
+
+	(void)vaddr;
+	(void)size;
+	if (api >= 0 && !f->offsets[api])
+		f->offsets[api] = file_off;
+	return 0;
+}
+
+static struct bpf_program *entry_program(struct gpumem_bpf *skel, enum gm_shape shape)
+{
+	switch (shape) {
+	case GM_SHAPE_ALLOC:
+	case GM_SHAPE_VMM_CREATE:
+		return skel->progs.enter_alloc;
+	case GM_SHAPE_ALLOC_PITCH:
+		return skel->progs.enter_alloc_pitch;
+	case GM_SHAPE_FREE:
+	case GM_SHAPE_VMM_RELEASE:
+		return skel->progs.enter_free;
+	}
+	return NULL;
+}
+
+static bool offset_taken(const struct attached_file *f, unsigned int api)
+{
+	for (unsigned int i = 0; i < api; i++)
+		if (f->offsets[i] == f->offsets[api])
+			return true;
+	return false;
+}
+
+static int attach_one(struct gpumem_bpf *skel, struct attached_file *f, unsigned int api)
+{
+	const struct probe_def *p = &probe_table[api];
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_link *entry, *ret;
+	int err;
+
+	opts.bpf_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
+	entry = bpf_program__attach_uprobe_opts(entry_program(skel, p->shape), -1, f->path,
+						f->offsets[api], &opts);
+	if (!entry)
+		return -errno;
+	opts.retprobe = true;
+	ret = bpf_program__attach_uprobe_opts(skel->progs.call_return, -1, f->path,
+					      f->offsets[api], &opts);
+	if (!ret) {
+		err = -errno;
+		bpf_link__destroy(entry);
+		return err;
+	}
+	f->links[f->nlinks++] = entry;
+	f->links[f->nlinks++] = ret;
+	return 0;
+}
+
+/* BPF_LINK_CREATE for BPF_TRACE_UPROBE_MULTI, laid out as the kernel's union bpf_attr
+ * (libbpf 1.1 predates it). */
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 pad;
+};
+
+#define ATTACH_UPROBE_MULTI 48
+#define UPROBE_MULTI_RETURN 1
+
+static int link_multi(struct bpf_program *prog, const char *path, const __u64 *offsets,
+		      const __u64 *cookies, unsigned int cnt, bool ret)
+{
+	struct uprobe_multi_attr attr = {
+		.prog_fd = (__u32)bpf_program__fd(prog),
+		.attach_type = ATTACH_UPROBE_MULTI,
+		.path = (__u64)(unsigned long)path,
+		.offsets = (__u64)(unsigned long)offsets,
+		.cookies = (__u64)(unsigned long)cookies,
+		.cnt = cnt,
+		.multi_flags = ret ? UPROBE_MULTI_RETURN : 0,
+	};
+	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* One link for each entry program with the probes of its shapes, one for every return. */
+static int attach_multi(struct gpumem_bpf *skel, struct attached_file *f)
+{
+	struct bpf_program *progs[] = { skel->progs.enter_alloc, skel->progs.enter_alloc_pitch,
+					skel->progs.enter_free, skel->progs.call_return };
+	__u64 offsets[ARRAY_SIZE(probe_table)], cookies[ARRAY_SIZE(probe_table)];
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(progs); i++) {
+		bool ret = progs[i] == skel->progs.call_return;
+		unsigned int cnt = 0;
+		int fd;
+
+		for (unsigned int api = 0; api < probe_count; api++) {
+			const struct probe_def *p = &probe_table[api];
+
+			if (!f->offsets[api] || offset_taken(f, api))
+				continue;
+			if (!ret && entry_program(skel, p->shape) != progs[i])
+				continue;
+			offsets[cnt] = f->offsets[api];
+			cookies[cnt++] = GM_COOKIE(api, p->kind, p->layer, p->shape);
+		}
+		if (!cnt)
+			continue;
+		fd = link_multi(progs[i], f->path, offsets, cookies, cnt, ret);
+		if (fd < 0)
+			return fd;
+		f->multi_fds[f->nmulti++] = fd;
+		f->nprobes += cnt;
+	}
+	return 0;
+}
+
+static int attach_each(struct gpumem_bpf *skel, struct attached_file *f)
+{
+	f->links = xcalloc(2 * probe_count, sizeof(*f->links));
+	for (unsigned int api = 0; api < probe_count; api++) {
+		int err;
+
+		if (!f->offsets[api] || offset_taken(f, api))
+			continue;
+		err = attach_one(skel, f, api);
+		if (err) {
+			p_err("cannot attach to %s:%s: %s", f->path, probe_table[api].symbol,
+			      strerror(-err));
+			return err;
+		}
+	}
+	f->nprobes = f->nlinks;
+	return 0;
+}
+
+int attach_file(struct gpumem_bpf *skel, const char *path, bool multi,
+		struct attached_file **out)
+{
+	struct attached_file *f = xcalloc(1, sizeof(*f));
+	int err;
+
+	*out = NULL;
+	f->path = xstrdup(path);
+	err = elf_for_each_func(path, collect_symbol, f);
+	if (err)
+		goto out_free;
+	err = multi ? attach_multi(skel, f) : attach_each(skel, f);
+	if (err) {
+		if (multi)
+			p_err("cannot attach to %s: %s", path, strerror(-err));
+		goto out_detach;
+	}
+	if (!f->nprobes)
+		goto out_detach;	/* no CUDA allocation API here: not an error */
+	p_debug("attached %u probes to %s", f->nprobes, path);
+	*out = f;
+	return 0;
+
+out_detach:
+	detach_file(f);
+	return err;
+out_free:
+	free(f->path);
+	free(f);
+	return err;
+}
+
+void detach_file(struct attached_file *f)
+{
+	if (!f)
+		return;
+	for (unsigned int i = 0; i < f->nlinks; i++)
+		bpf_link__destroy(f->links[i]);
+	for (unsigned int i = 0; i < f->nmulti; i++)
+		close(f->multi_fds[i]);
+	free(f->links);
+	free(f->path);
+	free(f);
+}
+
+unsigned int attached_probe_count(const struct attached_file *f)
+{
+	return f->nprobes;
+}
+
+const char *attached_path(const struct attached_file *f)
+{
+	return f->path;
+}

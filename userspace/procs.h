@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What /proc says about a process: comm, cmdline, cgroup, start time, module map. Every
+ * reader has a parser that takes text or a FILE *, so it is testable without a process. */
+#ifndef GPUMEM_PROCS_H
+#define GPUMEM_PROCS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Each returns 0 or -errno; buf is always NUL-terminated when len > 0. */
+int proc_read_comm(int pid, char *buf, size_t len);
+/* NUL-separated args joined by ' '; truncated to fit (still 0). Kernel threads give "". */
+int proc_read_cmdline(int pid, char *buf, size_t len);
+int proc_parse_cmdline(const char *data, size_t datalen, char *buf, size_t len);
+/* The cgroup v2 path (the "0::" line), also on hybrid hosts. -ENOENT when there is no v2
+ * line (v1-only host), -ENAMETOOLONG when the path does not fit (buf holds its start). */
+int proc_read_cgroup(int pid, char *buf, size_t len);
+int proc_parse_cgroup(const char *text, char *buf, size_t len);
+/* Field 22 of /proc/PID/stat, in clock ticks since boot. */
+int proc_start_time(int pid, uint64_t *ticks);
+int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks);
+bool proc_exists(int pid);
+
+struct mapping {
+	uint64_t start, end, pgoff, ino;
+	uint32_t dev_major, dev_minor;
+	bool exec;
+	bool deleted;	/* the path ended in " (deleted)", which is stripped */
+	char *path;
+};
+
+/* File-backed mappings (path begins with '/'), sorted by start. */
+struct module_map {
+	struct mapping *maps;
+	size_t count;
+};
+
+int module_map_read(int pid, struct module_map *out);
+int module_map_parse(FILE *f, struct module_map *out);
+void module_map_free(struct module_map *m);
+/* The mapping that holds addr, or NULL. */
+const struct mapping *module_map_find(const struct module_map *m, uint64_t addr);
+
+#endif

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Reading the BPF maps into the model the views print: living processes' numbers, sites and
+ * allocation ages; the final numbers of processes that ended, captured before their map
+ * entries are dropped; failures as they were reported. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include "state.h"
+#include "symbolize.h"
+#include "util.h"
+
+struct state *state_new(const struct state_fds *fds)
+{
+	struct state *s = xcalloc(1, sizeof(*s));
+
+	s->fd = *fds;
+	s->sym = symbolizer_new();
+	return s;
+}
+
+static void proc_rec_free(struct proc_rec *p)
+{
+	free(p->cmdline);
+	free(p->cgroup);
+	module_map_free(&p->mm);
+	free(p->sites);
+	free(p);
+}
+
+void state_free(struct state *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nprocs; i++)
+		proc_rec_free(s->procs[i]);
+	free(s->procs);
+	free(s->failures);
+	free(s->pending_exits);
+	symbolizer_free(s->sym);
+	free(s);
+}
+
+struct proc_rec *state_find(struct state *s, int pid)
+{
+	/* Newest first: a reused pid finds its living process, not an ended one. */
+	for (size_t i = s->nprocs; i-- > 0;)
+		if (s->procs[i]->pid == pid)
+			return s->procs[i];
+	return NULL;
+}
+
+static void read_identity(struct proc_rec *p)
+{
+	char buf[4096];
+
+	if (!p->comm[0] && proc_read_comm(p->pid, buf, sizeof(buf)) == 0)
+		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, buf);
+	if (!p->cmdline && proc_read_cmdline(p->pid, buf, sizeof(buf)) == 0)
+		p->cmdline = xstrdup(buf);
+	if (!p->cgroup && proc_read_cgroup(p->pid, buf, sizeof(buf)) == 0)
+		p->cgroup = xstrdup(buf);
+	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0)
+		p->have_mm = true;
+}
+
+struct proc_rec *state_proc(struct state *s, int pid)
+{
+	struct proc_rec *p = state_find(s, pid);
+
+	if (p && p->alive)
+		return p;
+	if (s->nprocs == s->procs_cap) {
+		s->procs_cap = s->procs_cap ? 2 * s->procs_cap : 64;
+		s->procs = xrealloc(s->procs, s->procs_cap * sizeof(*s->procs));
+	}
+	p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	p->alive = true;
+	s->procs[s->nprocs++] = p;
+	read_identity(p);
+	return p;
+}
+
+void state_on_process_new(struct state *s, const struct gm_call_event *e)
+{
+	struct proc_rec *p = state_find(s, (int)e->pid);
+
+	if (!p || !p->alive) {
+		p = state_proc(s, (int)e->pid);
+	} else if (!p->have_mm) {
+		read_identity(p);
+	}
+	if (!p->comm[0])
+		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
+}
+
+uint32_t state_stack(struct state *s, int32_t stack_id, uint64_t *ips)
+{
+	uint32_t n = 0;
+
+	if (stack_id < 0)
+		return 0;
+	if (bpf_map_lookup_elem(s->fd.stacks, &stack_id, ips))
+		return 0;
+	while (n < GM_MAX_STACK_DEPTH && ips[n])
+		n++;
+	return n;
+}
+
+void state_on_failure(struct state *s, const struct gm_call_event *e)
+{
+	struct failure_rec *f;
+
+	if (s->nfailures == s->failures_cap) {
+		s->failures_cap = s->failures_cap ? 2 * s->failures_cap : 16;
+		s->failures = xrealloc(s->failures, s->failures_cap * sizeof(*s->failures));
+	}
+	f = &s->failures[s->nfailures++];
+	f->ev = *e;
+	f->nips = state_stack(s, e->stack_id, f->ips);
+	state_proc(s, (int)e->pid);
+}
+
+void state_on_process_exit(struct state *s, const struct gm_call_event *e)
+{
+	struct proc_rec *p = state_find(s, (int)e->pid);
+
+	if (s->npending == s->pending_cap) {
+		s->pending_cap = s->pending_cap ? 2 * s->pending_cap : 16;
+		s->pending_exits = xrealloc(s->pending_exits, s->pending_cap * sizeof(int));
+	}
+	s->pending_exits[s->npending++] = (int)e->pid;
+	if (p && p->alive) {
+		p->end_ns = e->time_ns;
+		p->exit_code = e->error;
+	}
+}
+
+/* Calls cb for every entry of a hash map, in batches where the kernel allows. */
+typedef void (*walk_fn)(void *ctx, const void *key, const void *value);
+
+static int map_walk(int fd, size_t ksz, size_t vsz, walk_fn cb, void *ctx)
+{
+	enum { BATCH = 4096 };
+	char *keys = xcalloc(BATCH, ksz), *vals = xcalloc(BATCH, vsz);
+	char *in = NULL, *out = xcalloc(1, ksz < 8 ? 8 : ksz), *prev = NULL;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	int err = 0;
+
+	for (;;) {
+		__u32 n = BATCH;
+
+		err = bpf_map_lookup_batch(fd, in, out, keys, vals, &n, &opts);
+		if (err && errno != ENOENT)
+			break;
+		for (__u32 i = 0; i < n; i++)
+			cb(ctx, keys + i * ksz, vals + i * vsz);
+		if (err) {	/* ENOENT: that was the last batch */
+			err = 0;
+			goto out;
+		}
+		if (!in)
+			in = xcalloc(1, ksz < 8 ? 8 : ksz);
+		memcpy(in, out, ksz < 8 ? 8 : ksz);
+	}
+	if (in) {
+		err = -errno;	/* failed half way: do not repeat what was seen */
+		goto out;
+	}
+	/* No batch support: one key at a time. */
+	prev = NULL;
+	err = 0;
+	while (bpf_map_get_next_key(fd, prev, keys) == 0) {
+		if (bpf_map_lookup_elem(fd, keys, vals) == 0)
+			cb(ctx, keys, vals);
+		if (!prev)
+			prev = in = xcalloc(1, ksz);
+		memcpy(prev, keys, ksz);
+	}
+out:
+	free(keys);
+	free(vals);
+	free(in);
+	free(out);
+	return err;
+}
+
+static bool pid_in(const int *pids, size_t n, uint32_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((uint32_t)pids[i] == pid)
+			return true;
+	return false;
+}
+
+static struct site_snap *add_site(struct proc_rec *p, const struct gm_site_key *k,
+				  const struct gm_site_stats *v)
+{
+	struct site_snap *ss;
+
+	p->sites = xrealloc(p->sites, (p->nsites + 1) * sizeof(*p->sites));
+	ss = &p->sites[p->nsites++];
+	ss->key = *k;
+	ss->st = *v;
+	ss->oldest_ns = 0;
+	return ss;
+}
+
+static int site_cmp(const void *a, const void *b)
+{
+	const struct gm_site_key *x = a, *y = b;
+
+	if (x->stack_id != y->stack_id)
+		return x->stack_id < y->stack_id ? -1 : 1;
+	if (x->api != y->api)
+		return x->api < y->api ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return 0;
+}
+
+static void note_age(struct proc_rec *p, const struct gm_alloc_info *a)
+{
+	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .stack_id = a->stack_id,
+				 .api = a->api, .kind = a->kind };
+	struct site_snap *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
+
+	if (ss && (!ss->oldest_ns || a->time_ns < ss->oldest_ns))
+		ss->oldest_ns = a->time_ns;
+}
+
+/* Pass context: which processes a walk is for, and what it collects. */
+struct walk {
+	struct state *s;
+	const int *pids;	/* NULL: every living process */
+	size_t npids;
+	void *del_keys;		/* keys to delete after the walk */
+	size_t ndel, del_cap, ksz;
+};
+
+static bool walk_wants(struct walk *w, uint32_t tgid, struct proc_rec **p)
+{
+	if (w->pids && !pid_in(w->pids, w->npids, tgid))
+		return false;
+	*p = state_find(w->s, (int)tgid);
+	return *p != NULL;
+}
+
+static void queue_delete(struct walk *w, const void *key)
+{
+	if (!w->pids)
+		return;
+	if (w->ndel == w->del_cap) {
+		w->del_cap = w->del_cap ? 2 * w->del_cap : 256;
+		w->del_keys = xrealloc(w->del_keys, w->del_cap * w->ksz);
+	}
+	memcpy((char *)w->del_keys + w->ndel * w->ksz, key, w->ksz);
+	w->ndel++;
+}
+
+static void delete_queued(int fd, struct walk *w)
+{
+	for (size_t i = 0; i < w->ndel; i++)
+		bpf_map_delete_elem(fd, (char *)w->del_keys + i * w->ksz);
+	free(w->del_keys);
+	w->del_keys = NULL;
+	w->ndel = w->del_cap = 0;
+}
+
+static void walk_proc(void *ctx, const void *key, const void *value)
+{
+	struct walk *w = ctx;
+	uint32_t tgid = *(const uint32_t *)key;
+	struct proc_rec *p;
+
+	if (w->pids && !pid_in(w->pids, w->npids, tgid))
+		return;
+	p = state_find(w->s, (int)tgid);
+	if (!p || !p->alive)
+		p = state_proc(w->s, (int)tgid);
+	p->st = *(const struct gm_proc_stats *)value;
+	p->have_stats = true;
+	p->nsites = 0;
+	queue_delete(w, key);
+}
+
+static void walk_site(void *ctx, const void *key, const void *value)
+{
+	struct walk *w = ctx;
+	const struct gm_site_key *k = key;
+	struct proc_rec *p;
+
+	if (!walk_wants(w, k->tgid, &p) || !p->alive)
+		return;
+	add_site(p, k, value);
+	queue_delete(w, key);
+}
+
+static void walk_alloc(void *ctx, const void *key, const void *value)
+{
+	struct walk *w = ctx;
+	const struct gm_alloc_key *k = key;
+	struct proc_rec *p;
+
+	if (!walk_wants(w, k->tgid, &p) || !p->alive)
+		return;
+	note_age(p, value);
+	queue_delete(w, key);
+}
+
+static void sort_sites(struct state *s)
+{
+	for (size_t i = 0; i < s->nprocs; i++)
+		qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_snap), site_cmp);
+}
+
+/* One pass over procs, sites and allocs for the given processes (NULL: all living). */
+static int read_maps(struct state *s, const int *pids, size_t npids, bool need_ages)
+{
+	struct walk w = { .s = s, .pids = pids, .npids = npids };
+	int err;
+
+	w.ksz = sizeof(__u32);
+	err = map_walk(s->fd.procs, sizeof(__u32), sizeof(struct gm_proc_stats), walk_proc, &w);
+	if (err)
+		return err;
+	w.ksz = sizeof(struct gm_site_key);
+	err = map_walk(s->fd.sites, sizeof(struct gm_site_key), sizeof(struct gm_site_stats),
+		       walk_site, &w);
+	if (err)
+		return err;
+	sort_sites(s);
+	delete_queued(s->fd.sites, &w);
+	if (need_ages) {
+		w.ksz = sizeof(struct gm_alloc_key);
+		err = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
+			       sizeof(struct gm_alloc_info), walk_alloc, &w);
+		delete_queued(s->fd.allocs, &w);
+	}
+	if (pids) {
+		for (size_t i = 0; i < npids; i++) {
+			__u32 key = (__u32)pids[i];
+
+			bpf_map_delete_elem(s->fd.procs, &key);
+		}
+	}
+	return err;
+}
+
+int state_refresh(struct state *s)
+{
+	uint64_t now = now_ns();
+	int err = read_maps(s, NULL, 0, true);
+
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (s->procs[i]->alive)
+			s->procs[i]->end_ns = now;
+	return err;
+}
+
+size_t state_reap(struct state *s)
+{
+	size_t n = s->npending;
+
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		state_proc(s, s->pending_exits[i]);	/* a record even if it never allocated */
+	read_maps(s, s->pending_exits, n, true);
+	for (size_t i = 0; i < n; i++) {
+		struct proc_rec *p = state_find(s, s->pending_exits[i]);
+
+		if (p && p->alive) {
+			p->alive = false;
+			if (!p->end_ns)
+				p->end_ns = now_ns();
+		}
+	}
+	s->npending = 0;
+	return n;
+}

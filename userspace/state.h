@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The model the views read: processes (alive or ended, with their final numbers), their call
+ * sites, failures; built from the BPF maps and the rare ring-buffer records. */
+#ifndef GPUMEM_STATE_H
+#define GPUMEM_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gpumem.h"
+#include "procs.h"
+
+struct site_snap {
+	struct gm_site_key key;
+	struct gm_site_stats st;
+	uint64_t oldest_ns;	/* allocation time of its oldest live allocation; 0: none */
+};
+
+struct proc_rec {
+	int pid;
+	bool alive;
+	bool have_stats;
+	char comm[GM_COMM_LEN + 1];
+	char *cmdline;
+	char *cgroup;
+	struct module_map mm;	/* captured while the process lived */
+	bool have_mm;
+	struct gm_proc_stats st;
+	struct site_snap *sites;
+	size_t nsites;
+	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
+	int exit_code;
+};
+
+struct failure_rec {
+	struct gm_call_event ev;
+	uint32_t nips;
+	uint64_t ips[GM_MAX_STACK_DEPTH];
+};
+
+struct state_fds {
+	int procs, sites, allocs, stacks;
+};
+
+struct state {
+	struct state_fds fd;
+	struct proc_rec **procs;	/* every process seen, alive or ended */
+	size_t nprocs, procs_cap;
+	struct failure_rec *failures;
+	size_t nfailures, failures_cap;
+	int *pending_exits;
+	size_t npending, pending_cap;
+	struct symbolizer *sym;
+};
+
+struct state *state_new(const struct state_fds *fds);
+void state_free(struct state *s);
+struct proc_rec *state_proc(struct state *s, int pid);	/* finds or creates */
+struct proc_rec *state_find(struct state *s, int pid);
+/* Identity and module map of a process that just started allocating. */
+void state_on_process_new(struct state *s, const struct gm_call_event *e);
+void state_on_failure(struct state *s, const struct gm_call_event *e);
+/* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
+void state_on_process_exit(struct state *s, const struct gm_call_event *e);
+/* Handles queued exits in one pass over the maps; returns how many processes ended. */
+size_t state_reap(struct state *s);
+/* Reads the maps into the records of living processes (numbers, sites, ages). */
+int state_refresh(struct state *s);
+/* The user stack of a stack id, innermost first; returns the frame count (0: none). */
+uint32_t state_stack(struct state *s, int32_t stack_id, uint64_t *ips);
+
+#endif

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The one file that owns the BPF skeleton: open, size maps from options, load, attach the
+ * lifecycle programs, and run the ring-buffer loop. Uprobes are attached by probes.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "gpumem.skel.h"
+#include "tracer.h"
+#include "util.h"
+
+struct record_handler {
+	record_fn fn;
+	void *ctx;
+};
+
+struct tracer {
+	struct gpumem_bpf *skel;
+	struct ring_buffer *rb;
+	struct record_handler handler;
+	bool watches_opens;
+	bool multi;
+};
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	if (level == LIBBPF_INFO && !verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
+{
+	if (o->max_allocs)
+		bpf_map__set_max_entries(skel->maps.allocs, o->max_allocs);
+	if (o->max_stacks)
+		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+	if (o->max_sites)
+		bpf_map__set_max_entries(skel->maps.sites, o->max_sites);
+	if (o->max_procs)
+		bpf_map__set_max_entries(skel->maps.procs, o->max_procs);
+	if (o->ringbuf_mb)
+		bpf_map__set_max_entries(skel->maps.events, o->ringbuf_mb << 20);
+}
+
+/* Kernels since 6.6 attach all of a file's probes in one uprobe_multi link, which also
+ * detaches in one RCU grace period instead of one per probe (seconds for a library). */
+#define ATTACH_UPROBE_MULTI 48	/* BPF_TRACE_UPROBE_MULTI, newer than libbpf 1.1's headers */
+
+static void use_uprobe_multi(struct gpumem_bpf *skel)
+{
+	bpf_program__set_expected_attach_type(skel->progs.enter_alloc, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_alloc_pitch, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_free, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.call_return, ATTACH_UPROBE_MULTI);
+}
+
+static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi,
+					  bool with_open_watch)
+{
+	struct gpumem_bpf *skel = gpumem_bpf__open();
+
+	if (!skel)
+		return NULL;
+	if (multi)
+		use_uprobe_multi(skel);
+	skel->rodata->stream_calls = o->stream_calls;
+	skel->rodata->filter_pids = o->filter_pids;
+	skel->rodata->hold_new_procs = o->hold_new_procs;
+	skel->rodata->hold_new_libs = o->hold_new_libs;
+	size_maps(skel, o);
+	if (!with_open_watch)
+		bpf_program__set_autoload(skel->progs.on_sys_exit, false);
+	return skel;
+}
+
+static int attach_lifecycle(struct tracer *t)
+{
+	struct gpumem_bpf *skel = t->skel;
+	struct bpf_link *link;
+
+	skel->links.on_exec = bpf_program__attach(skel->progs.on_exec);
+	skel->links.on_fork = bpf_program__attach(skel->progs.on_fork);
+	skel->links.on_exit = bpf_program__attach(skel->progs.on_exit);
+	if (!skel->links.on_exec || !skel->links.on_fork || !skel->links.on_exit)
+		return -errno;
+	link = bpf_program__attach(skel->progs.on_sys_exit);
+	if (link) {
+		skel->links.on_sys_exit = link;
+		t->watches_opens = true;
+	} else {
+		p_debug("the sys_exit tracepoint is unavailable: new libraries are found on exec "
+			"and by rescans only");
+	}
+	return 0;
+}
+
+static int ringbuf_cb(void *ctx, void *data, size_t size)
+{
+	struct record_handler *h = ctx;
+
+	return h->fn(h->ctx, data, size);
+}
+
+int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
+		struct tracer **out)
+{
+	struct tracer *t = xcalloc(1, sizeof(*t));
+	int err;
+
+	libbpf_set_print(libbpf_print);
+	/* Newest kernel features first; the open watch and uprobe_multi are optional. */
+	static const struct {
+		bool multi, open_watch;
+	} tries[] = { { true, true }, { false, true }, { false, false } };
+
+	err = -EINVAL;
+	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
+		gpumem_bpf__destroy(t->skel);
+		t->skel = open_configured(opts, tries[i].multi, tries[i].open_watch);
+		if (!t->skel) {
+			err = -errno;
+			p_err("cannot open the BPF object: %s", strerror(-err));
+			goto out_free;
+		}
+		err = gpumem_bpf__load(t->skel);
+		t->multi = tries[i].multi;
+		if (err)
+			p_debug("loading (uprobe_multi %d, open watch %d) failed: %s",
+				tries[i].multi, tries[i].open_watch, strerror(-err));
+	}
+	if (err == -EPERM || err == -EACCES) {
+		p_err("cannot load BPF programs: permission denied (run as root or grant "
+		      "CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)");
+		goto out_destroy;
+	}
+	if (err) {
+		p_err("cannot load BPF programs: %s (needs a kernel with BTF, uprobes and BPF ring "
+		      "buffers; run with -v for the verifier's log)", strerror(-err));
+		goto out_destroy;
+	}
+	err = attach_lifecycle(t);
+	if (err) {
+		p_err("cannot attach the process tracepoints: %s", strerror(-err));
+		goto out_destroy;
+	}
+	t->handler.fn = on_record;
+	t->handler.ctx = ctx;
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ringbuf_cb, &t->handler, NULL);
+	if (!t->rb) {
+		err = -errno;
+		p_err("cannot open the ring buffer: %s", strerror(-err));
+		goto out_destroy;
+	}
+	*out = t;
+	return 0;
+
+out_destroy:
+	gpumem_bpf__destroy(t->skel);
+out_free:
+	free(t);
+	return err;
+}
+
+void tracer_close(struct tracer *t)
+{
+	if (!t)
+		return;
+	ring_buffer__free(t->rb);
+	gpumem_bpf__destroy(t->skel);
+	free(t);
+}
+
+struct gpumem_bpf *tracer_skel(struct tracer *t)
+{
+	return t->skel;
+}
+
+int tracer_add_target(struct tracer *t, int pid)
+{
+	__u32 key = (__u32)pid;
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &key, &one, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int tracer_remove_target(struct tracer *t, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	if (bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &key))
+		return -errno;
+	return 0;
+}
+
+int tracer_poll(struct tracer *t, int timeout_ms)
+{
+	int n = ring_buffer__poll(t->rb, timeout_ms);
+
+	return n == -EINTR ? 0 : n;
+}
+
+void tracer_counters(struct tracer *t, uint64_t out[GM_CNT_COUNT])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	int fd = bpf_map__fd(t->skel->maps.counters);
+	__u64 *vals = xcalloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*vals));
+
+	for (__u32 i = 0; i < GM_CNT_COUNT; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+	free(vals);
+}
+
+bool tracer_watches_opens(const struct tracer *t)
+{
+	return t->watches_opens;
+}
+
+bool tracer_uses_multi(const struct tracer *t)
+{
+	return t->multi;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The BPF skeleton's life (open, size, load, attach, close) and the ring-buffer loop. */
+#ifndef GPUMEM_TRACER_H
+#define GPUMEM_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gpumem.h"
+
+struct tracer_opts {
+	bool stream_calls;	/* per-allocation events (trace, record) */
+	bool filter_pids;	/* only targets and their children */
+	bool hold_new_procs;	/* stop a target at its first allocation until it is examined */
+	bool hold_new_libs;	/* stop a process at its first open of an unknown CUDA library */
+	uint32_t max_allocs;
+	uint32_t max_stacks;
+	uint32_t max_sites;
+	uint32_t max_procs;
+	uint32_t ringbuf_mb;
+};
+
+/* Receives every ring-buffer record; returns 0 or -errno. */
+typedef int (*record_fn)(void *ctx, const void *data, size_t size);
+
+struct tracer;
+struct gpumem_bpf;
+
+int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
+		struct tracer **out);
+void tracer_close(struct tracer *t);
+struct gpumem_bpf *tracer_skel(struct tracer *t);
+int tracer_add_target(struct tracer *t, int pid);
+int tracer_remove_target(struct tracer *t, int pid);
+/* Returns records handled, or -errno. */
+int tracer_poll(struct tracer *t, int timeout_ms);
+void tracer_counters(struct tracer *t, uint64_t out[GM_CNT_COUNT]);
+bool tracer_watches_opens(const struct tracer *t);
+/* Probes go in one uprobe_multi link per program and file (else one perf event each). */
+bool tracer_uses_multi(const struct tracer *t);
+
+#endif

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Error reporting, verbosity and small helpers shared by every userspace file. */
+#ifndef GPUMEM_UTIL_H
+#define GPUMEM_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+extern bool verbose;
+
+/* The one way to report an error: "gpumem: <message>" on stderr. */
+void p_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Diagnostics shown only with -v. */
+void p_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+uint64_t now_ns(void);		/* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns() */
+uint64_t realtime_ns(void);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t size);
+char *xstrdup(const char *s);
+
+#endif
