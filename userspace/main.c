@@ -38,6 +38,7 @@ static void usage(FILE *out)
 		"                     exit with its exit status; must come last\n"
 		"  --lib PATH         also attach to this library or executable\n"
 		"  --json             machine-readable output (see DESIGN.md)\n"
+		"  -o, --output FILE  write the report to FILE (CMD keeps stdout)\n"
 		"  -d, --duration S   stop after S seconds\n"
 		"  -i, --interval S   refresh interval of top (default 2)\n"
 		"  --max-allocs N     live allocations tracked (default %u)\n"
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "duration", required_argument, NULL, 'd' },
 	{ "interval", required_argument, NULL, 'i' },
+	{ "output", required_argument, NULL, 'o' },
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-sites", required_argument, NULL, OPT_MAX_SITES },
@@ -171,7 +173,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	argv += first - 1;
 	argc -= first - 1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:d:i:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:d:i:o:vh", long_opts, NULL)) != -1) {
 		int err = 0;
 
 		switch (c) {
@@ -190,6 +192,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'i':
 			err = parse_seconds("--interval", optarg, &o->interval_s);
+			break;
+		case 'o':
+			o->output = optarg;
 			break;
 		case OPT_MAX_ALLOCS:
 			err = parse_uint("--max-allocs", optarg, 1u << 28, &o->tracer.max_allocs);

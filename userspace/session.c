@@ -239,6 +239,18 @@ static int start_targets(struct session *s, int *release_fd)
 	return 0;
 }
 
+/* One line on stderr once every probe is on: people and scripts know tracing has begun. */
+static void announce(struct session *s)
+{
+	struct discovery_stats ds;
+
+	discovery_get_stats(s->disc, &ds);
+	fprintf(stderr, "gpumem: tracing: %u probes on %u CUDA files%s; %s\n", ds.probes, ds.files,
+		tracer_watches_opens(s->tracer) ? ", watching for new ones" : "",
+		s->opt->cmd_argv ? "running the command" : s->opt->duration_s > 0
+			? "until the duration ends or Ctrl-C" : "Ctrl-C to stop");
+}
+
 int session_run(const struct options *o)
 {
 	struct session s = { .opt = o };
@@ -248,6 +260,15 @@ int session_run(const struct options *o)
 
 	if (check_pids(o))
 		return 1;
+	s.out = stdout;
+	if (o->output) {
+		s.out = fopen(o->output, "w");
+		if (!s.out) {
+			p_err("cannot write %s: %s", o->output, strerror(errno));
+			return 1;
+		}
+		setvbuf(s.out, NULL, _IOLBF, 0);
+	}
 	install_signals();
 	if (tracer_open(&o->tracer, on_record, &s, &s.tracer))
 		return 1;
@@ -265,6 +286,7 @@ int session_run(const struct options *o)
 		goto out_kill;
 	s.start_mono_ns = now_ns();
 	s.mono_to_real_ns = realtime_ns() - s.start_mono_ns;
+	announce(&s);
 	if (release_fd >= 0) {
 		if (write(release_fd, &go, 1) != 1)
 			p_err("cannot release %s: %s", o->cmd_argv[0], strerror(errno));
@@ -285,5 +307,9 @@ out:
 	discovery_free(s.disc);
 	state_free(s.state);
 	tracer_close(s.tracer);
+	if (s.out != stdout && fclose(s.out)) {
+		p_err("cannot write %s: %s", o->output, strerror(errno));
+		rc = rc ? rc : 1;
+	}
 	return rc;
 }

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include "gpumem.h"
 #include "tracer.h"
@@ -32,6 +33,7 @@ struct options {
 	size_t nlibs;
 	double duration_s;	/* 0: until Ctrl-C (or CMD's end) */
 	double interval_s;	/* 0: the view's default */
+	const char *output;	/* -o: the report goes there, not to stdout (CMD keeps stdout) */
 	struct tracer_opts tracer;
 };
 
@@ -40,6 +42,7 @@ struct session {
 	struct tracer *tracer;
 	struct discovery *disc;
 	struct state *state;
+	FILE *out;
 	pid_t child;
 	uint64_t start_mono_ns;
 	uint64_t mono_to_real_ns;	/* add to a bpf_ktime_get_ns() time for wall-clock time */

@@ -239,6 +239,7 @@ struct walk {
 	size_t npids;
 	void *del_keys;		/* keys to delete after the walk */
 	size_t ndel, del_cap, ksz;
+	uint64_t seen;		/* entries of the map walked */
 };
 
 static bool walk_wants(struct walk *w, uint32_t tgid, struct proc_rec **p)
@@ -276,6 +277,7 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 	uint32_t tgid = *(const uint32_t *)key;
 	struct proc_rec *p;
 
+	w->seen++;
 	if (w->pids && !pid_in(w->pids, w->npids, tgid))
 		return;
 	p = state_find(w->s, (int)tgid);
@@ -293,6 +295,7 @@ static void walk_site(void *ctx, const void *key, const void *value)
 	const struct gm_site_key *k = key;
 	struct proc_rec *p;
 
+	w->seen++;
 	if (!walk_wants(w, k->tgid, &p) || !p->alive)
 		return;
 	add_site(p, k, value);
@@ -305,6 +308,7 @@ static void walk_alloc(void *ctx, const void *key, const void *value)
 	const struct gm_alloc_key *k = key;
 	struct proc_rec *p;
 
+	w->seen++;
 	if (!walk_wants(w, k->tgid, &p) || !p->alive)
 		return;
 	note_age(p, value);
@@ -327,24 +331,30 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 	err = map_walk(s->fd.procs, sizeof(__u32), sizeof(struct gm_proc_stats), walk_proc, &w);
 	if (err)
 		return err;
+	s->map_procs = w.seen;
+	w.seen = 0;
 	w.ksz = sizeof(struct gm_site_key);
 	err = map_walk(s->fd.sites, sizeof(struct gm_site_key), sizeof(struct gm_site_stats),
 		       walk_site, &w);
 	if (err)
 		return err;
+	s->map_sites = w.seen - w.ndel;
 	sort_sites(s);
 	delete_queued(s->fd.sites, &w);
 	if (need_ages) {
+		w.seen = 0;
 		w.ksz = sizeof(struct gm_alloc_key);
 		err = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
 			       sizeof(struct gm_alloc_info), walk_alloc, &w);
+		s->map_allocs = w.seen - w.ndel;
 		delete_queued(s->fd.allocs, &w);
 	}
 	if (pids) {
 		for (size_t i = 0; i < npids; i++) {
 			__u32 key = (__u32)pids[i];
 
-			bpf_map_delete_elem(s->fd.procs, &key);
+			if (bpf_map_delete_elem(s->fd.procs, &key) == 0)
+				s->map_procs--;
 		}
 	}
 	return err;

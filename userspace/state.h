@@ -51,6 +51,8 @@ struct state {
 	int *pending_exits;
 	size_t npending, pending_cap;
 	struct symbolizer *sym;
+	/* Entries in the maps at the last refresh: capacity in use, and proof of cleanup. */
+	uint64_t map_procs, map_sites, map_allocs;
 };
 
 struct state *state_new(const struct state_fds *fds);

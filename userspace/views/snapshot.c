@@ -124,7 +124,7 @@ static void failure_json(struct session *s, struct json_writer *w, const struct 
 
 static void snapshot_json(struct session *s, struct proc_rec **procs, size_t n)
 {
-	struct json_writer *w = jw_new(stdout);
+	struct json_writer *w = jw_new(s->out);
 	struct discovery_stats ds;
 	uint64_t c[GM_CNT_COUNT];
 
@@ -154,17 +154,20 @@ static void snapshot_json(struct session *s, struct proc_rec **procs, size_t n)
 	jw_kv_u64(w, "nested_calls", c[GM_CNT_NESTED_CALLS]);
 	jw_kv_u64(w, "stale_inflight", c[GM_CNT_STALE_INFLIGHT]);
 	jw_kv_u64(w, "failed_frees", c[GM_CNT_FAILED_FREES]);
+	jw_kv_u64(w, "map_procs", s->state->map_procs);
+	jw_kv_u64(w, "map_sites", s->state->map_sites);
+	jw_kv_u64(w, "map_allocs", s->state->map_allocs);
 	jw_object_end(w);
 	jw_object_end(w);
 	jw_free(w);
-	fputc('\n', stdout);
+	fputc('\n', s->out);
 }
 
 static void snapshot_text(struct session *s, struct proc_rec **procs, size_t n)
 {
 	char cur[32], peak[32], host[32], comm[GM_COMM_LEN + 1], size[32];
 
-	printf("%7s %-16s %12s %12s %12s %8s %8s %6s %s\n", "PID", "COMM", "CURRENT", "PEAK",
+	fprintf(s->out, "%7s %-16s %12s %12s %12s %8s %8s %6s %s\n", "PID", "COMM", "CURRENT", "PEAK",
 	       "HOST", "ALLOCS", "FREES", "FAILED", "STATE");
 	for (size_t i = 0; i < n; i++) {
 		const struct proc_rec *p = procs[i];
@@ -173,7 +176,7 @@ static void snapshot_text(struct session *s, struct proc_rec **procs, size_t n)
 		format_bytes(peak, sizeof(peak), p->st.peak_bytes);
 		format_bytes(host, sizeof(host), p->st.by_kind[GM_KIND_HOST]);
 		text_sanitize(comm, sizeof(comm), p->comm);
-		printf("%7d %-16s %12s %12s %12s %8llu %8llu %6llu %s\n",
+		fprintf(s->out, "%7d %-16s %12s %12s %12s %8llu %8llu %6llu %s\n",
 		       p->pid, comm, cur, peak, host, p->st.alloc_count, p->st.free_count,
 		       p->st.failed_count, p->alive ? "alive" : "ended");
 		for (size_t j = 0; j < p->nsites; j++) {
@@ -184,12 +187,12 @@ static void snapshot_text(struct session *s, struct proc_rec **procs, size_t n)
 			if (!ss->st.current_bytes && !ss->st.failed_count && nips && j >= 10)
 				continue;
 			format_bytes(cur, sizeof(cur), ss->st.current_bytes);
-			printf("        %10s in %llu (%llu allocs, %llu frees, %llu failed) %s %s at ",
+			fprintf(s->out, "        %10s in %llu (%llu allocs, %llu frees, %llu failed) %s %s at ",
 			       cur, ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count,
 			       ss->st.failed_count, probe_api_name(ss->key.api),
 			       kind_name(ss->key.kind));
-			frames_text(s, stdout, p->pid, ips, nips, " <- ", 6);
-			putchar('\n');
+			frames_text(s, s->out, p->pid, ips, nips, " <- ", 6);
+			fputc('\n', s->out);
 		}
 	}
 	for (size_t i = 0; i < s->state->nfailures; i++) {
@@ -197,13 +200,13 @@ static void snapshot_text(struct session *s, struct proc_rec **procs, size_t n)
 
 		format_bytes(size, sizeof(size), f->ev.size);
 		format_bytes(cur, sizeof(cur), f->ev.process_bytes);
-		printf("failed: pid %u %s(%s) = %d %s, holding %s, at ", f->ev.pid,
+		fprintf(s->out, "failed: pid %u %s(%s) = %d %s, holding %s, at ", f->ev.pid,
 		       probe_api_name(f->ev.api), size, f->ev.error,
 		       cuda_error_name(f->ev.layer, f->ev.error), cur);
-		frames_text(s, stdout, (int)f->ev.pid, f->ips, f->nips, " <- ", 6);
-		putchar('\n');
+		frames_text(s, s->out, (int)f->ev.pid, f->ips, f->nips, " <- ", 6);
+		fputc('\n', s->out);
 	}
-	lost_text(s, stdout);
+	lost_text(s, s->out);
 }
 
 static int snapshot_finish(struct session *s)
@@ -219,7 +222,7 @@ static int snapshot_finish(struct session *s)
 	else
 		snapshot_text(s, procs, s->state->nprocs);
 	free(procs);
-	fflush(stdout);
+	fflush(s->out);
 	return err ? 1 : 0;
 }
 
@@ -238,10 +241,10 @@ static void top_tick(struct session *s)
 
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
-	printf("gpumem %s\n", when);
+	fprintf(s->out, "gpumem %s\n", when);
 	snapshot_finish(s);
-	putchar('\n');
-	fflush(stdout);
+	fputc('\n', s->out);
+	fflush(s->out);
 }
 
 const struct view_ops top_batch_view = {

@@ -28,7 +28,7 @@ static const char *event_name(__u32 type)
 
 static void trace_json(struct session *s, const struct gm_call_event *e)
 {
-	struct json_writer *w = jw_new(stdout);
+	struct json_writer *w = jw_new(s->out);
 	uint64_t ips[GM_MAX_STACK_DEPTH];
 	uint32_t n = state_stack(s->state, e->stack_id, ips);
 	char comm[GM_COMM_LEN + 1];
@@ -57,7 +57,7 @@ static void trace_json(struct session *s, const struct gm_call_event *e)
 	}
 	jw_object_end(w);
 	jw_free(w);
-	fputc('\n', stdout);
+	fputc('\n', s->out);
 }
 
 static void trace_text(struct session *s, const struct gm_call_event *e)
@@ -73,20 +73,20 @@ static void trace_text(struct session *s, const struct gm_call_event *e)
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
 	snprintf(comm, sizeof(comm), "%.*s", GM_COMM_LEN, e->comm);
 	text_sanitize(comm, sizeof(comm), comm);
-	printf("%s.%06" PRIu64 " %-12s %7u %7u %-16s", when, (wall / 1000) % 1000000,
+	fprintf(s->out, "%s.%06" PRIu64 " %-12s %7u %7u %-16s", when, (wall / 1000) % 1000000,
 	       event_name(e->type), e->pid, e->tid, comm);
 	if (e->type == GM_REC_PROCESS_EXIT) {
-		printf(" exit code %d\n", e->error);
+		fprintf(s->out, " exit code %d\n", e->error);
 		return;
 	}
 	format_bytes(size, sizeof(size), e->size);
-	printf(" %-22s %-7s %10s 0x%-14llx", probe_api_name(e->api),
+	fprintf(s->out, " %-22s %-7s %10s 0x%-14llx", probe_api_name(e->api),
 	       e->type == GM_REC_UNKNOWN_FREE ? "-" : kind_name(e->kind), size, e->addr);
 	if (e->type == GM_REC_ALLOC_FAILED)
-		printf(" = %d %s", e->error, cuda_error_name(e->layer, e->error));
-	fputs(" at ", stdout);
-	frames_text(s, stdout, (int)e->pid, ips, n, " <- ", 4);
-	putchar('\n');
+		fprintf(s->out, " = %d %s", e->error, cuda_error_name(e->layer, e->error));
+	fputs(" at ", s->out);
+	frames_text(s, s->out, (int)e->pid, ips, n, " <- ", 4);
+	fputc('\n', s->out);
 }
 
 static void trace_call(struct session *s, const struct gm_call_event *e)
@@ -95,7 +95,7 @@ static void trace_call(struct session *s, const struct gm_call_event *e)
 		trace_json(s, e);
 	else
 		trace_text(s, e);
-	fflush(stdout);
+	fflush(s->out);
 }
 
 static int trace_finish(struct session *s)
