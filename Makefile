@@ -46,6 +46,7 @@ run: deps all
 
 include tests/tests.mk
 include tests/unit/unit.mk
+-include bench/bench.mk
 
 integration: all test-progs
 	$(PYTHON) -m pytest -ra -v tests/integration

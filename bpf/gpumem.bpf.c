@@ -93,6 +93,47 @@ static __always_inline bool wanted(__u32 tgid)
 	return !filter_pids || bpf_map_lookup_elem(&targets, &tgid);
 }
 
+static __always_inline bool is_free_shape(__u64 cookie)
+{
+	__u32 shape = GM_COOKIE_SHAPE(cookie);
+
+	return shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE;
+}
+
+static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
+					 const struct gm_inflight *rec)
+{
+	key->tgid = tgid;
+	key->space = GM_COOKIE_SHAPE(rec->cookie) == GM_SHAPE_VMM_RELEASE ? GM_SPACE_VMM_HANDLE
+									  : GM_SPACE_ADDR;
+	key->addr = rec->addr;
+}
+
+/* Takes the allocation being freed out of the live map. Only the deleter owns it, so two
+ * racing frees of one address count once. */
+static __always_inline void claim_allocation(__u32 tgid, struct gm_inflight *rec)
+{
+	struct gm_alloc_key key;
+	struct gm_alloc_info *found;
+
+	alloc_key_of(&key, tgid, rec);
+	found = bpf_map_lookup_elem(&allocs, &key);
+	if (!found)
+		return;
+	rec->claimed = *found;
+	if (bpf_map_delete_elem(&allocs, &key) == 0)
+		rec->has_claim = 1;
+}
+
+static __always_inline void restore_allocation(__u32 tgid, struct gm_inflight *rec)
+{
+	struct gm_alloc_key key;
+
+	alloc_key_of(&key, tgid, rec);
+	if (bpf_map_update_elem(&allocs, &key, &rec->claimed, BPF_NOEXIST))
+		count(GM_CNT_ALLOC_MAP_FULL);
+}
+
 /* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
  * a call whose stack pointer is below the recorded one runs inside it and is skipped; a record
  * whose return never fired (sp not above ours) is stale and replaced. */
@@ -122,8 +163,13 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	rec.size = size;
 	rec.height = height;
 	rec.addr = addr;
-	if (bpf_map_update_elem(&inflight, &tid, &rec, BPF_ANY))
+	if (addr && is_free_shape(rec.cookie))
+		claim_allocation(id >> 32, &rec);
+	if (bpf_map_update_elem(&inflight, &tid, &rec, BPF_ANY)) {
 		count(GM_CNT_INFLIGHT_FULL);
+		if (rec.has_claim)	/* cannot finish the free: leave the allocation live */
+			restore_allocation(id >> 32, &rec);
+	}
 	return 0;
 }
 
@@ -237,6 +283,47 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx)
 	return id;
 }
 
+/* Subtracts a freed allocation from its site and process; returns the process's bytes. */
+static __always_inline __u64 account_free(__u32 tgid, const struct gm_alloc_info *info)
+{
+	struct gm_site_key skey = { .tgid = tgid, .stack_id = info->stack_id, .api = info->api,
+				    .kind = info->kind };
+	struct gm_proc_stats *ps;
+	struct gm_site_stats *ss;
+
+	ss = bpf_map_lookup_elem(&sites, &skey);
+	if (ss) {
+		__sync_fetch_and_add(&ss->current_bytes, -info->size);
+		__sync_fetch_and_add(&ss->current_allocs, -1);
+		__sync_fetch_and_add(&ss->free_count, 1);
+	}
+	ps = bpf_map_lookup_elem(&procs, &tgid);
+	if (!ps)
+		return 0;
+	__sync_fetch_and_add(&ps->free_count, 1);
+	if (info->kind < GM_KIND_COUNT)
+		__sync_fetch_and_add(&ps->by_kind[info->kind], -info->size);
+	if (!is_gpu_kind(info->kind))
+		return ps->current_bytes;
+	__sync_fetch_and_add(&ps->current_allocs, -1);
+	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
+}
+
+/* The driver handed out an address we still hold as live: it was freed by a call we do not
+ * probe. Account that free so the totals stay right, and say so. */
+static __always_inline void replace_stale(struct gm_alloc_key *akey)
+{
+	struct gm_alloc_info *found = bpf_map_lookup_elem(&allocs, akey), old;
+
+	if (!found)
+		return;
+	old = *found;
+	if (bpf_map_delete_elem(&allocs, akey))
+		return;
+	count(GM_CNT_REPLACED_ALLOCS);
+	account_free(akey->tgid, &old);
+}
+
 /* At return the registers are the caller's: the stack starts at the call site itself. */
 static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec,
 					 __u32 tgid, __u32 tid, __s32 rc)
@@ -287,7 +374,8 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
-	if (bpf_map_update_elem(&allocs, &akey, &info, BPF_ANY)) {
+	replace_stale(&akey);
+	if (bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST)) {
 		/* Not recorded: counting it would make its free look unknown later. */
 		count(GM_CNT_ALLOC_MAP_FULL);
 		return;
@@ -318,62 +406,30 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight *rec,
 					__u32 tgid, __u32 tid, __s32 rc)
 {
-	struct gm_alloc_key akey = { .tgid = tgid, .addr = rec->addr };
-	struct gm_alloc_info *found, info;
-	struct gm_site_key skey = { .tgid = tgid };
-	struct gm_proc_stats *ps;
-	struct gm_site_stats *ss;
-	__u64 total = 0;
 	__s32 stack_id = -1;
+	__u64 total;
 
 	if (rec->addr == 0)	/* cudaFree(NULL) frees nothing */
 		return;
 	if (rc != 0) {
 		count(GM_CNT_FAILED_FREES);
+		if (rec->has_claim)
+			restore_allocation(tgid, rec);
 		return;
 	}
-	if (GM_COOKIE_SHAPE(rec->cookie) == GM_SHAPE_VMM_RELEASE)
-		akey.space = GM_SPACE_VMM_HANDLE;
 	if (stream_calls)
 		stack_id = user_stack(ctx);
-
-	found = bpf_map_lookup_elem(&allocs, &akey);
-	if (!found) {
+	if (!rec->has_claim) {
 		count(GM_CNT_UNKNOWN_FREES);
 		if (stream_calls)
 			emit_call(GM_REC_UNKNOWN_FREE, tgid, tid, stack_id, rec->cookie, 0,
 				  rec->addr, 0, 0, 0);
 		return;
 	}
-	info = *found;
-	/* Only the deleter subtracts: two racing frees of one address count once. */
-	if (bpf_map_delete_elem(&allocs, &akey))
-		return;
-
-	skey.stack_id = info.stack_id;
-	skey.api = info.api;
-	skey.kind = info.kind;
-	ss = bpf_map_lookup_elem(&sites, &skey);
-	if (ss) {
-		__sync_fetch_and_add(&ss->current_bytes, -info.size);
-		__sync_fetch_and_add(&ss->current_allocs, -1);
-		__sync_fetch_and_add(&ss->free_count, 1);
-	}
-	ps = bpf_map_lookup_elem(&procs, &tgid);
-	if (ps) {
-		__sync_fetch_and_add(&ps->free_count, 1);
-		if (info.kind < GM_KIND_COUNT)
-			__sync_fetch_and_add(&ps->by_kind[info.kind], -info.size);
-		if (is_gpu_kind(info.kind)) {
-			__sync_fetch_and_add(&ps->current_allocs, -1);
-			total = __sync_fetch_and_add(&ps->current_bytes, -info.size) - info.size;
-		} else {
-			total = ps->current_bytes;
-		}
-	}
+	total = account_free(tgid, &rec->claimed);
 	if (stream_calls)
-		emit_call(GM_REC_FREE, tgid, tid, stack_id, rec->cookie, info.kind, rec->addr,
-			  info.size, 0, total);
+		emit_call(GM_REC_FREE, tgid, tid, stack_id, rec->cookie, rec->claimed.kind,
+			  rec->addr, rec->claimed.size, 0, total);
 }
 
 /* One return program for every shape. A return whose stack pointer is not above the

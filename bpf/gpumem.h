@@ -72,7 +72,17 @@ enum gm_counter {
 	GM_CNT_NESTED_CALLS,		/* calls inside another probed call (not accounted) */
 	GM_CNT_STALE_INFLIGHT,		/* in-flight records replaced (return never fired) */
 	GM_CNT_FAILED_FREES,		/* free calls that returned an error (nothing freed) */
+	GM_CNT_REPLACED_ALLOCS,		/* address allocated again while live: freed unseen */
 	GM_CNT_COUNT,
+};
+
+struct gm_alloc_info {
+	__u64 size;
+	__u64 time_ns;
+	__s32 stack_id;		/* negative: no stack recorded */
+	__u16 api;
+	__u8 kind;
+	__u8 layer;
 };
 
 struct gm_inflight {
@@ -84,21 +94,17 @@ struct gm_inflight {
 	__u64 size;		/* bytes; width for pitch allocations */
 	__u64 height;		/* pitch allocations */
 	__u64 addr;		/* frees: the address or handle released */
+	/* Frees: the live allocation, taken out of the map at entry, before the driver can
+	 * hand its address to another thread; put back if the free fails. */
+	struct gm_alloc_info claimed;
+	__u32 has_claim;
+	__u32 pad;
 };
 
 struct gm_alloc_key {
 	__u32 tgid;
 	__u32 space;		/* enum gm_space */
 	__u64 addr;
-};
-
-struct gm_alloc_info {
-	__u64 size;
-	__u64 time_ns;
-	__s32 stack_id;		/* negative: no stack recorded */
-	__u16 api;
-	__u8 kind;
-	__u8 layer;
 };
 
 struct gm_site_key {

@@ -321,6 +321,21 @@ static void sort_sites(struct state *s)
 		qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_snap), site_cmp);
 }
 
+/* Whether any of these ended processes still had live allocations: if none did, their
+ * cleanup needs no pass over the live-allocation map. */
+static bool holds_allocations(struct state *s, const int *pids, size_t npids)
+{
+	for (size_t i = 0; i < npids; i++) {
+		struct proc_rec *p = state_find(s, pids[i]);
+
+		if (!p || !p->alive || !p->have_stats)
+			continue;
+		if (p->st.current_allocs || p->st.by_kind[GM_KIND_HOST])
+			return true;
+	}
+	return false;
+}
+
 /* One pass over procs, sites and allocs for the given processes (NULL: all living). */
 static int read_maps(struct state *s, const int *pids, size_t npids, bool need_ages)
 {
@@ -341,6 +356,8 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 	s->map_sites = w.seen - w.ndel;
 	sort_sites(s);
 	delete_queued(s->fd.sites, &w);
+	if (pids)
+		need_ages = holds_allocations(s, pids, npids);
 	if (need_ages) {
 		w.seen = 0;
 		w.ksz = sizeof(struct gm_alloc_key);
@@ -379,7 +396,7 @@ size_t state_reap(struct state *s)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		state_proc(s, s->pending_exits[i]);	/* a record even if it never allocated */
-	read_maps(s, s->pending_exits, n, true);
+	read_maps(s, s->pending_exits, n, false);
 	for (size_t i = 0; i < n; i++) {
 		struct proc_rec *p = state_find(s, s->pending_exits[i]);
 

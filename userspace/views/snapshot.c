@@ -154,6 +154,7 @@ static void snapshot_json(struct session *s, struct proc_rec **procs, size_t n)
 	jw_kv_u64(w, "nested_calls", c[GM_CNT_NESTED_CALLS]);
 	jw_kv_u64(w, "stale_inflight", c[GM_CNT_STALE_INFLIGHT]);
 	jw_kv_u64(w, "failed_frees", c[GM_CNT_FAILED_FREES]);
+	jw_kv_u64(w, "replaced_allocs", c[GM_CNT_REPLACED_ALLOCS]);
 	jw_kv_u64(w, "map_procs", s->state->map_procs);
 	jw_kv_u64(w, "map_sites", s->state->map_sites);
 	jw_kv_u64(w, "map_allocs", s->state->map_allocs);

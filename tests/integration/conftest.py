@@ -1,0 +1,284 @@
+"""Integration tests: real BPF, real uprobes, the mock CUDA libraries and the test workloads.
+
+Every helper bounds each subprocess with a timeout, so a hang fails a test instead of blocking
+the suite. Tests import the helpers with `from conftest import ...`.
+"""
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+GPUMEM = BUILD / "gpumem"
+WORKLOAD = BUILD / "tests" / "workload"
+WORKLOAD_DL = BUILD / "tests" / "workload_dl"
+MOCK_LIB_DIR = BUILD / "tests" / "lib"
+REAL_CUDART_PROG = BUILD / "tests" / "real_cudart"
+STATIC_CUDA_PROG = BUILD / "tests" / "static_cuda"
+REAL_CUDART_LIB = Path("/usr/local/cuda/lib64/libcudart.so.13")
+
+TRACING_LINE = "gpumem: tracing:"
+RUN_TIMEOUT = 60
+START_TIMEOUT = 30
+STOP_TIMEOUT = 30
+LINE_TIMEOUT = 30
+
+# The GPU-side kinds a process's current_bytes adds up; host is kept apart.
+GPU_KINDS = ("device", "managed", "async", "vmm")
+
+
+def bpf_unavailable_reason():
+    """Why real BPF cannot run here, or None when it can."""
+    if os.geteuid() != 0:
+        return "integration tests load BPF programs and need root (run them as root)"
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        return "the kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing)"
+    for path in (GPUMEM, WORKLOAD, WORKLOAD_DL, MOCK_LIB_DIR / "libcudart.so.13",
+                 MOCK_LIB_DIR / "libcuda.so.1"):
+        if not path.exists():
+            return f"{path} is missing: run `make all test-progs` first"
+    return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bpf_environment():
+    reason = bpf_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+class LineReader:
+    """Collects a stream's lines on a thread so callers can wait for one with a timeout."""
+
+    def __init__(self, stream):
+        self.lines = []
+        self._queue = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream):
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, prefix, timeout=LINE_TIMEOUT):
+        """Returns the first unread line that starts with prefix; fails on timeout or EOF."""
+        while True:
+            try:
+                line = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no line starting {prefix!r} within {timeout}s; "
+                                     f"got {self.lines!r}") from None
+            if line is None:
+                raise AssertionError(f"stream ended before a line starting {prefix!r}; "
+                                     f"got {self.lines!r}")
+            if line.startswith(prefix):
+                return line
+
+    def join(self, timeout=10):
+        self._thread.join(timeout)
+
+
+def parse_calls(lines):
+    """The workload's `call API SIZE 0xADDR RC` lines as dicts."""
+    calls = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "call":
+            calls.append({"api": parts[1], "size": int(parts[2]), "addr": parts[3],
+                          "rc": int(parts[4])})
+    return calls
+
+
+class Workload:
+    """A workload started in the background with its stdin and stdout held by the test."""
+
+    def __init__(self, *args, program=WORKLOAD, env=None):
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen([str(program), *map(str, args)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=full_env)
+        self.pid = self.proc.pid
+        self.stdout = LineReader(self.proc.stdout)
+        self.stderr = LineReader(self.proc.stderr)
+
+    def wait_for(self, prefix, timeout=LINE_TIMEOUT):
+        return self.stdout.wait_for(prefix, timeout)
+
+    def release(self):
+        """Sends the line the workload waits for."""
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout=RUN_TIMEOUT):
+        """Releases the workload if it still waits, and returns its exit status."""
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        rc = self.proc.wait(timeout)
+        self.stdout.join()
+        self.stderr.join()
+        return rc
+
+    @property
+    def calls(self):
+        return parse_calls(self.stdout.lines)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+
+class Run:
+    """What one `gpumem ... -c CMD` run left: the parsed report and both processes' output."""
+
+    def __init__(self, report, returncode, stdout, stderr):
+        self.report = report
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def __iter__(self):
+        return iter((self.report, self.returncode))
+
+    @property
+    def calls(self):
+        return parse_calls(self.stdout.splitlines())
+
+
+def _run_c(mode, args, env, gpumem_args, timeout, parse):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    with tempfile.TemporaryDirectory(prefix="gpumem-it-") as tmp:
+        out = Path(tmp) / "report.json"
+        cmd = [str(GPUMEM), mode, "--json", "-o", str(out), *gpumem_args, "-c",
+               *map(str, args)]
+        done = subprocess.run(cmd, capture_output=True, env=full_env, timeout=timeout)
+        text = out.read_text() if out.exists() else ""
+    stderr = done.stderr.decode(errors="replace")
+    assert text, f"{cmd} wrote no report (exit {done.returncode}); stderr: {stderr}"
+    return Run(parse(text), done.returncode, done.stdout.decode(errors="replace"), stderr)
+
+
+def run_snapshot_c(args, env=None, gpumem_args=(), timeout=RUN_TIMEOUT):
+    """`gpumem snapshot --json -c ARGS`: returns a Run that unpacks to (report, exit code)."""
+    return _run_c("snapshot", args, env, gpumem_args, timeout, json.loads)
+
+
+def run_trace_c(args, env=None, gpumem_args=(), timeout=RUN_TIMEOUT):
+    """`gpumem trace --json -c ARGS`: returns a Run whose report is the list of events."""
+    return _run_c("trace", args, env, gpumem_args, timeout, parse_trace)
+
+
+def parse_trace(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+class SystemWide:
+    """gpumem started in the background (system-wide, or with -p), ready once it says it is
+    tracing; leaving the block sends SIGINT and parses the report into .report."""
+
+    def __init__(self, *gpumem_args, mode="snapshot", start_timeout=START_TIMEOUT,
+                 stop_timeout=STOP_TIMEOUT):
+        self.mode = mode
+        self.gpumem_args = [str(a) for a in gpumem_args]
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.report = None
+        self.returncode = None
+        self.proc = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def __enter__(self):
+        self._tmp = tempfile.mkdtemp(prefix="gpumem-it-")
+        self.out = Path(self._tmp) / "report.json"
+        cmd = [str(GPUMEM), self.mode, "--json", "-o", str(self.out), *self.gpumem_args]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.stderr = LineReader(self.proc.stderr)
+        self.stdout = LineReader(self.proc.stdout)
+        try:
+            self.stderr.wait_for(TRACING_LINE, self.start_timeout)
+        except BaseException:
+            self._kill()
+            raise
+        return self
+
+    def stop(self):
+        """SIGINT, wait, parse: what leaving the block does; callable earlier."""
+        if self.returncode is not None:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.returncode = self.proc.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            raise AssertionError(f"gpumem ignored SIGINT for {self.stop_timeout}s")
+        self.stderr.join()
+        self.stdout.join()
+        text = self.out.read_text() if self.out.exists() else ""
+        assert text, (f"gpumem wrote no report (exit {self.returncode}); "
+                      f"stderr: {self.stderr.lines}")
+        self.report = parse_trace(text) if self.mode == "trace" else json.loads(text)
+
+    def _kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __exit__(self, exc_type, *exc):
+        try:
+            if exc_type is None:
+                self.stop()
+            else:
+                self._kill()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def find_proc(report, pid):
+    """The report's entry for pid; fails the test if the pid is absent."""
+    found = [p for p in report["processes"] if p["pid"] == pid]
+    assert len(found) == 1, (f"pid {pid} appears {len(found)} times; processes: "
+                             f"{[(p['pid'], p['comm']) for p in report['processes']]}")
+    return found[0]
+
+
+def has_proc(report, pid):
+    return any(p["pid"] == pid for p in report["processes"])
+
+
+def site_by_symbol(proc, name):
+    """The one site whose innermost frame (the CUDA API's caller) is the function name."""
+    found = [s for s in proc["sites"] if s["frames"] and s["frames"][0]["symbol"] == name]
+    assert len(found) == 1, (f"{len(found)} sites called from {name}; sites called from: "
+                             f"{[s['frames'][0]['symbol'] if s['frames'] else None for s in proc['sites']]}")
+    return found[0]
+
+
+def assert_nothing_lost(report):
+    """Every loss counter is zero (unknown frees included)."""
+    lost = {k: v for k, v in report["lost"].items() if v}
+    assert lost == {}, f"lost counters not zero: {lost}"
