@@ -20,7 +20,7 @@ LIBS := -lbpf -lelf -lz
 USER_SRCS := $(wildcard userspace/*.c userspace/views/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
-.PHONY: all deps run test unit-test integration bench clean
+.PHONY: all deps run test unit-test unit-test-asan integration bench clean
 all: $(BUILD)/gpumem
 
 deps:
@@ -51,7 +51,11 @@ include tests/unit/unit.mk
 integration: all test-progs
 	$(PYTHON) -m pytest -ra -v tests/integration
 
-test: deps all test-progs unit-test integration
+# The unit tests again under AddressSanitizer and UBSan, in a build tree of their own.
+unit-test-asan:
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
+
+test: deps all test-progs unit-test unit-test-asan integration
 
 bench: deps all test-progs
 	bench/run.sh

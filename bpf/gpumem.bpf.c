@@ -14,6 +14,7 @@ const volatile bool stream_calls = false;	/* per-allocation events for trace/rec
 const volatile bool filter_pids = false;	/* only processes in `targets` */
 const volatile bool hold_new_libs = false;	/* SIGSTOP at the first open of an unknown
 						 * CUDA library until it is attached */
+const volatile __u32 self_tgid = 0;		/* gpumem itself: never held */
 const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (-c only):
 						 * userspace captures its module map, then
 						 * sends SIGCONT */
@@ -581,7 +582,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	if (!cuda_library_name(file))
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!wanted(tgid))
+	if (tgid == self_tgid || !wanted(tgid))
 		return 0;
 	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
 	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);

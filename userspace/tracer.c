@@ -73,6 +73,7 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	skel->rodata->filter_pids = o->filter_pids;
 	skel->rodata->hold_new_procs = o->hold_new_procs;
 	skel->rodata->hold_new_libs = o->hold_new_libs;
+	skel->rodata->self_tgid = (__u32)getpid();
 	size_maps(skel, o);
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_sys_exit, false);
