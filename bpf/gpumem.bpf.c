@@ -526,7 +526,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	e->pid = tgid;
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
-	e->error = BPF_CORE_READ(p, signal, group_exit_code);
+	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -540,9 +540,8 @@ struct {
 	__type(value, __u8);
 } known_files SEC(".maps");
 
-#define NR_OPEN 2
-#define NR_OPENAT 257
-#define NR_OPENAT2 437
+#define NR_MMAP 9
+#define MAP_ANONYMOUS_FLAG 0x20
 
 /* "libcuda.so*" or "libcudart*": the name of the file itself, symlinks resolved. */
 static __always_inline bool cuda_library_name(struct file *file)
@@ -558,26 +557,30 @@ static __always_inline bool cuda_library_name(struct file *file)
 	return head[7] == '.' || head[7] == 'r';
 }
 
-/* A file named like a CUDA library was opened. If userspace has not examined it yet, the
- * process is held (SIGSTOP, taking effect as the syscall returns) until the probes are on:
- * a library loaded by dlopen is then traced from its first call. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+/* A file named like a CUDA library is being mapped by mmap() (the dynamic loader's first
+ * mapping of a library, at start-up or dlopen). If userspace has not examined it yet, the
+ * process is held (SIGSTOP, taking effect as mmap returns, before the loader relocates it, let
+ * alone runs it) until the probes are on. This tracepoint fires only for mmaps that need a
+ * placement, so unlike a syscall tracepoint it costs nothing to other system calls. */
+SEC("tp_btf/vm_unmapped_area")
+int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info *info)
 {
-	long nr = BPF_CORE_READ(regs, orig_ax);
-	struct task_struct *task;
-	struct gm_file_event *e;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct gm_file_key key = {};
+	struct gm_file_event *e;
 	struct file **fds, *file;
+	long nr, fd;
 	__u32 tgid;
 
-	if (nr != NR_OPENAT && nr != NR_OPEN && nr != NR_OPENAT2)
+	nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr != NR_MMAP || (BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
 		return 0;
-	if (ret < 0)
+	fd = (long)BPF_CORE_READ(regs, r8);
+	if (fd < 0)
 		return 0;
-	task = bpf_get_current_task_btf();
 	fds = BPF_CORE_READ(task, files, fdt, fd);
-	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[ret & 0xffffff]) || !file)
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd & 0xffffff]) || !file)
 		return 0;
 	if (!cuda_library_name(file))
 		return 0;
@@ -595,7 +598,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	}
 	e->type = GM_REC_LIB_OPEN;
 	e->pid = tgid;
-	e->fd = (__u32)ret;
+	e->fd = (__u32)fd;
 	e->time_ns = bpf_ktime_get_ns();
 	e->ino = key.ino;
 	e->dev = key.dev;

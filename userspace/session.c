@@ -36,6 +36,16 @@ static void install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* The shell's convention: the exit code, or 128 + the signal that ended it. */
+static int exit_status(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	struct session *s = ctx;
@@ -67,13 +77,18 @@ static int on_record(void *ctx, const void *data, size_t size)
 		if (s->opt->tracer.hold_new_procs)
 			kill((pid_t)e->pid, SIGCONT);	/* held by the BPF side until now */
 		return 0;
-	case GM_REC_PROCESS_EXIT:
+	case GM_REC_PROCESS_EXIT: {
+		struct gm_call_event ev;
+
 		if (size < sizeof(*e))
 			break;
-		state_on_process_exit(s->state, e);
+		ev = *e;
+		ev.error = exit_status(e->error);	/* the kernel's wait status */
+		state_on_process_exit(s->state, &ev);
 		if (v->on_exit)
-			v->on_exit(s, e);
+			v->on_exit(s, &ev);
 		return 0;
+	}
 	case GM_REC_EXEC:
 	case GM_REC_LIB_OPEN:
 		if (size < sizeof(struct gm_file_event))
@@ -160,14 +175,6 @@ static void drain(struct session *s)
 	state_reap(s->state);
 }
 
-static int exit_status(int status)
-{
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return 1;
-}
 
 static int run_loop(struct session *s)
 {

@@ -126,17 +126,15 @@ void state_on_failure(struct state *s, const struct gm_call_event *e)
 
 void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 {
-	struct proc_rec *p = state_find(s, (int)e->pid);
+	struct proc_rec *p = state_proc(s, (int)e->pid);	/* even if its start was missed */
 
 	if (s->npending == s->pending_cap) {
 		s->pending_cap = s->pending_cap ? 2 * s->pending_cap : 16;
 		s->pending_exits = xrealloc(s->pending_exits, s->pending_cap * sizeof(int));
 	}
 	s->pending_exits[s->npending++] = (int)e->pid;
-	if (p && p->alive) {
-		p->end_ns = e->time_ns;
-		p->exit_code = e->error;
-	}
+	p->end_ns = e->time_ns;
+	p->exit_code = e->error;
 }
 
 /* Calls cb for every entry of a hash map, in batches where the kernel allows. */
@@ -286,7 +284,6 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 	p->st = *(const struct gm_proc_stats *)value;
 	p->have_stats = true;
 	p->nsites = 0;
-	queue_delete(w, key);
 }
 
 static void walk_site(void *ctx, const void *key, const void *value)
@@ -318,7 +315,9 @@ static void walk_alloc(void *ctx, const void *key, const void *value)
 static void sort_sites(struct state *s)
 {
 	for (size_t i = 0; i < s->nprocs; i++)
-		qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_snap), site_cmp);
+		if (s->procs[i]->nsites > 1)
+			qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_snap),
+			      site_cmp);
 }
 
 /* Whether any of these ended processes still had live allocations: if none did, their

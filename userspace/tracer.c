@@ -76,7 +76,7 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	skel->rodata->self_tgid = (__u32)getpid();
 	size_maps(skel, o);
 	if (!with_open_watch)
-		bpf_program__set_autoload(skel->progs.on_sys_exit, false);
+		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
 	return skel;
 }
 
@@ -90,12 +90,12 @@ static int attach_lifecycle(struct tracer *t)
 	skel->links.on_exit = bpf_program__attach(skel->progs.on_exit);
 	if (!skel->links.on_exec || !skel->links.on_fork || !skel->links.on_exit)
 		return -errno;
-	link = bpf_program__attach(skel->progs.on_sys_exit);
+	link = bpf_program__attach(skel->progs.on_unmapped_area);
 	if (link) {
-		skel->links.on_sys_exit = link;
+		skel->links.on_unmapped_area = link;
 		t->watches_opens = true;
 	} else {
-		p_debug("the sys_exit tracepoint is unavailable: new libraries are found on exec "
+		p_debug("the vm_unmapped_area tracepoint is unavailable: new libraries are found on exec "
 			"and by rescans only");
 	}
 	return 0;

@@ -1,24 +1,29 @@
 # Unit tests (cmocka). Included by the top-level Makefile, which defines BUILD, CC, WARN,
 # ALL_CFLAGS and LDFLAGS. Each test compiles the userspace modules it needs from source into
-# $(BUILD)/unit/, so it never depends on the tracer's objects or the BPF skeleton.
+# $(BUILD)/unit/, so it never depends on the tracer's objects; only probes.c needs the BPF
+# skeleton's header, built by the top-level rule.
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
-UNIT_LIBS := -lcmocka -lelf -lz -ldl
-UNIT_TESTS := json procs elf symbolize
+UNIT_LIBS := -lcmocka -lbpf -lelf -lz -ldl
+UNIT_TESTS := json procs elf symbolize probes state
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
-UNIT_HDRS := $(wildcard userspace/*.h)
+UNIT_HDRS := $(wildcard userspace/*.h) bpf/gpumem.h
 
 # The userspace modules each test links.
 unit_mods_json := json
 unit_mods_procs := procs
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs
+unit_mods_probes := probes elf_syms util
+unit_mods_state := state symbolize elf_syms procs util
 
 $(UNIT_OUT)/mod/%.o: userspace/%.c $(UNIT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(UNIT_OUT)/mod/probes.o: $(BUILD)/gpumem.skel.h
 
 $(UNIT_OUT)/obj/test_%.o: $(UNIT_DIR)/test_%.c $(UNIT_HDRS)
 	@mkdir -p $(@D)

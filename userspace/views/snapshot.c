@@ -35,10 +35,13 @@ static struct proc_rec **sorted_procs(struct state *st)
 {
 	struct proc_rec **v = xcalloc(st->nprocs, sizeof(*v));
 
-	memcpy(v, st->procs, st->nprocs * sizeof(*v));
-	qsort(v, st->nprocs, sizeof(*v), by_pid);
+	if (st->nprocs)
+		memcpy(v, st->procs, st->nprocs * sizeof(*v));
+	if (st->nprocs > 1)
+		qsort(v, st->nprocs, sizeof(*v), by_pid);
 	for (size_t i = 0; i < st->nprocs; i++)
-		qsort(v[i]->sites, v[i]->nsites, sizeof(struct site_snap), by_bytes);
+		if (v[i]->nsites > 1)
+			qsort(v[i]->sites, v[i]->nsites, sizeof(struct site_snap), by_bytes);
 	return v;
 }
 

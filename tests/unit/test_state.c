@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The model built from real BPF maps filled by hand: per-process numbers and call sites,
+ * allocation ages, map entry counts, and the cleanup of a process that ended (its final
+ * numbers kept, its entries deleted, other processes' left alone). Needs root for the maps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <cmocka.h>
+
+#include "gpumem.h"
+#include "state.h"
+
+/* Pids above any real one on a default system: /proc reads about them fail harmlessly. */
+#define PID_A 4000001
+#define PID_B 4000002
+
+#define MIB (1ULL << 20)
+#define API_CUDA_MALLOC 0
+#define API_CU_MEM_ALLOC 13
+
+struct fixture {
+	struct state_fds fds;
+	struct state *s;
+};
+
+/* Why the maps could not be made; the tests skip when set. */
+static char skip_reason[160];
+
+static int create_map(enum bpf_map_type type, const char *name, __u32 ksz, __u32 vsz)
+{
+	int fd = bpf_map_create(type, name, ksz, vsz, 1024, NULL);
+
+	if (fd < 0 && !skip_reason[0])
+		snprintf(skip_reason, sizeof(skip_reason), "cannot create BPF map %s: %s%s", name,
+			 strerror(errno),
+			 errno == EPERM ? " (run as root or with CAP_BPF)" : "");
+	return fd;
+}
+
+static void close_fds(struct state_fds *f)
+{
+	int fds[] = { f->procs, f->sites, f->allocs, f->stacks };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+static int setup(void **state)
+{
+	static struct fixture fx;
+
+	memset(&fx, 0, sizeof(fx));
+	fx.fds.procs = create_map(BPF_MAP_TYPE_HASH, "gm_procs", sizeof(__u32),
+				  sizeof(struct gm_proc_stats));
+	fx.fds.sites = create_map(BPF_MAP_TYPE_HASH, "gm_sites", sizeof(struct gm_site_key),
+				  sizeof(struct gm_site_stats));
+	fx.fds.allocs = create_map(BPF_MAP_TYPE_HASH, "gm_allocs", sizeof(struct gm_alloc_key),
+				   sizeof(struct gm_alloc_info));
+	fx.fds.stacks = create_map(BPF_MAP_TYPE_STACK_TRACE, "gm_stacks", sizeof(__u32),
+				   GM_MAX_STACK_DEPTH * sizeof(__u64));
+	if (fx.fds.procs < 0 || fx.fds.sites < 0 || fx.fds.allocs < 0 || fx.fds.stacks < 0) {
+		close_fds(&fx.fds);
+		*state = NULL;
+		return 0;
+	}
+	fx.s = state_new(&fx.fds);
+	*state = &fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	if (!fx)
+		return 0;
+	state_free(fx->s);
+	close_fds(&fx->fds);
+	return 0;
+}
+
+static struct fixture *fixture_or_skip(void **state)
+{
+	if (!*state) {
+		print_message("skipped: %s\n", skip_reason);
+		skip();
+	}
+	return *state;
+}
+
+/* The known contents: process A has three sites (two holding live allocations, one all
+ * freed) and three live allocations; process B has one site and one live allocation at the
+ * same stack id as A's first site, and a VMM handle numerically equal to one of A's
+ * addresses. */
+static const struct gm_proc_stats stats_a = {
+	.current_bytes = 3 * MIB, .current_allocs = 3, .peak_bytes = 5 * MIB,
+	.alloc_count = 5, .free_count = 2, .alloc_bytes_total = 6 * MIB, .failed_count = 1,
+	.by_kind = { [GM_KIND_DEVICE] = 3 * MIB }, .first_seen_ns = 1000,
+};
+static const struct gm_proc_stats stats_b = {
+	.current_bytes = 4096 + 2 * MIB, .current_allocs = 2, .peak_bytes = 4096 + 2 * MIB,
+	.alloc_count = 2, .alloc_bytes_total = 4096 + 2 * MIB,
+	.by_kind = { [GM_KIND_DEVICE] = 4096, [GM_KIND_VMM] = 2 * MIB }, .first_seen_ns = 1500,
+};
+
+static const struct {
+	struct gm_site_key k;
+	struct gm_site_stats v;
+} sites[] = {
+	/* A, sorted as the model sorts them: stack id, api, kind. */
+	{ { PID_A, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	  { .current_bytes = 2 * MIB, .current_allocs = 2, .alloc_count = 3, .free_count = 1,
+	    .alloc_bytes_total = 3 * MIB } },
+	{ { PID_A, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE },
+	  { .current_bytes = MIB, .current_allocs = 1, .alloc_count = 1,
+	    .alloc_bytes_total = MIB, .failed_count = 1 } },
+	{ { PID_A, 11, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	  { .alloc_count = 1, .free_count = 1, .alloc_bytes_total = 2 * MIB } },
+	/* B */
+	{ { PID_B, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	  { .current_bytes = 4096, .current_allocs = 1, .alloc_count = 1,
+	    .alloc_bytes_total = 4096 } },
+	{ { PID_B, 12, 26, GM_KIND_VMM },
+	  { .current_bytes = 2 * MIB, .current_allocs = 1, .alloc_count = 1,
+	    .alloc_bytes_total = 2 * MIB } },
+};
+#define NSITES_A 3
+#define NSITES_B 2
+
+static const struct {
+	struct gm_alloc_key k;
+	struct gm_alloc_info v;
+} allocs[] = {
+	{ { PID_A, GM_SPACE_ADDR, 0x7f0000000000 },
+	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
+	{ { PID_A, GM_SPACE_ADDR, 0x7f0000200000 },
+	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
+	{ { PID_A, GM_SPACE_ADDR, 0x7f0000400000 },
+	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER } },
+	{ { PID_B, GM_SPACE_ADDR, 0x7f0000600000 },
+	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
+	{ { PID_B, GM_SPACE_VMM_HANDLE, 0x7f0000000000 },
+	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER } },
+};
+#define NALLOCS_A 3
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void fill_maps(const struct fixture *fx)
+{
+	__u32 pid;
+
+	pid = PID_A;
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_a, BPF_NOEXIST), 0);
+	pid = PID_B;
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_b, BPF_NOEXIST), 0);
+	for (size_t i = 0; i < COUNT(sites); i++)
+		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &sites[i].k, &sites[i].v,
+						     BPF_NOEXIST), 0);
+	for (size_t i = 0; i < COUNT(allocs); i++)
+		assert_int_equal(bpf_map_update_elem(fx->fds.allocs, &allocs[i].k, &allocs[i].v,
+						     BPF_NOEXIST), 0);
+}
+
+static void assert_site(const struct site_snap *ss, size_t row, uint64_t oldest_ns)
+{
+	assert_memory_equal(&ss->key, &sites[row].k, sizeof(ss->key));
+	assert_memory_equal(&ss->st, &sites[row].v, sizeof(ss->st));
+	assert_int_equal(ss->oldest_ns, oldest_ns);
+}
+
+static void assert_a_numbers(const struct proc_rec *a)
+{
+	assert_true(a->have_stats);
+	assert_memory_equal(&a->st, &stats_a, sizeof(stats_a));
+	assert_int_equal(a->nsites, NSITES_A);
+	assert_site(&a->sites[0], 0, 3000);	/* the older of its two live allocations */
+	assert_site(&a->sites[1], 1, 8000);
+	assert_site(&a->sites[2], 2, 0);	/* nothing live: no age */
+}
+
+static void assert_b_numbers(const struct proc_rec *b)
+{
+	assert_true(b->alive);
+	assert_true(b->have_stats);
+	assert_memory_equal(&b->st, &stats_b, sizeof(stats_b));
+	assert_int_equal(b->nsites, NSITES_B);
+	assert_site(&b->sites[0], 3, 2000);
+	assert_site(&b->sites[1], 4, 2500);
+}
+
+static void assert_b_entries_untouched(const struct fixture *fx)
+{
+	struct gm_proc_stats ps;
+	struct gm_site_stats ss;
+	struct gm_alloc_info ai;
+	__u32 pid = PID_B;
+
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &pid, &ps), 0);
+	assert_memory_equal(&ps, &stats_b, sizeof(ps));
+	for (size_t i = NSITES_A; i < COUNT(sites); i++) {
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), 0);
+		assert_memory_equal(&ss, &sites[i].v, sizeof(ss));
+	}
+	for (size_t i = NALLOCS_A; i < COUNT(allocs); i++) {
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), 0);
+		assert_memory_equal(&ai, &allocs[i].v, sizeof(ai));
+	}
+}
+
+static void end_process(struct state *s, int pid, uint64_t time_ns, int exit_code)
+{
+	struct gm_call_event e = {
+		.type = GM_REC_PROCESS_EXIT, .pid = (__u32)pid, .tid = (__u32)pid,
+		.time_ns = time_ns, .error = exit_code,
+	};
+
+	state_on_process_exit(s, &e);
+}
+
+static void test_refresh_gives_each_process_its_stats_and_sites(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *a, *b;
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(fx->s->nprocs, 2);
+	a = state_find(fx->s, PID_A);
+	b = state_find(fx->s, PID_B);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(a->pid, PID_A);
+	assert_true(a->alive);
+	assert_a_numbers(a);
+	assert_b_numbers(b);
+	assert_true(a->end_ns > 0);	/* alive: the time of the refresh */
+}
+
+static void test_refresh_counts_map_entries(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(fx->s->map_procs, 2);
+	assert_int_equal(fx->s->map_sites, 5);
+	assert_int_equal(fx->s->map_allocs, 5);
+}
+
+static void test_refresh_twice_does_not_repeat_sites(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(fx->s->nprocs, 2);
+	assert_a_numbers(state_find(fx->s, PID_A));
+	assert_b_numbers(state_find(fx->s, PID_B));
+	assert_int_equal(fx->s->map_sites, 5);
+}
+
+static void test_reap_keeps_final_numbers_of_ended_process(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *a;
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	end_process(fx->s, PID_A, 9000, 3);
+	assert_int_equal(state_reap(fx->s), 1);
+	a = state_find(fx->s, PID_A);
+	assert_non_null(a);
+	assert_false(a->alive);
+	assert_int_equal(a->exit_code, 3);
+	assert_int_equal(a->end_ns, 9000);
+	assert_a_numbers(a);
+	assert_b_numbers(state_find(fx->s, PID_B));
+	assert_int_equal(fx->s->nprocs, 2);
+	assert_int_equal(state_reap(fx->s), 0);	/* nothing left queued */
+}
+
+static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_proc_stats ps;
+	struct gm_site_stats ss;
+	struct gm_alloc_info ai;
+	__u32 pid = PID_A;
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	end_process(fx->s, PID_A, 9000, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &pid, &ps), -ENOENT);
+	for (size_t i = 0; i < NSITES_A; i++)
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), -ENOENT);
+	for (size_t i = 0; i < NALLOCS_A; i++)
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+	assert_b_entries_untouched(fx);
+
+	/* A later refresh sees only B's entries and leaves A's final record as it was. */
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(fx->s->map_procs, 1);
+	assert_int_equal(fx->s->map_sites, NSITES_B);
+	assert_int_equal(fx->s->map_allocs, 2);
+	assert_false(state_find(fx->s, PID_A)->alive);
+	assert_a_numbers(state_find(fx->s, PID_A));
+	assert_b_numbers(state_find(fx->s, PID_B));
+}
+
+static void test_reap_counts_the_entries_left_in_the_maps(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	end_process(fx->s, PID_A, 9000, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	assert_int_equal(fx->s->map_procs, 1);
+	assert_int_equal(fx->s->map_sites, NSITES_B);
+	assert_int_equal(fx->s->map_allocs, 2);
+}
+
+static void test_reused_pid_gets_a_new_record(void **state)
+{
+	static const struct gm_proc_stats stats_new = {
+		.current_bytes = 4 * MIB, .current_allocs = 1, .peak_bytes = 4 * MIB,
+		.alloc_count = 1, .alloc_bytes_total = 4 * MIB,
+		.by_kind = { [GM_KIND_DEVICE] = 4 * MIB }, .first_seen_ns = 20000,
+	};
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *old, *now;
+	__u32 pid = PID_A;
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s), 0);
+	end_process(fx->s, PID_A, 9000, 3);
+	assert_int_equal(state_reap(fx->s), 1);
+	old = state_find(fx->s, PID_A);
+
+	now = state_proc(fx->s, PID_A);
+	assert_ptr_not_equal(now, old);
+	assert_true(now->alive);
+	assert_false(now->have_stats);
+	assert_int_equal(now->nsites, 0);
+	assert_ptr_equal(state_find(fx->s, PID_A), now);
+	assert_ptr_equal(state_proc(fx->s, PID_A), now);	/* found, not made again */
+	assert_int_equal(fx->s->nprocs, 3);
+
+	/* The new process's numbers go to the new record; the ended one keeps its own. */
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_new, BPF_NOEXIST), 0);
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(fx->s->nprocs, 3);
+	assert_memory_equal(&now->st, &stats_new, sizeof(stats_new));
+	assert_false(old->alive);
+	assert_int_equal(old->exit_code, 3);
+	assert_int_equal(old->end_ns, 9000);
+	assert_a_numbers(old);
+}
+
+static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_proc_stats ps = stats_a;
+	__u32 pid = PID_A;
+	struct gm_site_stats v = { .alloc_count = 1, .free_count = 1 };
+
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &ps, BPF_NOEXIST), 0);
+	for (int i = 0; i < 100; i++) {
+		struct gm_site_key k = { PID_A, 100 + i, 0, 0 };
+		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &k, &v, BPF_NOEXIST), 0);
+	}
+	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_find(fx->s, PID_A)->nsites, 100);
+	end_process(fx->s, PID_A, 9000, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	assert_int_equal(fx->s->map_sites, 0);
+}
+
+static void test_exit_seen_before_any_record_keeps_code_and_time(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *a;
+
+	fill_maps(fx);
+	end_process(fx->s, PID_A, 9000, 3);
+	assert_int_equal(state_reap(fx->s), 1);
+	a = state_find(fx->s, PID_A);
+	assert_non_null(a);
+	assert_false(a->alive);
+	assert_int_equal(a->nsites, 3);
+	assert_int_equal(a->exit_code, 3);
+	assert_int_equal(a->end_ns, 9000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+
+		cmocka_unit_test_setup_teardown(test_exit_seen_before_any_record_keeps_code_and_time,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reap_of_a_process_with_many_sites_deletes_them_all,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refresh_gives_each_process_its_stats_and_sites,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refresh_counts_map_entries, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refresh_twice_does_not_repeat_sites, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reap_keeps_final_numbers_of_ended_process,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reap_deletes_exactly_the_ended_pids_entries,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reap_counts_the_entries_left_in_the_maps,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reused_pid_gets_a_new_record, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
