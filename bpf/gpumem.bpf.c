@@ -9,6 +9,13 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __weak __ksym;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __weak __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
+
+#define VM_EXEC_FLAG 0x4
+
 /* Set by userspace before load. */
 const volatile bool stream_calls = false;	/* per-allocation events for trace/record */
 const volatile bool filter_pids = false;	/* only processes in `targets` */
@@ -505,6 +512,40 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/* The executable file mappings of an ending process, which still has its memory map here. */
+static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid)
+{
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *vma;
+	int n = 0;
+
+	bpf_iter_task_vma_new(&it, p, 0);
+	while ((vma = bpf_iter_task_vma_next(&it)) && n < GM_MAX_EXIT_VMAS) {
+		struct gm_vma_event *e;
+		struct file *file = vma->vm_file;
+
+		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
+			continue;
+		n++;
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count(GM_CNT_RINGBUF_DROPPED);
+			break;
+		}
+		e->type = GM_REC_EXIT_VMA;
+		e->pid = tgid;
+		e->start = vma->vm_start;
+		e->end = vma->vm_end;
+		e->pgoff = vma->vm_pgoff;
+		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
+		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
+					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_iter_task_vma_destroy(&it);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
@@ -516,6 +557,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;	/* not the last thread of its process */
 	if (!bpf_map_lookup_elem(&procs, &tgid) && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
+	emit_module_map(p, tgid);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);

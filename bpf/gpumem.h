@@ -21,6 +21,8 @@
 #define GM_MAX_INFLIGHT 65536			/* threads inside a probed call at once */
 #define GM_MAX_TARGETS 8192
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
+#define GM_MAX_EXIT_VMAS 512			/* executable mappings reported at a process's end */
+#define GM_VMA_NAME_LEN 64
 
 enum gm_layer {
 	GM_LAYER_RUNTIME = 0,
@@ -147,6 +149,7 @@ enum gm_record_type {
 	GM_REC_PROCESS_EXIT = 6,	/* last thread of a tracked process ended */
 	GM_REC_EXEC = 7,		/* a process exec'd: look for a static runtime */
 	GM_REC_LIB_OPEN = 8,		/* a file named like a CUDA library was opened */
+	GM_REC_EXIT_VMA = 9,		/* an executable mapping of a process that is ending */
 };
 
 struct gm_call_event {
@@ -180,6 +183,19 @@ struct gm_file_event {
 	__u32 held;		/* LIB_OPEN: the process is stopped until userspace sends SIGCONT */
 	__u32 pad;
 	char path[GM_PATH_LEN];	/* EXEC: the path exec'd; LIB_OPEN: the file's name */
+};
+
+/* Sent just before GM_REC_PROCESS_EXIT, while the ending process's memory map still exists,
+ * so frames in a process that ended before userspace read its maps still get names. */
+struct gm_vma_event {
+	__u32 type;		/* GM_REC_EXIT_VMA */
+	__u32 pid;
+	__u64 start;
+	__u64 end;
+	__u64 pgoff;		/* in pages */
+	__u64 ino;
+	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
+	char name[GM_VMA_NAME_LEN];	/* the file's name (its last path component) */
 };
 
 #endif /* GPUMEM_H */

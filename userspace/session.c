@@ -93,7 +93,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 	case GM_REC_LIB_OPEN:
 		if (size < sizeof(struct gm_file_event))
 			break;
+		if (type == GM_REC_EXEC)
+			state_on_exec(s->state, (int)((const struct gm_file_event *)data)->pid);
 		discovery_on_file_event(s->disc, data);
+		return 0;
+	case GM_REC_EXIT_VMA:
+		if (size < sizeof(struct gm_vma_event))
+			break;
+		state_on_exit_vma(s->state, data);
 		return 0;
 	default:
 		p_err("unknown ring-buffer record type %u (size %zu): BPF object and binary differ?",

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include "state.h"
 #include "symbolize.h"
@@ -26,6 +29,7 @@ static void proc_rec_free(struct proc_rec *p)
 	free(p->cmdline);
 	free(p->cgroup);
 	module_map_free(&p->mm);
+	module_map_free(&p->exit_mm);
 	free(p->sites);
 	free(p);
 }
@@ -39,6 +43,9 @@ void state_free(struct state *s)
 	free(s->procs);
 	free(s->failures);
 	free(s->pending_exits);
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i].path);
+	free(s->paths);
 	symbolizer_free(s->sym);
 	free(s);
 }
@@ -52,7 +59,109 @@ struct proc_rec *state_find(struct state *s, int pid)
 	return NULL;
 }
 
-static void read_identity(struct proc_rec *p)
+static uint64_t kernel_dev(uint32_t major, uint32_t minor)
+{
+	return ((uint64_t)major << 20) | minor;
+}
+
+static const char *known_path_of(struct state *s, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = s->npaths; i-- > 0;)
+		if (s->paths[i].dev == dev && s->paths[i].ino == ino)
+			return s->paths[i].path;
+	return NULL;
+}
+
+static void remember_path(struct state *s, uint64_t dev, uint64_t ino, const char *path)
+{
+	if (!ino || known_path_of(s, dev, ino))
+		return;
+	if (s->npaths == s->paths_cap) {
+		s->paths_cap = s->paths_cap ? 2 * s->paths_cap : 64;
+		s->paths = xrealloc(s->paths, s->paths_cap * sizeof(*s->paths));
+	}
+	s->paths[s->npaths++] = (struct known_path){ .dev = dev, .ino = ino,
+						     .path = xstrdup(path) };
+}
+
+static void remember_paths(struct state *s, const struct module_map *mm)
+{
+	for (size_t i = 0; i < mm->count; i++)
+		if (mm->maps[i].exec)
+			remember_path(s, kernel_dev(mm->maps[i].dev_major, mm->maps[i].dev_minor),
+				      mm->maps[i].ino, mm->maps[i].path);
+}
+
+void state_on_exec(struct state *s, int pid)
+{
+	char link[64], path[4096];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || stat(link, &st))
+		return;
+	path[n] = 0;
+	remember_path(s, kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino, path);
+}
+
+void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
+{
+	struct proc_rec *p = state_proc(s, (int)e->pid);
+	struct module_map *m = &p->exit_mm;
+	const char *path;
+	struct mapping *mp;
+
+	m->maps = xrealloc(m->maps, (m->count + 1) * sizeof(*m->maps));
+	mp = &m->maps[m->count++];
+	memset(mp, 0, sizeof(*mp));
+	mp->start = e->start;
+	mp->end = e->end;
+	mp->pgoff = e->pgoff * (uint64_t)sysconf(_SC_PAGESIZE);
+	mp->ino = e->ino;
+	mp->dev_major = (uint32_t)(e->dev >> 20);
+	mp->dev_minor = (uint32_t)(e->dev & 0xfffff);
+	mp->exec = true;
+	path = known_path_of(s, e->dev, e->ino);
+	/* Unknown for now: the file's own name, until a path turns up (adopt_exit_map). */
+	mp->path = path ? xstrdup(path) : strndup(e->name, GM_VMA_NAME_LEN);
+}
+
+static int mapping_cmp(const void *a, const void *b)
+{
+	const struct mapping *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The kernel's view at exit is complete (libraries loaded after we read the maps included):
+ * it replaces the earlier capture, taking paths from it and from the known-path cache. */
+static void adopt_exit_map(struct state *s, struct proc_rec *p)
+{
+	struct module_map *m = &p->exit_mm;
+
+	if (!m->count)
+		return;
+	for (size_t i = 0; i < m->count; i++) {
+		struct mapping *mp = &m->maps[i];
+		const char *path = known_path_of(s, kernel_dev(mp->dev_major, mp->dev_minor),
+						 mp->ino);
+
+		if (path && mp->path[0] != '/') {
+			free(mp->path);
+			mp->path = xstrdup(path);
+		}
+	}
+	qsort(m->maps, m->count, sizeof(*m->maps), mapping_cmp);
+	module_map_free(&p->mm);
+	p->mm = *m;
+	p->have_mm = true;
+	m->maps = NULL;
+	m->count = 0;
+}
+
+static void read_identity(struct state *s, struct proc_rec *p)
 {
 	char buf[4096];
 
@@ -62,8 +171,10 @@ static void read_identity(struct proc_rec *p)
 		p->cmdline = xstrdup(buf);
 	if (!p->cgroup && proc_read_cgroup(p->pid, buf, sizeof(buf)) == 0)
 		p->cgroup = xstrdup(buf);
-	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0)
+	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0) {
 		p->have_mm = true;
+		remember_paths(s, &p->mm);
+	}
 }
 
 struct proc_rec *state_proc(struct state *s, int pid)
@@ -80,7 +191,7 @@ struct proc_rec *state_proc(struct state *s, int pid)
 	p->pid = pid;
 	p->alive = true;
 	s->procs[s->nprocs++] = p;
-	read_identity(p);
+	read_identity(s, p);
 	return p;
 }
 
@@ -91,7 +202,7 @@ void state_on_process_new(struct state *s, const struct gm_call_event *e)
 	if (!p || !p->alive) {
 		p = state_proc(s, (int)e->pid);
 	} else if (!p->have_mm) {
-		read_identity(p);
+		read_identity(s, p);
 	}
 	if (!p->comm[0])
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
@@ -135,6 +246,7 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	s->pending_exits[s->npending++] = (int)e->pid;
 	p->end_ns = e->time_ns;
 	p->exit_code = e->error;
+	adopt_exit_map(s, p);
 }
 
 /* Calls cb for every entry of a hash map, in batches where the kernel allows. */

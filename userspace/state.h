@@ -25,6 +25,7 @@ struct proc_rec {
 	char *cgroup;
 	struct module_map mm;	/* captured while the process lived */
 	bool have_mm;
+	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */
 	struct gm_proc_stats st;
 	struct site_snap *sites;
 	size_t nsites;
@@ -36,6 +37,12 @@ struct failure_rec {
 	struct gm_call_event ev;
 	uint32_t nips;
 	uint64_t ips[GM_MAX_STACK_DEPTH];
+};
+
+/* Where a file (kernel dev, inode) was seen, for mappings known only by inode at exit. */
+struct known_path {
+	uint64_t dev, ino;
+	char *path;
 };
 
 struct state_fds {
@@ -51,6 +58,8 @@ struct state {
 	int *pending_exits;
 	size_t npending, pending_cap;
 	struct symbolizer *sym;
+	struct known_path *paths;
+	size_t npaths, paths_cap;
 	/* Entries in the maps at the last refresh: capacity in use, and proof of cleanup. */
 	uint64_t map_procs, map_sites, map_allocs;
 };
@@ -62,6 +71,10 @@ struct proc_rec *state_find(struct state *s, int pid);
 /* Identity and module map of a process that just started allocating. */
 void state_on_process_new(struct state *s, const struct gm_call_event *e);
 void state_on_failure(struct state *s, const struct gm_call_event *e);
+/* A process exec'd: remember where its executable is while it can still be asked. */
+void state_on_exec(struct state *s, int pid);
+/* One executable mapping of an ending process (sent before its exit record). */
+void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
 /* Handles queued exits in one pass over the maps; returns how many processes ended. */
