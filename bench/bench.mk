@@ -16,13 +16,27 @@ $(BENCH_OUT)/bare: bench/bare.c userspace/elf_syms.c userspace/elf_syms.h $(BENC
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Iuserspace -I$(BENCH_OUT) $(LDFLAGS) \
 		-o $@ bench/bare.c userspace/elf_syms.c $(LIBS)
 
-# Linked like tests/workloads: frame pointers, the mock runtime found through RUNPATH.
-$(BENCH_OUT)/loop: bench/loop.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
+# Copies of the mock libraries, with inodes of their own: uprobes are per inode, so probes that
+# tests or other tools put on $(TESTS_LIB) never fire in the benchmark's workload. The files are
+# named unlike CUDA libraries (the sonames are symlinks to them), so that no system-wide gpumem
+# another user runs on this machine attaches to them when the workload opens them either.
+BENCH_LIB := $(BENCH_OUT)/lib
+BENCH_MOCK_LIBS := $(BENCH_LIB)/libcuda.so.1 $(BENCH_LIB)/libcudart.so.13
+
+$(BENCH_LIB)/lib%: $(TESTS_LIB)/lib%
+	@mkdir -p $(@D)
+	rm -f $@
+	cp $< $(@D)/bench-mock-$*
+	ln -s bench-mock-$* $@
+
+# Linked like tests/workloads (frame pointers, the mock runtime found through RUNPATH), to the
+# copies beside it.
+$(BENCH_OUT)/loop: bench/loop.c $(TESTS_MOCK_HEADERS) $(BENCH_MOCK_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
-		-L$(TESTS_LIB) -lcudart -Wl,-rpath,'$$ORIGIN/../tests/lib'
+		-L$(BENCH_LIB) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/lib'
 
 .PHONY: bench-progs
-bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop
+bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_MOCK_LIBS)
 
 bench: bench-progs

@@ -1,0 +1,299 @@
+#!/bin/bash
+# `make bench`: the cost of one cudaMalloc/cudaFree pair through the mock runtime (each call
+# nests a driver call), untraced, under empty probes on the symbols gpumem probes, under
+# gpumem, and under the same accounting in bpftrace. Configurations are interleaved, each run
+# several times; the median is reported. A benchmark measures: nothing here fails on a target.
+#
+# Knobs: BENCH_PAIRS (traced runs, default 200000), BENCH_UNTRACED_PAIRS (default 10x),
+# BENCH_ROUNDS (default 7), BENCH_PROFILE=0 to skip the per-program BPF time pass.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+export LC_ALL=C
+
+BUILD=${BUILD:-build}
+PAIRS=${BENCH_PAIRS:-200000}
+UNTRACED_PAIRS=${BENCH_UNTRACED_PAIRS:-$((PAIRS * 10))}
+ROUNDS=${BENCH_ROUNDS:-7}
+PROFILE=${BENCH_PROFILE:-1}
+SIZE=1048576
+WARMUP_PAIRS=2000	# bench/loop.c's, outside the timing but seen by the tracers
+TARGET_GPUMEM_OVER_BARE=1.15
+TARGET_BPFTRACE_OVER_GPUMEM=1.3
+
+GPUMEM=${GPUMEM:-$BUILD/gpumem}
+BARE=$BUILD/bench/bare
+LOOP=$BUILD/bench/loop
+# Private copies (see bench/bench.mk): probes other tools put on build/tests/lib never fire here.
+LIBDIR=$(readlink -f "$BUILD/bench/lib")
+CUDART=$(readlink -f "$LIBDIR/libcudart.so.13")
+CUDA=$(readlink -f "$LIBDIR/libcuda.so.1")
+SCRIPT=bench/gpumem.bt
+
+WORK=$(mktemp -d /tmp/gpumem-bench.XXXXXX)
+TRACER_PID=
+cleanup() {
+	[ -z "$TRACER_PID" ] || stop_tracer
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+
+[ "$(id -u)" = 0 ] || die "must run as root (BPF): sudo make bench"
+for f in "$GPUMEM" "$BARE" "$LOOP" "$CUDART" "$CUDA"; do
+	[ -e "$f" ] || die "$f is missing: run 'make bench' (it builds it)"
+done
+
+CONFIGS=(untraced bare gpumem)
+if command -v bpftrace >/dev/null; then
+	CONFIGS+=(bpftrace)
+	HAVE_BPFTRACE=1
+else
+	HAVE_BPFTRACE=0
+fi
+
+# Another tool's probes on the benchmark's libraries would run in every configuration. Probes
+# put by uprobe_multi links name their file in the link's fdinfo; a system-wide gpumem attaches
+# to any CUDA library a process opens, so the check runs before and after every run.
+FOREIGN_WAIT_S=20
+foreign_probe_pids() {
+	grep -ls "^path:[[:space:]]*$LIBDIR/" /proc/[0-9]*/fdinfo/* 2>/dev/null |
+		awk -F/ -v self="${TRACER_PID:-none}" '$3 != self { print $3 }' | sort -un | tr '\n' ' '
+}
+
+wait_for_quiet() {
+	local others
+	for _ in $(seq "$FOREIGN_WAIT_S"); do
+		others=$(foreign_probe_pids)
+		[ -z "$others" ] && return 0
+		sleep 1
+	done
+	echo "bench: pids $others keep probes on $LIBDIR; measuring anyway" >&2
+}
+
+# Starts a tracer in the background and waits until its log shows READY.
+start_tracer() {
+	local log=$1 ready=$2
+	shift 2
+	"$@" >"$log" 2>&1 &
+	TRACER_PID=$!
+	for _ in $(seq 600); do
+		grep -q "$ready" "$log" && return 0
+		kill -0 "$TRACER_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "bench: '$*' did not start:" >&2
+	sed 's/^/  /' "$log" >&2
+	stop_tracer
+	return 1
+}
+
+# SIGINT makes each tracer print its report and exit. Sent again every second: bpftrace can
+# miss one that lands just before it sleeps in epoll_wait. Killed after ten.
+stop_tracer() {
+	for _ in $(seq 10); do
+		kill -INT "$TRACER_PID" 2>/dev/null || break
+		for _ in $(seq 20); do
+			kill -0 "$TRACER_PID" 2>/dev/null || break 2
+			sleep 0.05
+		done
+	done
+	kill -KILL "$TRACER_PID" 2>/dev/null
+	wait "$TRACER_PID" 2>/dev/null
+	TRACER_PID=
+}
+
+# Runs the workload; prints "PID NS_PER_PAIR".
+run_loop() {
+	local out
+	out=$(timeout 120 "$LOOP" "$1" "$SIZE" 2>"$WORK/loop.err") || {
+		echo "bench: $LOOP $1 failed: $(cat "$WORK/loop.err")" >&2
+		return 1
+	}
+	# "loop: pid P, N pairs of S bytes: W ns/pair wall, C ns/pair cpu" -> "P W C"
+	awk '/ns\/pair/ { sub(/,/, "", $3); print $3, $(NF - 5), $(NF - 2) }' <<<"$out"
+}
+
+# gpumem's count of the loop's allocations, from its JSON snapshot.
+gpumem_allocs() {
+	"${PYTHON:-python3}" - "$1" "$2" <<'PY' 2>/dev/null || echo "?"
+import json, sys
+snap = json.load(open(sys.argv[1]))
+print(sum(p["alloc_count"] for p in snap["processes"] if p["pid"] == int(sys.argv[2])))
+PY
+}
+
+# bpftrace's count of the loop's allocations: its per-stack byte sums over the size.
+bpftrace_allocs() {
+	awk -v pid="$2" -v size="$SIZE" '
+		/^@bytes\[/ { split($0, a, /[[,]/); mine = a[2] == pid }
+		mine && /^\]: / { sum += $2; mine = 0 }
+		END { printf "%d\n", sum / size }' "$1"
+}
+
+measure_once() {
+	local config=$1 result pid wall cpu seen= others
+	wait_for_quiet
+	case $config in
+	untraced)
+		result=$(run_loop "$UNTRACED_PAIRS") || return 1
+		;;
+	bare)
+		start_tracer "$WORK/bare.log" "attached" "$BARE" "$CUDART" "$CUDA" || return 1
+		result=$(run_loop "$PAIRS")
+		stop_tracer
+		;;
+	gpumem)
+		start_tracer "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot --json \
+			-o "$WORK/snapshot.json" --lib "$CUDART" --lib "$CUDA" --duration 600 || return 1
+		result=$(run_loop "$PAIRS")
+		stop_tracer
+		seen=$(gpumem_allocs "$WORK/snapshot.json" "${result%% *}")
+		;;
+	bpftrace)
+		start_tracer "$WORK/bpftrace.log" "gpumem.bt: tracing" \
+			bpftrace "$SCRIPT" "$CUDART" "$CUDA" || return 1
+		result=$(run_loop "$PAIRS")
+		stop_tracer
+		seen=$(bpftrace_allocs "$WORK/bpftrace.log" "${result%% *}")
+		;;
+	esac
+	[ -n "$result" ] || return 1
+	read -r pid wall cpu <<<"$result"
+	others=$(foreign_probe_pids)
+	if [ -n "$others" ]; then
+		echo "bench: $config run discarded: pids $others put probes on $LIBDIR" >&2
+		return 2
+	fi
+	echo "$cpu" >>"$WORK/$config.cpu"
+	echo "$wall" >>"$WORK/$config.wall"
+	if [ -n "$seen" ] && [ "$seen" != $((PAIRS + WARMUP_PAIRS)) ]; then
+		echo "bench: $config counted $seen allocations of pid $pid, expected" \
+			"$((PAIRS + WARMUP_PAIRS))" >&2
+	fi
+	printf '  %-9s %9.1f ns/pair cpu %9.1f wall%s\n' "$config" "$cpu" "$wall" \
+		"${seen:+  ($seen allocations seen)}"
+}
+
+# A run another tool's probes overlapped is discarded and tried again.
+measure() {
+	local rc
+	for _ in 1 2 3; do
+		measure_once "$1"
+		rc=$?
+		[ "$rc" = 2 ] || return "$rc"
+	done
+	return 1
+}
+
+median() {
+	sort -g "$1" | awk '{ v[NR] = $1 } END {
+		if (NR == 0) exit 1
+		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+us() {
+	awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1000 }'
+}
+
+entry_instruction() {
+	objdump -d --no-show-raw-insn --disassemble="$2" "$1" 2>/dev/null |
+		awk -v sym="<$2>:" '$2 == sym { getline; sub(/^[ \t]*[0-9a-f]+:[ \t]*/, ""); print; exit }'
+}
+
+echo "gpumem benchmark: cost per cudaMalloc+cudaFree pair, mock runtime nesting a driver call"
+echo "entry instruction: cudaMalloc in $CUDART: '$(entry_instruction "$CUDART" cudaMalloc)'," \
+	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's: push %rbp)"
+echo "runs: $ROUNDS rounds of ${CONFIGS[*]}, interleaved (order rotated each round);" \
+	"$PAIRS pairs per traced run, $UNTRACED_PAIRS untraced; size $SIZE"
+[ "$HAVE_BPFTRACE" = 1 ] || echo "bpftrace: not installed, its row is skipped"
+
+for round in $(seq "$ROUNDS"); do
+	echo "round $round/$ROUNDS"
+	n=${#CONFIGS[@]}
+	for i in $(seq 0 $((n - 1))); do
+		config=${CONFIGS[$(((i + round - 1) % n))]}
+		measure "$config" || echo "bench: $config run failed" >&2
+	done
+done
+
+# Medians of the loop thread's CPU time (the probes run in that thread; other processes'
+# time slices do not count), wall time beside it.
+declare -A MED
+echo
+printf '%-36s %10s %9s %9s %10s %5s\n' "µs per pair (median)" "cpu" "cpu min" "cpu max" "wall" "runs"
+for config in "${CONFIGS[@]}"; do
+	case $config in
+	untraced) label="untraced" ;;
+	bare) label="bare probes (empty BPF, same links)" ;;
+	gpumem) label="gpumem (system-wide, stacks on)" ;;
+	bpftrace) label="bpftrace (bench/gpumem.bt)" ;;
+	esac
+	if [ ! -s "$WORK/$config.cpu" ]; then
+		printf '%-36s %10s\n' "$label" "no result"
+		continue
+	fi
+	MED[$config]=$(median "$WORK/$config.cpu")
+	printf '%-36s %10s %9s %9s %10s %5d\n' "$label" "$(us "${MED[$config]}")" \
+		"$(us "$(sort -g "$WORK/$config.cpu" | head -1)")" \
+		"$(us "$(sort -g "$WORK/$config.cpu" | tail -1)")" \
+		"$(us "$(median "$WORK/$config.wall")")" "$(wc -l <"$WORK/$config.cpu")"
+done
+
+ratio() {
+	[ -n "${MED[$1]:-}" ] && [ -n "${MED[$2]:-}" ] &&
+		awk -v a="${MED[$1]}" -v b="${MED[$2]}" 'BEGIN { printf "%.2f", a / b }'
+}
+echo
+printf '%-20s %9s %9s\n' "ratio (cpu medians)" "measured" "target"
+printf '%-20s %9s %9s\n' "gpumem / bare" "$(ratio gpumem bare || echo -)" "<= $TARGET_GPUMEM_OVER_BARE"
+if [ "$HAVE_BPFTRACE" = 1 ]; then
+	printf '%-20s %9s %9s\n' "bpftrace / gpumem" "$(ratio bpftrace gpumem || echo -)" \
+		">= $TARGET_BPFTRACE_OVER_GPUMEM"
+fi
+printf '%-20s %9s %9s\n' "gpumem / untraced" "$(ratio gpumem untraced || echo -)" "-"
+if [ -n "${MED[gpumem]:-}" ] && [ -n "${MED[bare]:-}" ]; then
+	awk -v g="${MED[gpumem]}" -v b="${MED[bare]}" 'BEGIN {
+		printf "gpumem BPF work: %.0f ns per pair (4 probed calls, 8 program runs)\n", g - b }'
+fi
+
+# Where gpumem's BPF time goes: one more run of each with kernel.bpf_stats_enabled, apart from
+# the timed runs above (the statistics add two clock reads to every program run).
+profile_programs() {
+	local label=$1 log=$2 ready=$3
+	shift 3
+	start_tracer "$log" "$ready" "$@" || return 1
+	local ids
+	# The tracer's own programs, from its file descriptors (bpftool here cannot show pids).
+	ids=$(grep -hs '^prog_id:' /proc/"$TRACER_PID"/fdinfo/* | awk '{ print $2 }' | sort -un)
+	sysctl -q kernel.bpf_stats_enabled=1
+	run_loop "$PAIRS" >/dev/null
+	sysctl -q kernel.bpf_stats_enabled=0
+	for id in $ids; do
+		bpftool prog show id "$id" --json
+		echo
+	done | "${PYTHON:-python3}" -c '
+import json, sys
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    p = json.loads(line)
+    cnt = p.get("run_cnt", 0)
+    if cnt:
+        print("  %-6s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
+              p.get("run_time_ns", 0) / cnt))' "$label"
+	stop_tracer
+}
+if [ "$PROFILE" = 1 ]; then
+	echo
+	echo "BPF time per program (one separate run each, kernel.bpf_stats_enabled=1):"
+	wait_for_quiet
+	profile_programs bare "$WORK/bare.log" "attached" "$BARE" "$CUDART" "$CUDA"
+	wait_for_quiet
+	profile_programs gpumem "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot \
+		-o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
+fi
