@@ -81,3 +81,5 @@ $(TESTS_OUT)/static_cuda: tests/workloads/static_cuda.cu
 	@mkdir -p $(@D)
 	$(TESTS_CUDA)/bin/nvcc -O2 -g -cudart static -Xcompiler -fno-omit-frame-pointer \
 		-o $@ $<
+
+include tests/workloads/sym/sym.mk

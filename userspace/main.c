@@ -46,6 +46,8 @@ static void usage(FILE *out)
 		"  --max-sites N      call sites (default %u)\n"
 		"  --max-procs N      processes (default %u)\n"
 		"  --ringbuf-mb N     event ring buffer size (default %u)\n"
+		"  --all-frames       also show frames inside the CUDA libraries\n"
+		"  --no-demangle      C++ function names as the binary spells them\n"
 		"  --no-hold          never pause a process that opens a CUDA library gpumem has\n"
 		"                     not attached yet (its first calls may then be missed)\n"
 		"  -v, --verbose      libbpf and discovery diagnostics\n"
@@ -63,6 +65,7 @@ enum long_only {
 	OPT_MAX_PROCS,
 	OPT_RINGBUF_MB,
 	OPT_ALL_FRAMES,
+	OPT_NO_DEMANGLE,
 	OPT_NO_HOLD,
 };
 
@@ -79,6 +82,7 @@ static const struct option long_opts[] = {
 	{ "max-procs", required_argument, NULL, OPT_MAX_PROCS },
 	{ "ringbuf-mb", required_argument, NULL, OPT_RINGBUF_MB },
 	{ "all-frames", no_argument, NULL, OPT_ALL_FRAMES },
+	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ "no-hold", no_argument, NULL, OPT_NO_HOLD },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -218,6 +222,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_ALL_FRAMES:
 			o->all_frames = true;
+			break;
+		case OPT_NO_DEMANGLE:
+			o->no_demangle = true;
 			break;
 		case OPT_NO_HOLD:
 			no_hold = true;

@@ -25,7 +25,8 @@ struct view_ops {
 struct options {
 	const struct view_ops *view;
 	bool json;
-	bool all_frames;
+	bool all_frames;	/* CUDA libraries' own frames too */
+	bool no_demangle;	/* C++ names as the binary spells them */
 	int *pids;
 	size_t npids;
 	char **cmd_argv;	/* -c CMD [ARGS...] */

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Stack addresses -> module, ELF offset and function. Symbol tables are cached per file
- * identity (device + inode of the opened file), so many processes of one program cost one
- * load; a mapping identity (maps device, inode, path) leads to its file without any syscall. */
+/* Stack addresses -> module, ELF offset, function, file:line and inlined calls. Three caches:
+ * a mapping identity (maps device, inode, path) leads to its opened file without a syscall;
+ * a file identity (device + inode) leads to its image; an image (one per build-id, so copies
+ * of one library in many containers cost one parse) holds the ELF symbol table, the libdw
+ * session for its debug info, and every address looked up in it so far. */
+#include <dlfcn.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <dwarf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,18 +20,65 @@
 #include "elf_syms.h"
 #include "symbolize.h"
 
-/* One file as opened: its symbol table, or the error that loading it gave. */
+#define BUILD_ID_HEX_MAX 129	/* 64 bytes of id, as hex */
+#define INLINE_SCAN_MAX 64	/* scopes looked at for one address */
+
+/* Every cached entry begins with this: a chain link and its full hash. */
+struct hnode {
+	struct hnode *next;
+	uint64_t hash;
+};
+
+struct hash_table {
+	struct hnode **buckets;
+	size_t nbuckets;
+	size_t count;
+};
+
+/* One function or inlined call that an address lies in. */
+struct sym_frame {
+	const char *name;
+	const char *file;
+	uint32_t line;
+	bool inlined;
+	bool have_offset;
+	uint64_t offset;	/* from the function's entry */
+};
+
+/* One address of an image (ELF vaddr, the byte looked up), resolved. */
+struct addr_entry {
+	struct hnode node;
+	uint64_t vaddr;
+	unsigned int n;
+	struct sym_frame frames[];
+};
+
+/* One ELF image: shared by every file that has its build-id. */
+struct image {
+	struct hnode node;
+	struct image *all_next;
+	char build_id[BUILD_ID_HEX_MAX];	/* "" when the file has none */
+	struct elf_symtab *tab;
+	Dwfl *dwfl;			/* NULL when libdwfl would not take the file */
+	Dwfl_Module *mod;
+	Dwfl_Callbacks callbacks;	/* points at debuginfo_path; must outlive dwfl */
+	char *debuginfo_path;
+	bool dwarf_tried;
+	Dwarf *dwarf;			/* NULL: no debug info found */
+	struct hash_table addrs;
+};
+
+/* One file as opened: its image, or the error that loading it gave. */
 struct file_entry {
-	struct file_entry *next;
+	struct hnode node;
 	uint64_t dev, ino;
-	struct elf_symtab *tab;	/* NULL when load failed */
+	struct image *img;	/* NULL when load failed */
 	int err;
 };
 
 /* One mapped file as a process's maps named it. */
 struct map_entry {
-	struct map_entry *next;
-	uint64_t hash;
+	struct hnode node;
 	uint64_t ino;
 	uint32_t dev_major, dev_minor;
 	bool deleted;
@@ -34,15 +87,23 @@ struct map_entry {
 	int failed_pid;			/* the pid whose open failed; another pid tries again */
 };
 
-struct hash_table {
-	void **buckets;
-	size_t nbuckets;
-	size_t count;
+struct demangled {
+	struct hnode node;
+	const char *raw;
+	char *name;	/* NULL: not demangled, the raw name stands */
 };
+
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
 
 struct symbolizer {
 	struct hash_table files;
 	struct hash_table maps;
+	struct hash_table images;	/* those with a build-id */
+	struct image *all_images;
+	struct hash_table demangled;
+	int demangler_state;		/* 0 not tried, 1 loaded, -1 not there */
+	void *libstdcxx;
+	cxa_demangle_fn cxa_demangle;
 	struct symbolizer_stats stats;
 };
 
@@ -67,6 +128,56 @@ static int table_init(struct hash_table *t)
 	return t->buckets ? 0 : -ENOMEM;
 }
 
+static struct hnode *table_first(const struct hash_table *t, uint64_t hash)
+{
+	return t->buckets[hash & (t->nbuckets - 1)];
+}
+
+/* Doubles the bucket array when entries outnumber buckets; a failure keeps the old one. */
+static void table_insert(struct hash_table *t, struct hnode *n, uint64_t hash)
+{
+	struct hnode **b, *e, *next;
+	size_t nb = t->nbuckets * 2, i, at;
+
+	n->hash = hash;
+	at = hash & (t->nbuckets - 1);
+	n->next = t->buckets[at];
+	t->buckets[at] = n;
+	if (++t->count <= t->nbuckets)
+		return;
+	b = calloc(nb, sizeof(*b));
+	if (!b)
+		return;
+	for (i = 0; i < t->nbuckets; i++) {
+		for (e = t->buckets[i]; e; e = next) {
+			next = e->next;
+			e->next = b[e->hash & (nb - 1)];
+			b[e->hash & (nb - 1)] = e;
+		}
+	}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = nb;
+}
+
+/* Frees every entry with free() after calling release (may be NULL) on it. */
+static void table_destroy(struct hash_table *t, void (*release)(struct hnode *))
+{
+	struct hnode *e, *next;
+	size_t i;
+
+	for (i = 0; t->buckets && i < t->nbuckets; i++) {
+		for (e = t->buckets[i]; e; e = next) {
+			next = e->next;
+			if (release)
+				release(e);
+			free(e);
+		}
+	}
+	free(t->buckets);
+	t->buckets = NULL;
+}
+
 static uint64_t file_hash(uint64_t dev, uint64_t ino)
 {
 	return hash_mix(hash_mix(0, dev), ino);
@@ -81,54 +192,6 @@ static uint64_t map_hash(const struct mapping *m)
 	return hash_str(h, m->path);
 }
 
-/* Doubles the bucket array when entries outnumber buckets; a failure keeps the old one. */
-static void maps_grow(struct hash_table *t)
-{
-	size_t n = t->nbuckets * 2, i;
-	struct map_entry *e, *next;
-	void **b;
-
-	if (t->count <= t->nbuckets)
-		return;
-	b = calloc(n, sizeof(*b));
-	if (!b)
-		return;
-	for (i = 0; i < t->nbuckets; i++) {
-		for (e = t->buckets[i]; e; e = next) {
-			next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-		}
-	}
-	free(t->buckets);
-	t->buckets = b;
-	t->nbuckets = n;
-}
-
-static void files_grow(struct hash_table *t)
-{
-	size_t n = t->nbuckets * 2, i, at;
-	struct file_entry *e, *next;
-	void **b;
-
-	if (t->count <= t->nbuckets)
-		return;
-	b = calloc(n, sizeof(*b));
-	if (!b)
-		return;
-	for (i = 0; i < t->nbuckets; i++) {
-		for (e = t->buckets[i]; e; e = next) {
-			next = e->next;
-			at = file_hash(e->dev, e->ino) & (n - 1);
-			e->next = b[at];
-			b[at] = e;
-		}
-	}
-	free(t->buckets);
-	t->buckets = b;
-	t->nbuckets = n;
-}
-
 struct symbolizer *symbolizer_new(void)
 {
 	struct symbolizer *s;
@@ -136,38 +199,55 @@ struct symbolizer *symbolizer_new(void)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	if (table_init(&s->files) || table_init(&s->maps)) {
+	if (table_init(&s->files) || table_init(&s->maps) || table_init(&s->images) ||
+	    table_init(&s->demangled)) {
 		free(s->files.buckets);
+		free(s->maps.buckets);
+		free(s->images.buckets);
+		free(s->demangled.buckets);
 		free(s);
 		return NULL;
 	}
 	return s;
 }
 
+static void map_entry_release(struct hnode *n)
+{
+	free(((struct map_entry *)n)->path);
+}
+
+static void demangled_release(struct hnode *n)
+{
+	free(((struct demangled *)n)->name);
+}
+
+static void image_free(struct image *img)
+{
+	table_destroy(&img->addrs, NULL);
+	if (img->dwfl)
+		dwfl_end(img->dwfl);
+	free(img->debuginfo_path);
+	elf_symtab_free(img->tab);
+	free(img);
+}
+
 void symbolizer_free(struct symbolizer *s)
 {
-	struct file_entry *f, *fnext;
-	struct map_entry *m, *mnext;
-	size_t i;
+	struct image *img, *next;
 
 	if (!s)
 		return;
-	for (i = 0; i < s->maps.nbuckets; i++) {
-		for (m = s->maps.buckets[i]; m; m = mnext) {
-			mnext = m->next;
-			free(m->path);
-			free(m);
-		}
+	table_destroy(&s->maps, map_entry_release);
+	table_destroy(&s->files, NULL);
+	table_destroy(&s->demangled, demangled_release);
+	/* images are owned by the all_images list, not by the build-id table */
+	free(s->images.buckets);
+	for (img = s->all_images; img; img = next) {
+		next = img->all_next;
+		image_free(img);
 	}
-	for (i = 0; i < s->files.nbuckets; i++) {
-		for (f = s->files.buckets[i]; f; f = fnext) {
-			fnext = f->next;
-			elf_symtab_free(f->tab);
-			free(f);
-		}
-	}
-	free(s->maps.buckets);
-	free(s->files.buckets);
+	if (s->libstdcxx)
+		dlclose(s->libstdcxx);
 	free(s);
 }
 
@@ -180,10 +260,11 @@ static struct map_entry *map_entry_get(struct symbolizer *s, const struct mappin
 {
 	uint64_t h = map_hash(m);
 	struct map_entry *e;
-	size_t at;
+	struct hnode *n;
 
-	for (e = s->maps.buckets[h & (s->maps.nbuckets - 1)]; e; e = e->next) {
-		if (e->hash == h && e->ino == m->ino && e->dev_major == m->dev_major &&
+	for (n = table_first(&s->maps, h); n; n = n->next) {
+		e = (struct map_entry *)n;
+		if (n->hash == h && e->ino == m->ino && e->dev_major == m->dev_major &&
 		    e->dev_minor == m->dev_minor && e->deleted == m->deleted &&
 		    strcmp(e->path, m->path) == 0)
 			return e;
@@ -196,16 +277,11 @@ static struct map_entry *map_entry_get(struct symbolizer *s, const struct mappin
 		free(e);
 		return NULL;
 	}
-	e->hash = h;
 	e->ino = m->ino;
 	e->dev_major = m->dev_major;
 	e->dev_minor = m->dev_minor;
 	e->deleted = m->deleted;
-	at = h & (s->maps.nbuckets - 1);
-	e->next = s->maps.buckets[at];
-	s->maps.buckets[at] = e;
-	s->maps.count++;
-	maps_grow(&s->maps);
+	table_insert(&s->maps, &e->node, h);
 	return e;
 }
 
@@ -225,38 +301,147 @@ static int open_checked(const char *path, uint64_t want_ino)
 	return fd;
 }
 
-/* The mapped file as the process saw it: its map_files link, its root, then the host path. */
-static int open_mapped_file(int pid, const struct mapping *m)
+/*
+ * The mapped file as the process saw it: its map_files link, its root, then the host path.
+ * *name gets the path libdw looks beside for .gnu_debuglink files.
+ */
+static int open_mapped_file(int pid, const struct mapping *m, char *name, size_t len)
 {
 	char path[4096 + 64];
 	int fd;
 
+	snprintf(name, len, "%s", m->path);
 	if (pid > 0) {
+		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+		snprintf(name, len, "%s", path);
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid,
 			 m->start, m->end);
 		fd = open_checked(path, 0);
 		if (fd >= 0)
 			return fd;
-		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-		fd = open_checked(path, m->ino);
+		fd = open_checked(name, m->ino);
 		if (fd >= 0)
 			return fd;
+		snprintf(name, len, "%s", m->path);
 	}
 	return open_checked(m->path, m->ino);
 }
 
-/* The cached file for fd's device and inode, loading its symbol table on a miss. */
-static struct file_entry *file_entry_get(struct symbolizer *s, int fd)
+/* Where libdw looks for separate debug info: beside the file, GPUMEM_DEBUG_ROOT, the host's
+ * /usr/lib/debug and the process's own. */
+static char *debuginfo_path_for(int pid)
+{
+	const char *root = getenv("GPUMEM_DEBUG_ROOT");
+	char *path = NULL;
+	char proc_root[64] = "";
+
+	if (pid > 0)
+		snprintf(proc_root, sizeof(proc_root), ":/proc/%d/root/usr/lib/debug", pid);
+	if (asprintf(&path, ":.debug%s%s:/usr/lib/debug%s", root && *root ? ":" : "",
+		     root && *root ? root : "", proc_root) < 0)
+		return NULL;
+	return path;
+}
+
+/* A libdw session over the image's file; debug info itself is looked for on first use. */
+static void image_report_dwfl(struct image *img, int fd, const char *name, int pid)
+{
+	int dwfl_fd;
+
+	img->debuginfo_path = debuginfo_path_for(pid);
+	if (!img->debuginfo_path)
+		return;
+	img->callbacks.find_elf = dwfl_build_id_find_elf;
+	img->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+	img->callbacks.debuginfo_path = &img->debuginfo_path;
+	img->dwfl = dwfl_begin(&img->callbacks);
+	if (!img->dwfl)
+		return;
+	dwfl_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);	/* libdwfl closes the one it is given */
+	if (dwfl_fd < 0)
+		goto out_end;
+	dwfl_report_begin(img->dwfl);
+	/* base 0: dwfl addresses are the file's own ELF vaddrs, PIE or not */
+	img->mod = dwfl_report_elf(img->dwfl, name, name, dwfl_fd, 0, true);
+	dwfl_report_end(img->dwfl, NULL, NULL);
+	if (img->mod)
+		return;
+out_end:
+	dwfl_end(img->dwfl);
+	img->dwfl = NULL;
+}
+
+static struct image *image_find(struct symbolizer *s, const char *build_id)
+{
+	uint64_t h = hash_str(0, build_id);
+	struct hnode *n;
+
+	for (n = table_first(&s->images, h); n; n = n->next) {
+		struct image *img = (struct image *)n;
+
+		if (n->hash == h && strcmp(img->build_id, build_id) == 0)
+			return img;
+	}
+	return NULL;
+}
+
+/* The image of an open file: the cached one with its build-id, else parsed now. */
+static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
+		     struct image **out)
+{
+	char build_id[BUILD_ID_HEX_MAX] = "";
+	struct image *img;
+	int err;
+
+	err = elf_build_id_fd(fd, build_id, sizeof(build_id));
+	if (err == -ENOEXEC)
+		return err;
+	if (err)
+		build_id[0] = '\0';
+	if (build_id[0]) {
+		img = image_find(s, build_id);
+		if (img) {
+			s->stats.build_id_hits++;
+			*out = img;
+			return 0;
+		}
+	}
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	if (table_init(&img->addrs)) {
+		free(img);
+		return -ENOMEM;
+	}
+	err = elf_symtab_load_fd(fd, &img->tab);
+	if (err) {
+		image_free(img);
+		return err;
+	}
+	memcpy(img->build_id, build_id, sizeof(build_id));
+	image_report_dwfl(img, fd, name, pid);
+	img->all_next = s->all_images;
+	s->all_images = img;
+	if (build_id[0])
+		table_insert(&s->images, &img->node, hash_str(0, build_id));
+	*out = img;
+	return 0;
+}
+
+/* The cached file for fd's device and inode, loading its image on a miss. */
+static struct file_entry *file_entry_get(struct symbolizer *s, int fd, const char *name,
+					 int pid)
 {
 	struct file_entry *e;
+	struct hnode *n;
 	struct stat st;
 	uint64_t h;
-	size_t at;
 
 	if (fstat(fd, &st))
 		return NULL;
 	h = file_hash(st.st_dev, st.st_ino);
-	for (e = s->files.buckets[h & (s->files.nbuckets - 1)]; e; e = e->next) {
+	for (n = table_first(&s->files, h); n; n = n->next) {
+		e = (struct file_entry *)n;
 		if (e->dev == (uint64_t)st.st_dev && e->ino == (uint64_t)st.st_ino)
 			return e;
 	}
@@ -265,45 +450,232 @@ static struct file_entry *file_entry_get(struct symbolizer *s, int fd)
 		return NULL;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
-	e->err = elf_symtab_load_fd(fd, &e->tab);
+	e->err = image_get(s, fd, name, pid, &e->img);
 	if (e->err)
 		s->stats.files_failed++;
 	else
 		s->stats.files_loaded++;
-	at = h & (s->files.nbuckets - 1);
-	e->next = s->files.buckets[at];
-	s->files.buckets[at] = e;
-	s->files.count++;
-	files_grow(&s->files);
+	table_insert(&s->files, &e->node, h);
 	return e;
 }
 
 static void map_entry_resolve(struct symbolizer *s, struct map_entry *e, int pid,
 			      const struct mapping *m)
 {
+	char name[4096 + 64];
 	int fd;
 
 	if (e->file || (e->failed_pid && e->failed_pid == pid))
 		return;
-	fd = open_mapped_file(pid, m);
+	fd = open_mapped_file(pid, m, name, sizeof(name));
 	if (fd < 0) {
 		e->failed_pid = pid > 0 ? pid : -1;
 		s->stats.open_failures++;
 		return;
 	}
-	e->file = file_entry_get(s, fd);
+	e->file = file_entry_get(s, fd, name, pid);
 	close(fd);
 }
 
-int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
-		   bool is_return, struct frame *out)
+/* files_loaded counts images actually parsed: a build-id hit is not one. */
+void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map *mm)
 {
-	uint64_t lookup, file_off, vaddr, sym_off;
-	const struct mapping *m;
 	struct map_entry *e;
+
+	if (!s || !mm)
+		return;
+	for (size_t i = 0; i < mm->count; i++) {
+		if (!mm->maps[i].exec)
+			continue;
+		e = map_entry_get(s, &mm->maps[i]);
+		if (e)
+			map_entry_resolve(s, e, pid, &mm->maps[i]);
+	}
+}
+
+static Dwarf *image_dwarf(struct symbolizer *s, struct image *img, Dwarf_Addr *bias)
+{
+	*bias = 0;
+	if (!img->mod)
+		return NULL;
+	if (!img->dwarf_tried) {
+		img->dwarf_tried = true;
+		img->dwarf = dwfl_module_getdwarf(img->mod, bias);
+		if (img->dwarf)
+			s->stats.dwarf_loaded++;
+		return img->dwarf;
+	}
+	return img->dwarf ? dwfl_module_getdwarf(img->mod, bias) : NULL;
+}
+
+/* The name a function has in the binary: its linkage name when it has one (C++), else its
+ * DWARF name; through abstract origins (inlined, cloned) and specifications (methods). */
+static const char *die_function_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
 	const char *name;
 
-	if (!s || !mm || !out)
+	name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+	if (!name)
+		name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+	if (!name)
+		name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+	return name;
+}
+
+static bool die_is_function(Dwarf_Die *die)
+{
+	int tag = dwarf_tag(die);
+
+	return tag == DW_TAG_subprogram || tag == DW_TAG_entry_point;
+}
+
+/*
+ * The functions and inlined calls that hold dwarf address pc, innermost first, into f[];
+ * returns how many (0 when the debug info does not cover pc). file/line is the line table's
+ * for pc; each inlined call passes its call site on to the frame outside it.
+ */
+static unsigned int dwarf_frames(Dwarf *dw, Dwarf_Die *cudie, Dwarf_Addr pc, const char *file,
+				 uint32_t line, struct sym_frame *f, unsigned int max)
+{
+	Dwarf_Die *scopes = NULL, *chain = NULL, innermost;
+	Dwarf_Files *files = NULL;
+	Dwarf_Attribute attr;
+	Dwarf_Word val;
+	Dwarf_Addr entry;
+	unsigned int n = 0;
+	int nscopes, i;
+
+	nscopes = dwarf_getscopes(cudie, pc, &scopes);
+	if (nscopes <= 0 || !dwarf_offdie(dw, dwarf_dieoffset(&scopes[0]), &innermost))
+		goto out;
+	/* The concrete nesting of the innermost scope, not the abstract trees it refers to. */
+	nscopes = dwarf_getscopes_die(&innermost, &chain);
+	if (nscopes <= 0)
+		goto out;
+	if (dwarf_getsrcfiles(cudie, &files, NULL))
+		files = NULL;
+	for (i = 0; i < nscopes && i < INLINE_SCAN_MAX && n < max; i++) {
+		Dwarf_Die *die = &chain[i];
+		int tag = dwarf_tag(die);
+
+		if (tag != DW_TAG_inlined_subroutine && !die_is_function(die))
+			continue;
+		f[n] = (struct sym_frame){ .name = die_function_name(die), .file = file,
+					   .line = line };
+		if (die_is_function(die)) {
+			if (dwarf_entrypc(die, &entry) == 0 && pc >= entry) {
+				f[n].have_offset = true;
+				f[n].offset = pc - entry;
+			}
+			n++;
+			break;
+		}
+		f[n++].inlined = true;
+		/* the frame outside an inlined call is at that call's site */
+		file = NULL;
+		line = 0;
+		if (files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
+			file = dwarf_filesrc(files, val, NULL, NULL);
+		if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0)
+			line = (uint32_t)val;
+	}
+	/* an inlined call with no function found around it: not a chain to trust */
+	if (n && f[n - 1].inlined)
+		n = 0;
+out:
+	free(chain);
+	free(scopes);
+	return n;
+}
+
+/* Resolves one ELF vaddr of an image into a new cache entry. */
+static struct addr_entry *image_resolve(struct symbolizer *s, struct image *img,
+					uint64_t vaddr)
+{
+	struct sym_frame f[SYM_MAX_INLINE];
+	const char *elf_name, *file = NULL;
+	uint64_t elf_off = 0;
+	struct addr_entry *a;
+	Dwarf_Addr bias, cbias, dwfl_addr;
+	Dwarf_Die *cudie;
+	unsigned int n = 0;
+	Dwfl_Line *l;
+	Dwarf *dw;
+	int line = 0;
+
+	elf_name = elf_symtab_lookup(img->tab, vaddr, &elf_off);
+	dw = image_dwarf(s, img, &bias);
+	if (dw) {
+		dwfl_addr = vaddr + bias;
+		l = dwfl_module_getsrc(img->mod, dwfl_addr);
+		if (l)
+			file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+		if (!file)
+			line = 0;
+		cudie = dwfl_module_addrdie(img->mod, dwfl_addr, &cbias);
+		if (cudie)
+			n = dwarf_frames(dw, cudie, dwfl_addr - cbias, file,
+					 line > 0 ? (uint32_t)line : 0, f, SYM_MAX_INLINE);
+	}
+	if (n == 0) {
+		f[0] = (struct sym_frame){ .name = elf_name, .file = file,
+					   .line = line > 0 ? (uint32_t)line : 0 };
+		if (!elf_name && img->mod) {
+			GElf_Off off;
+			GElf_Sym sym;
+
+			/* symbols of a separate debug file, for a stripped one */
+			f[0].name = dwfl_module_addrinfo(img->mod, vaddr + bias, &off, &sym,
+							 NULL, NULL, NULL);
+			if (f[0].name) {
+				f[0].have_offset = true;
+				f[0].offset = off;
+			}
+		}
+		n = 1;
+	}
+	if (!f[n - 1].name)
+		f[n - 1].name = elf_name;
+	if (!f[n - 1].have_offset && elf_name) {
+		f[n - 1].have_offset = true;
+		f[n - 1].offset = elf_off;
+	}
+	a = malloc(sizeof(*a) + n * sizeof(a->frames[0]));
+	if (!a)
+		return NULL;
+	a->vaddr = vaddr;
+	a->n = n;
+	memcpy(a->frames, f, n * sizeof(f[0]));
+	table_insert(&img->addrs, &a->node, hash_mix(0, vaddr));
+	return a;
+}
+
+static struct addr_entry *image_lookup(struct symbolizer *s, struct image *img, uint64_t vaddr)
+{
+	uint64_t h = hash_mix(0, vaddr);
+	struct hnode *n;
+
+	for (n = table_first(&img->addrs, h); n; n = n->next) {
+		if (((struct addr_entry *)n)->vaddr == vaddr) {
+			s->stats.addr_hits++;
+			return (struct addr_entry *)n;
+		}
+	}
+	s->stats.addr_misses++;
+	return image_resolve(s, img, vaddr);
+}
+
+int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
+		     bool is_return, struct frame *out, unsigned int max)
+{
+	uint64_t lookup, file_off, vaddr;
+	const struct mapping *m;
+	struct addr_entry *a;
+	struct map_entry *e;
+	unsigned int i, n, skip;
+
+	if (!s || !mm || !out || max == 0)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->addr = addr;
@@ -311,7 +683,7 @@ int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, u
 	lookup = is_return && addr > 0 ? addr - 1 : addr;
 	m = module_map_find(mm, lookup);
 	if (!m)
-		return 0;
+		return 1;
 	e = map_entry_get(s, m);
 	if (!e)
 		return -ENOMEM;
@@ -319,15 +691,83 @@ int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, u
 	file_off = lookup - m->start + m->pgoff;
 	out->offset = file_off + (addr - lookup);
 	map_entry_resolve(s, e, pid, m);
-	if (!e->file || !e->file->tab)
-		return 0;
-	if (elf_symtab_file_off_to_vaddr(e->file->tab, file_off, &vaddr))
-		return 0;
+	if (!e->file || !e->file->img)
+		return 1;
+	if (elf_symtab_file_off_to_vaddr(e->file->img->tab, file_off, &vaddr))
+		return 1;
 	out->offset = vaddr + (addr - lookup);
-	name = elf_symtab_lookup(e->file->tab, vaddr, &sym_off);
-	if (name) {
-		out->symbol = name;
-		out->symbol_offset = sym_off + (addr - lookup);
+	a = image_lookup(s, e->file->img, vaddr);
+	if (!a)
+		return -ENOMEM;
+	/* too deep: the innermost inlined calls and the function itself are kept */
+	n = a->n <= max ? a->n : max;
+	skip = a->n - n;
+	for (i = 0; i < n; i++) {
+		const struct sym_frame *sf = &a->frames[i < n - 1 ? i : i + skip];
+
+		out[i] = out[0];
+		out[i].symbol = sf->name;
+		out[i].file = sf->file;
+		out[i].line = sf->line;
+		out[i].inlined = sf->inlined;
+		out[i].symbol_offset = sf->have_offset ? sf->offset + (addr - lookup) : 0;
 	}
+	return (int)n;
+}
+
+int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
+		   bool is_return, struct frame *out)
+{
+	struct frame frames[SYM_MAX_INLINE];
+	int n;
+
+	if (!out)
+		return -EINVAL;
+	n = symbolize_frames(s, pid, mm, addr, is_return, frames, SYM_MAX_INLINE);
+	if (n < 0)
+		return n;
+	*out = frames[n - 1];
 	return 0;
+}
+
+static void demangler_load(struct symbolizer *s)
+{
+	s->demangler_state = -1;
+	s->libstdcxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+	if (!s->libstdcxx)
+		return;
+	*(void **)&s->cxa_demangle = dlsym(s->libstdcxx, "__cxa_demangle");
+	if (s->cxa_demangle)
+		s->demangler_state = 1;
+}
+
+const char *symbolizer_demangle(struct symbolizer *s, const char *name)
+{
+	uint64_t h = hash_mix(0, (uint64_t)(uintptr_t)name);
+	struct demangled *d;
+	struct hnode *n;
+	int status = -1;
+
+	if (!s || !name || name[0] != '_' || name[1] != 'Z')
+		return name;
+	for (n = table_first(&s->demangled, h); n; n = n->next) {
+		d = (struct demangled *)n;
+		if (d->raw == name)
+			return d->name ? d->name : name;
+	}
+	if (s->demangler_state == 0)
+		demangler_load(s);
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return name;
+	d->raw = name;
+	if (s->demangler_state == 1) {
+		d->name = s->cxa_demangle(name, NULL, NULL, &status);
+		if (status != 0) {
+			free(d->name);
+			d->name = NULL;
+		}
+	}
+	table_insert(&s->demangled, &d->node, h);
+	return d->name ? d->name : name;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Stack addresses -> module, ELF offset and function, with symbol tables cached per file. */
+/* Stack addresses -> module, ELF offset, function, source file and line (libdw, with the ELF
+ * symbol tables as fallback), inlined calls as frames of their own; cached per build-id. */
 #ifndef GPUMEM_SYMBOLIZE_H
 #define GPUMEM_SYMBOLIZE_H
 
@@ -8,14 +9,20 @@
 
 #include "procs.h"
 
+/* The most frames one address expands to: its function and the calls inlined into it. */
+#define SYM_MAX_INLINE 16
+
 struct frame {
 	uint64_t addr;
 	const char *module;	/* path as the process saw it, or NULL */
 	uint64_t offset;	/* ELF vaddr within the module: what addr2line takes; for
 				 * unresolvable frames the raw address (no module) or the file
 				 * offset (module whose segments are unknown) */
-	const char *symbol;	/* or NULL */
-	uint64_t symbol_offset;
+	const char *symbol;	/* as the binary names it (mangled), or NULL */
+	uint64_t symbol_offset;	/* from the function's entry; 0 for inlined frames */
+	const char *file;	/* source file, or NULL */
+	uint32_t line;		/* 0 when unknown */
+	bool inlined;		/* a call inlined into the function of the next frame */
 };
 
 struct symbolizer;
@@ -28,17 +35,38 @@ void symbolizer_free(struct symbolizer *s);
  * symbol_offset report addr's own. mm is the process's module map captured while it lived;
  * the file is opened as the process saw it: /proc/PID/map_files/<start>-<end> first, then
  * /proc/PID/root/<path>, then <path> (those two only when their inode is the mapped one).
+ * Separate debug info is found by build-id and .gnu_debuglink under $GPUMEM_DEBUG_ROOT
+ * (colon-separated directories), /usr/lib/debug and the process's own /usr/lib/debug.
+ *
+ * symbolize_frames fills out[0..n) innermost first: the calls inlined at addr (inlined =
+ * true, each with the line inside it), then the function that holds addr (with the line of
+ * the outermost inlined call, or addr's own); returns n >= 1, or -EINVAL / -ENOMEM.
+ * symbolize_addr fills only that last, real frame and returns 0.
  * Strings stay owned by the symbolizer until symbolizer_free. An address that no mapping or
- * symbol covers still fills *out (return 0); errors are -EINVAL and -ENOMEM.
+ * symbol covers still fills a frame.
  */
+int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
+		     bool is_return, struct frame *out, unsigned int max);
 int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
 		   bool is_return, struct frame *out);
 
-/* Files loaded (or failed) so far: for tests and statistics. */
+/* Opens and loads every executable mapping now, while the process lives: its files stay
+ * resolvable after it ends even when deleted or inside a container. */
+void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map *mm);
+
+/* A C++ name demangled (libstdc++'s __cxa_demangle, loaded at run time), cached; the name
+ * itself when it is not mangled or no demangler is there. */
+const char *symbolizer_demangle(struct symbolizer *s, const char *name);
+
+/* Work done so far: for tests and statistics. */
 struct symbolizer_stats {
-	uint64_t files_loaded;
-	uint64_t files_failed;
+	uint64_t files_loaded;		/* ELF images parsed (one per build-id) */
+	uint64_t files_failed;		/* files that are no usable ELF */
 	uint64_t open_failures;
+	uint64_t build_id_hits;		/* a file whose build-id was already loaded */
+	uint64_t dwarf_loaded;		/* images with debug info found */
+	uint64_t addr_hits;		/* lookups answered from the address cache */
+	uint64_t addr_misses;
 };
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *stats);
 

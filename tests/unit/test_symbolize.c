@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The symbolizer on this very process: its own functions through /proc/self/maps, a
- * dlopen'ed library whose text addresses differ from its file offsets, the per-file cache,
- * and frames that cannot be fully resolved. */
+/* The symbolizer on this very process: its own functions through /proc/self/maps, with
+ * file:line and inlined calls from DWARF, a dlopen'ed library whose text addresses differ from
+ * its file offsets, the per-file, per-build-id and per-address caches, demangling, frames that
+ * cannot be fully resolved, and truncated or corrupt files (skipped, never a crash). */
+#include <fcntl.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include "elf_syms.h"
 
 #include "symbolize.h"
 
@@ -244,6 +251,364 @@ static void test_symbolize_replaced_file_is_not_trusted(void **state)
 	module_map_free(&mm);
 }
 
+
+/* The caller's return address: what a stack taken at a call's return holds. */
+__attribute__((noinline)) uint64_t gm_return_address(void)
+{
+	uint64_t ra = (uint64_t)(uintptr_t)__builtin_return_address(0);
+
+	__asm__ volatile("" : : "r"(ra) : "memory");
+	return ra;
+}
+
+static int line_of_plain_call, line_of_inlined_call, line_in_inlined;
+
+__attribute__((noinline)) uint64_t gm_plain_caller(void)
+{
+	uint64_t ra = gm_return_address(); line_of_plain_call = __LINE__;
+
+	__asm__ volatile("" : : "r"(ra) : "memory");
+	return ra;
+}
+
+static inline __attribute__((always_inline)) uint64_t gm_inlined_helper(void)
+{
+	uint64_t ra = gm_return_address(); line_in_inlined = __LINE__;
+
+	__asm__ volatile("" : : "r"(ra) : "memory");
+	return ra;
+}
+
+__attribute__((noinline)) uint64_t gm_inlining_caller(void)
+{
+	uint64_t ra = gm_inlined_helper(); line_of_inlined_call = __LINE__;
+
+	__asm__ volatile("" : : "r"(ra) : "memory");
+	return ra;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void test_symbolize_return_address_has_file_and_call_line(void **state)
+{
+	struct symbolizer *s = symbolizer_new();
+	uint64_t ra = gm_plain_caller();
+	struct module_map mm = self_map();
+	struct frame f[SYM_MAX_INLINE];
+	int n;
+
+	(void)state;
+	n = symbolize_frames(s, getpid(), &mm, ra, true, f, SYM_MAX_INLINE);
+	assert_int_equal(n, 1);
+	assert_string_equal(f[0].symbol, "gm_plain_caller");
+	assert_false(f[0].inlined);
+	assert_non_null(f[0].file);
+	assert_true(ends_with(f[0].file, "test_symbolize.c"));
+	assert_int_equal(f[0].line, line_of_plain_call);
+	assert_int_equal(f[0].symbol_offset, ra - (uint64_t)(uintptr_t)gm_plain_caller);
+	symbolizer_free(s);
+	module_map_free(&mm);
+}
+
+static void test_symbolize_inlined_call_is_a_frame_of_its_own(void **state)
+{
+	struct symbolizer *s = symbolizer_new();
+	uint64_t ra = gm_inlining_caller();
+	struct module_map mm = self_map();
+	struct frame f[SYM_MAX_INLINE], real;
+	int n;
+
+	(void)state;
+	n = symbolize_frames(s, getpid(), &mm, ra, true, f, SYM_MAX_INLINE);
+	assert_int_equal(n, 2);
+	assert_string_equal(f[0].symbol, "gm_inlined_helper");
+	assert_true(f[0].inlined);
+	assert_int_equal(f[0].line, line_in_inlined);
+	assert_string_equal(f[1].symbol, "gm_inlining_caller");
+	assert_false(f[1].inlined);
+	assert_int_equal(f[1].line, line_of_inlined_call);
+	assert_true(ends_with(f[1].file, "test_symbolize.c"));
+	assert_int_equal(f[0].addr, f[1].addr);
+	assert_int_equal(f[0].offset, f[1].offset);
+	/* one frame asked for: the function itself, inlined calls dropped */
+	assert_int_equal(symbolize_frames(s, getpid(), &mm, ra, true, f, 1), 1);
+	assert_string_equal(f[0].symbol, "gm_inlining_caller");
+	assert_int_equal(symbolize_addr(s, getpid(), &mm, ra, true, &real), 0);
+	assert_string_equal(real.symbol, "gm_inlining_caller");
+	assert_int_equal(real.line, line_of_inlined_call);
+	symbolizer_free(s);
+	module_map_free(&mm);
+}
+
+static void test_symbolize_second_lookup_of_an_address_is_cached(void **state)
+{
+	struct symbolizer *s = symbolizer_new();
+	uint64_t ra = gm_plain_caller();
+	struct module_map mm = self_map();
+	struct symbolizer_stats st;
+	struct frame a, b;
+
+	(void)state;
+	assert_int_equal(symbolize_addr(s, getpid(), &mm, ra, true, &a), 0);
+	symbolizer_get_stats(s, &st);
+	assert_int_equal(st.addr_misses, 1);
+	assert_int_equal(st.addr_hits, 0);
+	assert_int_equal(symbolize_addr(s, getpid(), &mm, ra, true, &b), 0);
+	symbolizer_get_stats(s, &st);
+	assert_int_equal(st.addr_misses, 1);
+	assert_int_equal(st.addr_hits, 1);
+	assert_int_equal(st.dwarf_loaded, 1);
+	assert_ptr_equal(a.symbol, b.symbol);
+	assert_ptr_equal(a.file, b.file);
+	assert_int_equal(a.line, b.line);
+	symbolizer_free(s);
+	module_map_free(&mm);
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n;
+	int in, out, err = 0;
+
+	in = open(from, O_RDONLY);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (in < 0 || out < 0)
+		err = -1;
+	while (!err && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n)
+			err = -1;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return err;
+}
+
+static int find_func_cb(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
+			void *ctx)
+{
+	(void)vaddr;
+	(void)size;
+	if (strcmp(name, "syms_mul") != 0)
+		return 0;
+	*(uint64_t *)ctx = file_off;
+	return 1;
+}
+
+/* A mapping of path at 0x100000 (16 MiB, however long the file is now), as a process that
+ * mapped it would show it. */
+static struct mapping whole_file_mapping(const char *path)
+{
+	struct mapping m = { 0 };
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	m.start = 0x100000;
+	m.end = m.start + (16 << 20);
+	m.ino = st.st_ino;
+	m.exec = true;
+	m.path = (char *)path;
+	return m;
+}
+
+static void test_symbolize_copies_with_one_build_id_are_parsed_once(void **state)
+{
+	char dir[] = "/tmp/gm-test-buildid-XXXXXX", a[128], b[128];
+	struct symbolizer *s = symbolizer_new();
+	struct mapping ma, mb;
+	struct module_map one_a = { &ma, 1 }, one_b = { &mb, 1 };
+	struct symbolizer_stats st;
+	uint64_t file_off = 0;
+	struct frame fa, fb;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(a, sizeof(a), "%s/liba.so", dir);
+	snprintf(b, sizeof(b), "%s/libb.so", dir);
+	assert_int_equal(copy_file(libsyms_path, a), 0);
+	assert_int_equal(copy_file(libsyms_path, b), 0);
+	assert_int_equal(elf_for_each_func(a, find_func_cb, &file_off), 1);
+	ma = whole_file_mapping(a);
+	mb = whole_file_mapping(b);
+	assert_true(ma.ino != mb.ino);
+	assert_int_equal(symbolize_addr(s, 0, &one_a, ma.start + file_off + 4, false, &fa), 0);
+	assert_int_equal(symbolize_addr(s, 0, &one_b, mb.start + file_off + 4, false, &fb), 0);
+	assert_string_equal(fa.symbol, "syms_mul");
+	assert_ptr_equal(fa.symbol, fb.symbol);	/* one image, shared */
+	assert_string_equal(fa.module, a);
+	assert_string_equal(fb.module, b);
+	assert_non_null(fa.file);
+	assert_true(ends_with(fa.file, "libsyms.c"));
+	assert_true(fa.line > 0);
+	symbolizer_get_stats(s, &st);
+	assert_int_equal(st.files_loaded, 2);	/* two files ... */
+	assert_int_equal(st.build_id_hits, 1);	/* ... one parse */
+	assert_int_equal(st.addr_hits, 1);
+	unlink(a);
+	unlink(b);
+	rmdir(dir);
+	symbolizer_free(s);
+}
+
+static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
+{
+	char path[] = "/tmp/gm-test-deleted-XXXXXX";
+	struct symbolizer *s = symbolizer_new();
+	struct mapping m;
+	struct module_map one = { &m, 1 };
+	uint64_t file_off = 0;
+	struct frame f;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(copy_file(libsyms_path, path), 0);
+	assert_int_equal(elf_for_each_func(path, find_func_cb, &file_off), 1);
+	m = whole_file_mapping(path);
+	symbolizer_prefetch(s, 0, &one);
+	unlink(path);
+	m.deleted = true;
+	/* the same mapping identity as prefetched: a path that no longer opens still resolves */
+	symbolizer_prefetch(s, 0, &one);
+	assert_int_equal(symbolize_addr(s, 0, &one, m.start + file_off + 4, false, &f), 0);
+	m.deleted = false;
+	assert_int_equal(symbolize_addr(s, 0, &one, m.start + file_off + 4, false, &f), 0);
+	assert_string_equal(f.symbol, "syms_mul");
+	assert_non_null(f.file);
+	symbolizer_free(s);
+}
+
+static void test_symbolize_demangles_cxx_names_once(void **state)
+{
+	static const char mangled[] = "_ZN5gmsym4Pool4grabEm";
+	struct symbolizer *s = symbolizer_new();
+	const char *a, *b;
+
+	(void)state;
+	a = symbolizer_demangle(s, mangled);
+	assert_string_equal(a, "gmsym::Pool::grab(unsigned long)");
+	b = symbolizer_demangle(s, mangled);
+	assert_ptr_equal(a, b);
+	assert_string_equal(symbolizer_demangle(s, "main"), "main");
+	/* not a valid mangling: kept as it is */
+	assert_string_equal(symbolizer_demangle(s, "_Z!!garbage"), "_Z!!garbage");
+	assert_null(symbolizer_demangle(s, NULL));
+	symbolizer_free(s);
+}
+
+/* A DWARF section's place in the file, or 0 when the file has no such section. */
+static uint64_t section_range(const char *path, const char *want, uint64_t *size)
+{
+	uint64_t off = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	size_t shstrndx;
+	Elf *elf;
+	int fd;
+
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &shdr))
+			continue;
+		name = elf_strptr(elf, shstrndx, shdr.sh_name);
+		if (name && strcmp(name, want) == 0) {
+			off = shdr.sh_offset;
+			*size = shdr.sh_size;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return off;
+}
+
+/* Looks up every function of a (damaged) copy: frames always come back, never a crash. */
+static void symbolize_damaged(const char *path, uint64_t file_off, int *resolved)
+{
+	struct symbolizer *s = symbolizer_new();
+	struct mapping m = whole_file_mapping(path);
+	struct module_map one = { &m, 1 };
+	struct frame f[SYM_MAX_INLINE];
+
+	for (uint64_t d = 0; d < 64; d += 3) {
+		int n = symbolize_frames(s, 0, &one, m.start + file_off + d, true, f,
+					 SYM_MAX_INLINE);
+
+		assert_true(n >= 1);
+		assert_string_equal(f[n - 1].module, path);
+		if (f[n - 1].symbol)
+			(*resolved)++;
+	}
+	symbolizer_free(s);
+}
+
+static void test_symbolize_truncated_and_corrupt_debug_info_never_crash(void **state)
+{
+	static const char *const sections[] = { ".debug_info", ".debug_abbrev", ".debug_line",
+						 ".debug_str", ".debug_line_str",
+						 ".debug_rnglists", ".debug_aranges" };
+	char path[] = "/tmp/gm-test-dwarf-XXXXXX";
+	uint64_t file_off = 0, size, off, sec_size = 0;
+	unsigned int seed = 1;
+	int fd, resolved = 0;
+	struct stat st;
+	char *orig;
+
+	(void)state;
+	assert_int_equal(stat(libsyms_path, &st), 0);
+	size = st.st_size;
+	orig = malloc(size);
+	fd = open(libsyms_path, O_RDONLY);
+	assert_int_equal(read(fd, orig, size), (ssize_t)size);
+	close(fd);
+	assert_int_equal(elf_for_each_func(libsyms_path, find_func_cb, &file_off), 1);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	/* cut anywhere: the ELF checks reject the file, or its DWARF is cut short */
+	for (uint64_t len = 0; len < size; len += size / 37 + 1) {
+		fd = open(path, O_WRONLY | O_TRUNC);
+		assert_int_equal(write(fd, orig, len), (ssize_t)len);
+		close(fd);
+		symbolize_damaged(path, file_off, &resolved);
+	}
+	/* random bytes inside each DWARF section, headers intact */
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+		off = section_range(libsyms_path, sections[i], &sec_size);
+		if (!off || !sec_size)
+			continue;
+		for (int round = 0; round < 12; round++) {
+			char *copy = malloc(size);
+
+			memcpy(copy, orig, size);
+			for (int k = 0; k < 1 + round * 4; k++)
+				copy[off + rand_r(&seed) % sec_size] = (char)rand_r(&seed);
+			fd = open(path, O_WRONLY | O_TRUNC);
+			assert_int_equal(write(fd, copy, size), (ssize_t)size);
+			close(fd);
+			free(copy);
+			symbolize_damaged(path, file_off, &resolved);
+		}
+	}
+	assert_true(resolved > 0);	/* the ELF symbols still name what they can */
+	unlink(path);
+	free(orig);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +621,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_symbolize_address_outside_modules_keeps_raw_address),
 		cmocka_unit_test(test_symbolize_unloadable_file_is_remembered_as_failed),
 		cmocka_unit_test(test_symbolize_replaced_file_is_not_trusted),
+		cmocka_unit_test(test_symbolize_return_address_has_file_and_call_line),
+		cmocka_unit_test(test_symbolize_inlined_call_is_a_frame_of_its_own),
+		cmocka_unit_test(test_symbolize_second_lookup_of_an_address_is_cached),
+		cmocka_unit_test(test_symbolize_copies_with_one_build_id_are_parsed_once),
+		cmocka_unit_test(test_symbolize_deleted_file_resolves_after_prefetch),
+		cmocka_unit_test(test_symbolize_demangles_cxx_names_once),
+		cmocka_unit_test(test_symbolize_truncated_and_corrupt_debug_info_never_crash),
 	};
 
 	if (argc > 1)

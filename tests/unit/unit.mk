@@ -5,7 +5,7 @@
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
-UNIT_LIBS := -lcmocka -lbpf -lelf -lz -ldl
+UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl
 UNIT_TESTS := json procs elf symbolize probes state
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* What every view prints the same way: frames, loss counters, sizes and times. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include "common.h"
 #include "state.h"
@@ -11,13 +12,16 @@ uint64_t wall_ns(struct session *s, uint64_t mono_ns)
 	return mono_ns + s->mono_to_real_ns;
 }
 
-static void resolve(struct session *s, int pid, uint64_t ip, struct frame *f)
+static void resolve(struct session *s, int pid, uint64_t ip, struct frame *f, unsigned int max,
+		    unsigned int *n)
 {
 	struct proc_rec *p = state_find(s->state, pid);
+	int got;
 
 	memset(f, 0, sizeof(*f));
 	f->addr = ip;
 	f->offset = ip;
+	*n = 1;
 	if (!p || !p->have_mm)
 		return;
 	/* A library loaded after the map was captured: look again while the process lives. */
@@ -29,60 +33,149 @@ static void resolve(struct session *s, int pid, uint64_t ip, struct frame *f)
 			p->mm = fresh;
 		}
 	}
-	symbolize_addr(s->state->sym, pid, &p->mm, ip, true, f);
+	got = symbolize_frames(s->state->sym, pid, &p->mm, ip, true, f, max);
+	if (got > 0)
+		*n = (unsigned int)got;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Code of the CUDA libraries, or of a runtime linked statically into the program. */
+static bool is_cuda_frame(const struct frame *f)
+{
+	const char *base, *sym = f->symbol;
+
+	if (f->module) {
+		base = strrchr(f->module, '/');
+		if (has_prefix(base ? base + 1 : f->module, "libcuda"))
+			return true;
+	}
+	if (!sym)
+		return false;
+	if (has_prefix(sym, "__cudart") || has_prefix(sym, "_ZN6cudart"))
+		return true;
+	/* the APIs themselves: cudaMalloc, cuMemAlloc_v2 */
+	return (has_prefix(sym, "cuda") && sym[4] >= 'A' && sym[4] <= 'Z') ||
+	       (has_prefix(sym, "cu") && sym[2] >= 'A' && sym[2] <= 'Z');
+}
+
+/*
+ * The frames of a stack as the user reads them, innermost first: each address expanded into
+ * its inlined calls, and (unless --all-frames) the CUDA libraries' own frames left out when
+ * any other frame remains. Returns the count; *out is malloc'd (NULL when the count is 0).
+ */
+static size_t stack_frames(struct session *s, int pid, const uint64_t *ips, uint32_t n,
+			   struct frame **out)
+{
+	struct frame *f = calloc((size_t)n * SYM_MAX_INLINE + 1, sizeof(*f));
+	size_t count = 0, kept = 0;
+	unsigned int got;
+
+	*out = f;
+	if (!f)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		resolve(s, pid, ips[i], &f[count], SYM_MAX_INLINE, &got);
+		count += got;
+	}
+	if (s->opt->all_frames)
+		return count;
+	for (size_t i = 0; i < count; i++)
+		if (!is_cuda_frame(&f[i]))
+			f[kept++] = f[i];
+	return kept ? kept : count;
+}
+
+static const char *display_name(struct session *s, const char *symbol)
+{
+	if (!symbol || s->opt->no_demangle)
+		return symbol;
+	return symbolizer_demangle(s->state->sym, symbol);
 }
 
 void frames_json(struct session *s, struct json_writer *w, int pid, const uint64_t *ips,
 		 uint32_t n)
 {
-	jw_array_begin(w);
-	for (uint32_t i = 0; i < n; i++) {
-		struct frame f;
+	struct frame *frames;
+	size_t count = stack_frames(s, pid, ips, n, &frames);
 
-		resolve(s, pid, ips[i], &f);
+	jw_array_begin(w);
+	for (size_t i = 0; i < count; i++) {
+		const struct frame *f = &frames[i];
+
 		jw_object_begin(w);
-		jw_kv_hex(w, "addr", f.addr);
-		jw_kv_string(w, "module", f.module);
-		jw_kv_string(w, "symbol", f.symbol);
-		jw_kv_u64(w, "offset", f.offset);
-		if (f.symbol)
-			jw_kv_u64(w, "symbol_offset", f.symbol_offset);
-		jw_kv_null(w, "file");
-		jw_kv_null(w, "line");
+		jw_kv_hex(w, "addr", f->addr);
+		jw_kv_string(w, "module", f->module);
+		jw_kv_string(w, "symbol", display_name(s, f->symbol));
+		jw_kv_u64(w, "offset", f->offset);
+		if (f->symbol && !f->inlined)
+			jw_kv_u64(w, "symbol_offset", f->symbol_offset);
+		jw_kv_string(w, "file", f->file);
+		if (f->line)
+			jw_kv_u64(w, "line", f->line);
+		else
+			jw_kv_null(w, "line");
+		if (f->inlined)
+			jw_kv_bool(w, "inlined", true);
 		jw_object_end(w);
 	}
 	jw_array_end(w);
+	free(frames);
+}
+
+/* `func (file.c:42)`, `func+0x1a`, `module+0x1a` or the bare address. */
+static void frame_text(struct session *s, FILE *out, const struct frame *f)
+{
+	char name[512], file[256];
+	const char *base;
+
+	if (f->symbol) {
+		text_sanitize(name, sizeof(name), display_name(s, f->symbol));
+		if (f->file) {
+			base = strrchr(f->file, '/');
+			text_sanitize(file, sizeof(file), base ? base + 1 : f->file);
+			if (f->line)
+				fprintf(out, "%s (%s:%u)", name, file, f->line);
+			else
+				fprintf(out, "%s (%s)", name, file);
+		} else if (f->inlined) {
+			fputs(name, out);
+		} else {
+			fprintf(out, "%s+0x%" PRIx64, name, f->symbol_offset);
+		}
+		if (f->inlined)
+			fputs(" [inlined]", out);
+	} else if (f->module) {
+		base = strrchr(f->module, '/');
+		text_sanitize(name, sizeof(name), base ? base + 1 : f->module);
+		fprintf(out, "%s+0x%" PRIx64, name, f->offset);
+	} else {
+		fprintf(out, "0x%" PRIx64, f->addr);
+	}
 }
 
 void frames_text(struct session *s, FILE *out, int pid, const uint64_t *ips, uint32_t n,
 		 const char *sep, unsigned int max)
 {
-	char name[512];
+	struct frame *frames;
+	size_t count;
 
 	if (!n) {
 		fputs("[no stack]", out);
 		return;
 	}
-	for (uint32_t i = 0; i < n && i < max; i++) {
-		struct frame f;
-		const char *base;
-
-		resolve(s, pid, ips[i], &f);
+	count = stack_frames(s, pid, ips, n, &frames);
+	for (size_t i = 0; i < count && i < max; i++) {
 		if (i)
 			fputs(sep, out);
-		if (f.symbol) {
-			text_sanitize(name, sizeof(name), f.symbol);
-			fprintf(out, "%s+0x%" PRIx64, name, f.symbol_offset);
-		} else if (f.module) {
-			base = strrchr(f.module, '/');
-			text_sanitize(name, sizeof(name), base ? base + 1 : f.module);
-			fprintf(out, "%s+0x%" PRIx64, name, f.offset);
-		} else {
-			fprintf(out, "0x%" PRIx64, f.addr);
-		}
+		frame_text(s, out, &frames[i]);
 	}
-	if (n > max)
+	if (count > max)
 		fprintf(out, "%s...", sep);
+	free(frames);
 }
 
 static const struct {
