@@ -40,3 +40,13 @@ $(BENCH_OUT)/loop: bench/loop.c $(TESTS_MOCK_HEADERS) $(BENCH_MOCK_LIBS)
 bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_MOCK_LIBS)
 
 bench: bench-progs
+
+# Symbolization throughput (frames/s, cold and warm) over a real binary: gpumem itself.
+$(BENCH_OUT)/symbench: bench/symbench.c userspace/symbolize.c userspace/elf_syms.c \
+		userspace/procs.c $(wildcard userspace/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Iuserspace $(LDFLAGS) -o $@ \
+		bench/symbench.c userspace/symbolize.c userspace/elf_syms.c userspace/procs.c \
+		-ldw -lelf -lz -ldl
+
+bench-progs: $(BENCH_OUT)/symbench

@@ -297,3 +297,6 @@ if [ "$PROFILE" = 1 ]; then
 	profile_programs gpumem "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot \
 		-o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
 fi
+
+# Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
+[ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
