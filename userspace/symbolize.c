@@ -477,7 +477,6 @@ static void map_entry_resolve(struct symbolizer *s, struct map_entry *e, int pid
 	close(fd);
 }
 
-/* files_loaded counts images actually parsed: a build-id hit is not one. */
 void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map *mm)
 {
 	struct map_entry *e;

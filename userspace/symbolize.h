@@ -60,10 +60,10 @@ const char *symbolizer_demangle(struct symbolizer *s, const char *name);
 
 /* Work done so far: for tests and statistics. */
 struct symbolizer_stats {
-	uint64_t files_loaded;		/* ELF images parsed (one per build-id) */
+	uint64_t files_loaded;		/* files opened and usable (build-id hits included) */
 	uint64_t files_failed;		/* files that are no usable ELF */
 	uint64_t open_failures;
-	uint64_t build_id_hits;		/* a file whose build-id was already loaded */
+	uint64_t build_id_hits;		/* of those, whose build-id was parsed already */
 	uint64_t dwarf_loaded;		/* images with debug info found */
 	uint64_t addr_hits;		/* lookups answered from the address cache */
 	uint64_t addr_misses;
