@@ -15,7 +15,7 @@ CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame
 LDFLAGS += -fsanitize=address,undefined
 endif
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf -Iuserspace -I$(BUILD)
-LIBS := -lbpf -ldw -lelf -lz
+LIBS := -lbpf -ldw -lelf -lz -lncursesw -ldl -lm
 
 USER_SRCS := $(wildcard userspace/*.c userspace/views/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))

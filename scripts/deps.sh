@@ -2,7 +2,8 @@
 # Installs the Debian packages gpumem builds, tests and benchmarks with; only missing ones.
 set -e
 pkgs="make gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
-      libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++"
+      libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++
+      libncurses-dev tmux"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

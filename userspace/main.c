@@ -17,7 +17,9 @@ static const struct {
 } commands[] = {
 	{ "snapshot", &snapshot_view },
 	{ "trace", &trace_view },
-	{ "top", &top_batch_view },
+	{ "top", &top_view },
+	{ "leaks", &leaks_view },
+	{ "oom", &oom_view },
 };
 
 static void usage(FILE *out)
@@ -28,9 +30,13 @@ static void usage(FILE *out)
 		"Accounts for the GPU memory CUDA programs allocate, with eBPF uprobes.\n"
 		"\n"
 		"commands:\n"
-		"  top                live table of processes (the default; batch output for now)\n"
+		"  top                live table of processes and call sites (the default); a plain\n"
+		"                     table every interval when stdout is not a terminal, or -b\n"
 		"  snapshot           the state once: at Ctrl-C, --duration, or the end of CMD\n"
 		"  trace              one line per allocation, free, failure and process end\n"
+		"  leaks              call sites that hold memory and keep growing, per second and\n"
+		"                     per step; a final report when CMD ends (-i S: every S s too)\n"
+		"  oom                every failed allocation as it happens, with its context\n"
 		"\n"
 		"options:\n"
 		"  -p, --pid PID      only this process (repeat, or PID,PID,...)\n"
@@ -40,7 +46,10 @@ static void usage(FILE *out)
 		"  --json             machine-readable output (see DESIGN.md)\n"
 		"  -o, --output FILE  write the report to FILE (CMD keeps stdout)\n"
 		"  -d, --duration S   stop after S seconds\n"
-		"  -i, --interval S   refresh interval of top (default 2)\n"
+		"  -i, --interval S   refresh interval of top (default 2), report interval of leaks\n"
+		"  -b, --batch        top: a plain table every interval, not the full screen\n"
+		"  -n, --iterations N top: stop after N refreshes\n"
+		"  --bytes            sizes as exact numbers of bytes\n"
 		"  --max-allocs N     live allocations tracked (default %u)\n"
 		"  --max-stacks N     distinct call stacks (default %u)\n"
 		"  --max-sites N      call sites (default %u)\n"
@@ -67,6 +76,7 @@ enum long_only {
 	OPT_ALL_FRAMES,
 	OPT_NO_DEMANGLE,
 	OPT_NO_HOLD,
+	OPT_BYTES,
 };
 
 static const struct option long_opts[] = {
@@ -84,6 +94,9 @@ static const struct option long_opts[] = {
 	{ "all-frames", no_argument, NULL, OPT_ALL_FRAMES },
 	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ "no-hold", no_argument, NULL, OPT_NO_HOLD },
+	{ "batch", no_argument, NULL, 'b' },
+	{ "iterations", required_argument, NULL, 'n' },
+	{ "bytes", no_argument, NULL, OPT_BYTES },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -160,7 +173,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	bool no_hold = false;
 	int c, first = 1;
 
-	o->view = &top_batch_view;
+	o->view = &top_view;
 	if (argc > 1 && argv[1][0] != '-') {
 		size_t i;
 
@@ -177,7 +190,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	argv += first - 1;
 	argc -= first - 1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:d:i:o:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:d:i:o:bn:vh", long_opts, NULL)) != -1) {
 		int err = 0;
 
 		switch (c) {
@@ -228,6 +241,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_NO_HOLD:
 			no_hold = true;
+			break;
+		case 'b':
+			o->batch = true;
+			break;
+		case 'n':
+			err = parse_uint("--iterations", optarg, UINT32_MAX, &o->iterations);
+			break;
+		case OPT_BYTES:
+			o->exact_bytes = true;
 			break;
 		case 'v':
 			verbose = true;

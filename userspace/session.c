@@ -187,7 +187,8 @@ static int run_loop(struct session *s)
 {
 	const struct options *o = s->opt;
 	uint64_t deadline = o->duration_s > 0 ? s->start_mono_ns + (uint64_t)(o->duration_s * 1e9) : 0;
-	uint64_t interval = (uint64_t)((o->interval_s > 0 ? o->interval_s : 2.0) * 1e9);
+	double tick_s = o->view->tick_s > 0 ? o->view->tick_s : o->interval_s > 0 ? o->interval_s : 2.0;
+	uint64_t interval = (uint64_t)(tick_s * 1e9);
 	uint64_t next_tick = s->start_mono_ns + interval;
 	int status = 0, err;
 

@@ -18,8 +18,9 @@ struct view_ops {
 	bool stream_calls;		/* needs an event per allocation and free */
 	void (*on_call)(struct session *s, const struct gm_call_event *e);
 	void (*on_exit)(struct session *s, const struct gm_call_event *e);
-	void (*tick)(struct session *s);	/* every --interval */
+	void (*tick)(struct session *s);	/* every --interval, or every tick_s */
 	int (*finish)(struct session *s);
+	double tick_s;		/* >0: tick this often whatever --interval says (the view paces) */
 };
 
 struct options {
@@ -35,6 +36,9 @@ struct options {
 	double duration_s;	/* 0: until Ctrl-C (or CMD's end) */
 	double interval_s;	/* 0: the view's default */
 	const char *output;	/* -o: the report goes there, not to stdout (CMD keeps stdout) */
+	bool batch;		/* -b: plain text every interval, never the full-screen table */
+	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */
+	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
 	struct tracer_opts tracer;
 };
 

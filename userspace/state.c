@@ -46,6 +46,7 @@ void state_free(struct state *s)
 	for (size_t i = 0; i < s->npaths; i++)
 		free(s->paths[i].path);
 	free(s->paths);
+	free(s->ages);
 	symbolizer_free(s->sym);
 	free(s);
 }
@@ -316,6 +317,7 @@ static struct site_snap *add_site(struct proc_rec *p, const struct gm_site_key *
 	ss->key = *k;
 	ss->st = *v;
 	ss->oldest_ns = 0;
+	ss->median_ns = 0;
 	return ss;
 }
 
@@ -332,14 +334,53 @@ static int site_cmp(const void *a, const void *b)
 	return 0;
 }
 
-static void note_age(struct proc_rec *p, const struct gm_alloc_info *a)
+struct age_note {
+	struct site_snap *site;
+	uint64_t time_ns;
+};
+
+static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_info *a)
 {
 	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .stack_id = a->stack_id,
 				 .api = a->api, .kind = a->kind };
 	struct site_snap *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 
-	if (ss && (!ss->oldest_ns || a->time_ns < ss->oldest_ns))
+	if (!ss)
+		return;
+	if (!ss->oldest_ns || a->time_ns < ss->oldest_ns)
 		ss->oldest_ns = a->time_ns;
+	if (!s->want_median_ages)
+		return;
+	if (s->nages == s->ages_cap) {
+		s->ages_cap = s->ages_cap ? 2 * s->ages_cap : 1024;
+		s->ages = xrealloc(s->ages, s->ages_cap * sizeof(*s->ages));
+	}
+	s->ages[s->nages++] = (struct age_note){ .site = ss, .time_ns = a->time_ns };
+}
+
+static int age_note_cmp(const void *a, const void *b)
+{
+	const struct age_note *x = a, *y = b;
+
+	if (x->site != y->site)
+		return x->site < y->site ? -1 : 1;
+	return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
+
+/* Each site's median allocation time, from the (site, time) pairs one walk collected. */
+static void assign_median_ages(struct state *s)
+{
+	size_t i = 0, j;
+
+	if (s->nages > 1)
+		qsort(s->ages, s->nages, sizeof(*s->ages), age_note_cmp);
+	while (i < s->nages) {
+		for (j = i; j < s->nages && s->ages[j].site == s->ages[i].site; j++)
+			;
+		s->ages[i].site->median_ns = s->ages[i + (j - i) / 2].time_ns;
+		i = j;
+	}
+	s->nages = 0;
 }
 
 /* Pass context: which processes a walk is for, and what it collects. */
@@ -420,7 +461,7 @@ static void walk_alloc(void *ctx, const void *key, const void *value)
 	w->seen++;
 	if (!walk_wants(w, k->tgid, &p) || !p->alive)
 		return;
-	note_age(p, value);
+	note_age(w->s, p, value);
 	queue_delete(w, key);
 }
 
@@ -475,6 +516,7 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 		err = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
 			       sizeof(struct gm_alloc_info), walk_alloc, &w);
 		s->map_allocs = w.seen - w.ndel;
+		assign_median_ages(s);
 		delete_queued(s->fd.allocs, &w);
 	}
 	if (pids) {
@@ -488,15 +530,25 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 	return err;
 }
 
-int state_refresh(struct state *s)
+static int refresh(struct state *s, bool ages)
 {
 	uint64_t now = now_ns();
-	int err = read_maps(s, NULL, 0, true);
+	int err = read_maps(s, NULL, 0, ages);
 
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (s->procs[i]->alive)
 			s->procs[i]->end_ns = now;
 	return err;
+}
+
+int state_refresh(struct state *s)
+{
+	return refresh(s, true);
+}
+
+int state_refresh_counts(struct state *s)
+{
+	return refresh(s, false);
 }
 
 size_t state_reap(struct state *s)

@@ -14,6 +14,7 @@ struct site_snap {
 	struct gm_site_key key;
 	struct gm_site_stats st;
 	uint64_t oldest_ns;	/* allocation time of its oldest live allocation; 0: none */
+	uint64_t median_ns;	/* that of its median live allocation (want_median_ages); 0: none */
 };
 
 struct proc_rec {
@@ -62,6 +63,9 @@ struct state {
 	size_t npaths, paths_cap;
 	/* Entries in the maps at the last refresh: capacity in use, and proof of cleanup. */
 	uint64_t map_procs, map_sites, map_allocs;
+	bool want_median_ages;	/* set by a view: walks also find each site's median age */
+	struct age_note *ages;	/* scratch for the median: (site, time) of live allocations */
+	size_t nages, ages_cap;
 };
 
 struct state *state_new(const struct state_fds *fds);
@@ -81,6 +85,8 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e);
 size_t state_reap(struct state *s);
 /* Reads the maps into the records of living processes (numbers, sites, ages). */
 int state_refresh(struct state *s);
+/* The same without the walk over every live allocation: numbers and sites, ages left 0. */
+int state_refresh_counts(struct state *s);
 /* The user stack of a stack id, innermost first; returns the frame count (0: none). */
 uint32_t state_stack(struct state *s, int32_t stack_id, uint64_t *ips);
 

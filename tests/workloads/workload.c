@@ -778,6 +778,159 @@ static int run_exitcode(char **argv)
 	exit((int)code);
 }
 
+/* ---- steps STEPS PERIOD_MS SIZE: a training loop with a known period and a planted leak ---- */
+
+GM_CALL_SITE static int step_activations(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	if (rc)
+		return rc;
+	rc = cudaFree(p);
+	report("cudaFree", size, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int step_keep_loss(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_steps(char **argv)
+{
+	uint64_t steps, period_ms, size;
+
+	if (parse_u64(argv[0], &steps) || parse_u64(argv[1], &period_ms) ||
+	    parse_u64(argv[2], &size))
+		return EXIT_USAGE;
+	for (uint64_t i = 0; i < steps; i++) {
+		/* Two scratch buffers a step, one kept: the rates are 2:1. */
+		if (step_activations(4 * size) || step_activations(4 * size) ||
+		    step_keep_loss(size))
+			return EXIT_UNEXPECTED;
+		usleep((useconds_t)(period_ms * 1000));
+	}
+	return EXIT_OK;
+}
+
+/* ---- plateau STEPS PERIOD_MS K SIZE: a cache that fills to K buffers, then recycles ---- */
+
+GM_CALL_SITE static int cache_insert(void **slot, size_t size)
+{
+	int rc;
+
+	if (*slot) {
+		rc = cudaFree(*slot);
+		report("cudaFree", size, addr_of(*slot), rc);
+		if (rc)
+			return rc;
+	}
+	*slot = NULL;
+	rc = cudaMalloc(slot, size);
+	report("cudaMalloc", size, addr_of(*slot), rc);
+	return rc;
+}
+
+static int run_plateau(char **argv)
+{
+	uint64_t steps, period_ms, k, size;
+	void **cache;
+	int status = EXIT_OK;
+
+	if (parse_u64(argv[0], &steps) || parse_u64(argv[1], &period_ms) ||
+	    parse_u64(argv[2], &k) || parse_u64(argv[3], &size) || !k)
+		return EXIT_USAGE;
+	cache = calloc(k, sizeof(*cache));
+	if (!cache)
+		return EXIT_UNEXPECTED;
+	for (uint64_t i = 0; i < steps && status == EXIT_OK; i++) {
+		if (cache_insert(&cache[i % k], size))
+			status = EXIT_UNEXPECTED;
+		usleep((useconds_t)(period_ms * 1000));
+	}
+	free(cache);
+	return status;
+}
+
+/* ---- hidden STEPS PERIOD_MS BIG SMALL: a small leak under a large steady allocation ---- */
+
+GM_CALL_SITE static int load_weights(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int hidden_workspace(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	if (rc)
+		return rc;
+	rc = cudaFree(p);
+	report("cudaFree", size, addr_of(p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int hidden_leak(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_hidden(char **argv)
+{
+	uint64_t steps, period_ms, big, small;
+
+	if (parse_u64(argv[0], &steps) || parse_u64(argv[1], &period_ms) ||
+	    parse_u64(argv[2], &big) || parse_u64(argv[3], &small))
+		return EXIT_USAGE;
+	if (load_weights(big))
+		return EXIT_UNEXPECTED;
+	for (uint64_t i = 0; i < steps; i++) {
+		if (hidden_workspace(big / 4) || hidden_leak(small))
+			return EXIT_UNEXPECTED;
+		usleep((useconds_t)(period_ms * 1000));
+	}
+	return EXIT_OK;
+}
+
+/* ---- manyhold N SIZE: N live allocations held until a line arrives ---- */
+
+GM_CALL_SITE static int manyhold_alloc(size_t size)
+{
+	void *p = NULL;
+
+	return cudaMalloc(&p, size);	/* silent: N may be large */
+}
+
+static int run_manyhold(char **argv)
+{
+	uint64_t n, size;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	for (uint64_t i = 0; i < n; i++)
+		if (manyhold_alloc(size))
+			return EXIT_UNEXPECTED;
+	say("holding");
+	wait_for_line();
+	return EXIT_OK;
+}
+
 #endif /* !GM_DLOPEN_ONLY */
 
 /* ---- dlopen PATH SIZE (workload_dl only: nothing CUDA is mapped before the dlopen) ---- */
@@ -839,6 +992,10 @@ static const struct scenario scenarios[] = {
 	{ "children", 2, "K SIZE", run_children },
 	{ "exitcode", 1, "CODE", run_exitcode },
 	{ "private", 2, "N SIZE", run_private },
+	{ "steps", 3, "STEPS PERIOD_MS SIZE", run_steps },
+	{ "plateau", 4, "STEPS PERIOD_MS K SIZE", run_plateau },
+	{ "hidden", 4, "STEPS PERIOD_MS BIG SMALL", run_hidden },
+	{ "manyhold", 2, "N SIZE", run_manyhold },
 #endif
 };
 

@@ -11,6 +11,9 @@
 extern const struct view_ops snapshot_view;
 extern const struct view_ops trace_view;
 extern const struct view_ops top_batch_view;
+extern const struct view_ops top_view;
+extern const struct view_ops leaks_view;
+extern const struct view_ops oom_view;
 
 /* Frames of one stack as the process saw them; innermost (the call site) first. */
 void frames_json(struct session *s, struct json_writer *w, int pid, const uint64_t *ips,

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Time series the views keep between refreshes: bytes held, allocations and frees of each
+ * process and call site, and what can be read off them (growth fit, rates, step period). */
+#ifndef GPUMEM_HISTORY_H
+#define GPUMEM_HISTORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HIST_CAP 256			/* samples kept per series (the oldest are overwritten) */
+#define HIST_PROCESS (-0x7fffffff - 1)	/* stack_id of a series for a whole process */
+
+struct hist_key {
+	int32_t pid;
+	int32_t stack_id;	/* HIST_PROCESS: the process's totals */
+	uint32_t api, kind;
+};
+
+struct hist_sample {
+	uint64_t t_ns;		/* CLOCK_MONOTONIC */
+	uint64_t bytes, allocs, frees;
+};
+
+struct hist_series {
+	struct hist_key key;
+	struct hist_sample s[HIST_CAP];
+	unsigned int head, count;	/* s[head] is the oldest */
+};
+
+/* What a window of one series says. */
+struct hist_fit {
+	unsigned int n;		/* samples in the window */
+	double span_s;		/* from the first to the last of them */
+	double slope;		/* least-squares bytes per second */
+	double r2;		/* fit quality, 0..1 (1 for a flat line) */
+	double growth;		/* last - first bytes in the window */
+	double recent_growth;	/* last - bytes at the middle of the window */
+	double alloc_rate, free_rate;	/* per second over the window */
+	uint64_t allocs;	/* allocations in the window */
+};
+
+struct history;
+
+struct history *history_new(void);
+void history_free(struct history *h);
+/* The series of key, created empty if new. */
+struct hist_series *history_get(struct history *h, const struct hist_key *key);
+struct hist_series *history_find(struct history *h, const struct hist_key *key);
+/* Appends a sample; one no later than the last is ignored. */
+void history_add(struct hist_series *s, uint64_t t_ns, uint64_t bytes, uint64_t allocs,
+		 uint64_t frees);
+const struct hist_sample *history_last(const struct hist_series *s);
+/* Fits the samples taken within window_s before now_ns. */
+void history_fit(const struct hist_series *s, uint64_t now_ns, double window_s,
+		 struct hist_fit *out);
+/* The most bytes held in each of nbins equal slices of the window_s before now_ns; a slice
+ * with no sample repeats the one before it. Returns the largest value. */
+uint64_t history_bins(const struct hist_series *s, uint64_t now_ns, double window_s,
+		      uint64_t *bins, unsigned int nbins);
+
+/* The step of a loop from the allocation rates of its recurring call sites: the largest
+ * frequency of which every rate is close to a whole multiple (the least frequent site
+ * is called once a step, or once every few). Returns steps per second, 0 when none. */
+double history_step_rate(const double *rates, size_t n);
+
+#endif

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Device memory from NVML. The library is opened with dlopen so that gpumem runs (and
+ * prints "-") on machines without it, as nvtop does. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include "nvml.h"
+#include "util.h"
+
+typedef int (*nvml_init_fn)(void);
+typedef int (*nvml_count_fn)(unsigned int *count);
+typedef int (*nvml_handle_fn)(unsigned int index, void **device);
+typedef int (*nvml_name_fn)(void *device, char *name, unsigned int len);
+
+/* nvmlMemory_t */
+struct nvml_memory {
+	unsigned long long total, free, used;
+};
+typedef int (*nvml_memory_fn)(void *device, struct nvml_memory *mem);
+
+static struct {
+	bool tried, ok;
+	void *lib;
+	nvml_count_fn count;
+	nvml_handle_fn handle;
+	nvml_name_fn name;
+	nvml_memory_fn memory;
+	nvml_init_fn shutdown;
+} nvml;
+
+bool nvml_available(void)
+{
+	nvml_init_fn init;
+
+	if (nvml.tried)
+		return nvml.ok;
+	nvml.tried = true;
+	nvml.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!nvml.lib) {
+		p_debug("NVML not loaded (%s): device memory shown as -", dlerror());
+		return false;
+	}
+	init = (nvml_init_fn)dlsym(nvml.lib, "nvmlInit_v2");
+	nvml.count = (nvml_count_fn)dlsym(nvml.lib, "nvmlDeviceGetCount_v2");
+	nvml.handle = (nvml_handle_fn)dlsym(nvml.lib, "nvmlDeviceGetHandleByIndex_v2");
+	nvml.name = (nvml_name_fn)dlsym(nvml.lib, "nvmlDeviceGetName");
+	nvml.memory = (nvml_memory_fn)dlsym(nvml.lib, "nvmlDeviceGetMemoryInfo");
+	nvml.shutdown = (nvml_init_fn)dlsym(nvml.lib, "nvmlShutdown");
+	if (!init || !nvml.count || !nvml.handle || !nvml.memory || init() != 0) {
+		p_debug("NVML present but unusable: device memory shown as -");
+		dlclose(nvml.lib);
+		nvml.lib = NULL;
+		return false;
+	}
+	nvml.ok = true;
+	return true;
+}
+
+unsigned int nvml_devices(struct nvml_device *out, unsigned int max)
+{
+	unsigned int count = 0, n = 0;
+
+	if (!nvml_available() || nvml.count(&count) != 0)
+		return 0;
+	for (unsigned int i = 0; i < count && n < max; i++) {
+		struct nvml_memory mem;
+		void *dev;
+
+		if (nvml.handle(i, &dev) != 0 || nvml.memory(dev, &mem) != 0)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].index = i;
+		if (!nvml.name || nvml.name(dev, out[n].name, sizeof(out[n].name)) != 0)
+			snprintf(out[n].name, sizeof(out[n].name), "GPU %u", i);
+		out[n].total = mem.total;
+		out[n].free = mem.free;
+		out[n].used = mem.used;
+		n++;
+	}
+	return n;
+}
+
+void nvml_close(void)
+{
+	if (nvml.ok && nvml.shutdown)
+		nvml.shutdown();
+	if (nvml.lib)
+		dlclose(nvml.lib);
+	memset(&nvml, 0, sizeof(nvml));
+}
