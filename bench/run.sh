@@ -48,7 +48,9 @@ for f in "$GPUMEM" "$BARE" "$LOOP" "$CUDART" "$CUDA"; do
 	[ -e "$f" ] || die "$f is missing: run 'make bench' (it builds it)"
 done
 
-CONFIGS=(untraced bare gpumem)
+# gpumem as shipped (DWARF mode: frame-pointer stacks, CFI unwinding of each new site's
+# first stack), and with --unwind fp and --unwind none, for the cost of stacks.
+CONFIGS=(untraced bare gpumem gpumem-fp gpumem-nostack)
 if command -v bpftrace >/dev/null; then
 	CONFIGS+=(bpftrace)
 	HAVE_BPFTRACE=1
@@ -147,9 +149,13 @@ measure_once() {
 		result=$(run_loop "$PAIRS")
 		stop_tracer
 		;;
-	gpumem)
+	gpumem | gpumem-fp | gpumem-nostack)
+		local unwind=dwarf
+		[ "$config" = gpumem-fp ] && unwind=fp
+		[ "$config" = gpumem-nostack ] && unwind=none
 		start_tracer "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot --json \
-			-o "$WORK/snapshot.json" --lib "$CUDART" --lib "$CUDA" --duration 600 || return 1
+			-o "$WORK/snapshot.json" --lib "$CUDART" --lib "$CUDA" --duration 600 \
+			--unwind "$unwind" || return 1
 		result=$(run_loop "$PAIRS")
 		stop_tracer
 		seen=$(gpumem_allocs "$WORK/snapshot.json" "${result%% *}")
@@ -230,7 +236,9 @@ for config in "${CONFIGS[@]}"; do
 	case $config in
 	untraced) label="untraced" ;;
 	bare) label="bare probes (empty BPF, same links)" ;;
-	gpumem) label="gpumem (system-wide, stacks on)" ;;
+	gpumem) label="gpumem (system-wide, as shipped)" ;;
+	gpumem-fp) label="gpumem --unwind fp" ;;
+	gpumem-nostack) label="gpumem --unwind none (no stacks)" ;;
 	bpftrace) label="bpftrace (bench/gpumem.bt)" ;;
 	esac
 	if [ ! -s "$WORK/$config.cpu" ]; then
@@ -256,6 +264,8 @@ if [ "$HAVE_BPFTRACE" = 1 ]; then
 		">= $TARGET_BPFTRACE_OVER_GPUMEM"
 fi
 printf '%-20s %9s %9s\n' "gpumem / untraced" "$(ratio gpumem untraced || echo -)" "-"
+printf '%-20s %9s %9s\n' "dwarf / no stacks" "$(ratio gpumem gpumem-nostack || echo -)" "-"
+printf '%-20s %9s %9s\n' "fp / no stacks" "$(ratio gpumem-fp gpumem-nostack || echo -)" "-"
 if [ -n "${MED[gpumem]:-}" ] && [ -n "${MED[bare]:-}" ]; then
 	awk -v g="${MED[gpumem]}" -v b="${MED[bare]}" 'BEGIN {
 		printf "gpumem BPF work: %.0f ns per pair (4 probed calls, 8 program runs)\n", g - b }'

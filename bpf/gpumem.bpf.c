@@ -15,21 +15,29 @@ extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *i
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
 
 #define VM_EXEC_FLAG 0x4
+#define EEXIST 17
 
 /* Set by userspace before load. */
 const volatile bool stream_calls = false;	/* per-allocation events for trace/record */
 const volatile bool filter_pids = false;	/* only processes in `targets` */
 const volatile bool hold_new_libs = false;	/* SIGSTOP at the first open of an unknown
 						 * CUDA library until it is attached */
+const volatile __u32 stack_mode = GM_STACKS_DWARF;	/* enum gm_stack_mode */
+const volatile __u32 stack_copy_bytes = GM_STACK_COPY_DEFAULT;
 const volatile __u32 self_tgid = 0;		/* gpumem itself: never held */
+/* Userspace clears this before it stops reading events, so no process is held that it
+ * would not resume. */
+bool holds_enabled = false;
 const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (-c only):
 						 * userspace captures its module map, then
 						 * sends SIGCONT */
 
+/* The call in flight on each thread, in the thread itself: no hash on the hot path, and it
+ * goes away with the thread. sp == 0: none. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GM_MAX_INFLIGHT);
-	__type(key, __u32);			/* tid */
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct gm_inflight);
 } inflight SEC(".maps");
 
@@ -149,35 +157,35 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 				      __u64 size, __u64 height, __u64 addr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
 	__u64 sp = PT_REGS_SP(ctx);
-	struct gm_inflight *prev, rec = {};
+	struct gm_inflight *rec;
 
 	if (!wanted(id >> 32))
 		return 0;
-	prev = bpf_map_lookup_elem(&inflight, &tid);
-	if (prev) {
-		if (sp < prev->sp) {
+	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
+				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!rec) {
+		count(GM_CNT_INFLIGHT_FULL);
+		return 0;
+	}
+	if (rec->sp) {
+		if (sp < rec->sp) {
 			count(GM_CNT_NESTED_CALLS);
 			return 0;
 		}
 		count(GM_CNT_STALE_INFLIGHT);
 	}
-	rec.sp = sp;
-	rec.cookie = bpf_get_attach_cookie(ctx);
-	rec.time_ns = bpf_ktime_get_ns();
-	rec.out_ptr = out_ptr;
-	rec.out_pitch = out_pitch;
-	rec.size = size;
-	rec.height = height;
-	rec.addr = addr;
-	if (addr && is_free_shape(rec.cookie))
-		claim_allocation(id >> 32, &rec);
-	if (bpf_map_update_elem(&inflight, &tid, &rec, BPF_ANY)) {
-		count(GM_CNT_INFLIGHT_FULL);
-		if (rec.has_claim)	/* cannot finish the free: leave the allocation live */
-			restore_allocation(id >> 32, &rec);
-	}
+	rec->sp = sp;
+	rec->cookie = bpf_get_attach_cookie(ctx);
+	rec->time_ns = bpf_ktime_get_ns();
+	rec->out_ptr = out_ptr;
+	rec->out_pitch = out_pitch;
+	rec->size = size;
+	rec->height = height;
+	rec->addr = addr;
+	rec->has_claim = 0;
+	if (addr && is_free_shape(rec->cookie))
+		claim_allocation(id >> 32, rec);
 	return 0;
 }
 
@@ -212,7 +220,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 
 		if (e) {
 			/* Only with an event on its way: userspace's SIGCONT answers it. */
-			if (hold_new_procs)
+			if (hold_new_procs && holds_enabled)
 				bpf_send_signal(19 /* SIGSTOP */);
 			__builtin_memset(e, 0, sizeof(*e));
 			e->type = GM_REC_PROCESS_NEW;
@@ -230,14 +238,14 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 	return ps;
 }
 
-static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key)
+static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key, bool *created)
 {
 	struct gm_site_stats *ss, zero = {};
 
 	ss = bpf_map_lookup_elem(&sites, key);
 	if (ss)
 		return ss;
-	bpf_map_update_elem(&sites, key, &zero, BPF_NOEXIST);
+	*created = bpf_map_update_elem(&sites, key, &zero, BPF_NOEXIST) == 0;
 	ss = bpf_map_lookup_elem(&sites, key);
 	if (!ss)
 		count(GM_CNT_SITE_MAP_FULL);
@@ -284,7 +292,11 @@ static __always_inline void emit_call(__u32 type, __u32 tgid, __u32 tid, __s32 s
 
 static __always_inline __s32 user_stack(struct pt_regs *ctx)
 {
-	long id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	long id;
+
+	if (stack_mode == GM_STACKS_NONE)
+		return -1;
+	id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 
 	if (id < 0)
 		count(GM_CNT_STACK_ERRORS);
@@ -308,12 +320,8 @@ static __always_inline __u64 account_free(__u32 tgid, const struct gm_alloc_info
 	ps = bpf_map_lookup_elem(&procs, &tgid);
 	if (!ps)
 		return 0;
-	__sync_fetch_and_add(&ps->free_count, 1);
-	if (info->kind < GM_KIND_COUNT)
-		__sync_fetch_and_add(&ps->by_kind[info->kind], -info->size);
 	if (!is_gpu_kind(info->kind))
 		return ps->current_bytes;
-	__sync_fetch_and_add(&ps->current_allocs, -1);
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
 }
 
@@ -332,13 +340,51 @@ static __always_inline void replace_stale(struct gm_alloc_key *akey)
 	account_free(akey->tgid, &old);
 }
 
+/* The first allocation of a new site in DWARF mode: the caller's registers and the top of its
+ * stack, for userspace to unwind through code built without frame pointers. */
+static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u32 tid,
+					    __s32 stack_id)
+{
+	struct gm_stack_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u64 sp = PT_REGS_SP(ctx);
+	__u32 len = stack_copy_bytes;
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	e->type = GM_REC_STACK_COPY;
+	e->pid = tgid;
+	e->tid = tid;
+	e->stack_id = stack_id;
+	e->regs[GM_REG_IP] = PT_REGS_IP(ctx);
+	e->regs[GM_REG_SP] = sp;
+	e->regs[GM_REG_BP] = PT_REGS_FP(ctx);
+	e->regs[GM_REG_BX] = ctx->bx;
+	e->regs[GM_REG_R12] = ctx->r12;
+	e->regs[GM_REG_R13] = ctx->r13;
+	e->regs[GM_REG_R14] = ctx->r14;
+	e->regs[GM_REG_R15] = ctx->r15;
+	e->pad = 0;
+	if (len > GM_STACK_COPY_MAX)
+		len = GM_STACK_COPY_MAX;
+	/* Near the top of the stack mapping a long read faults: fall back to a short one. */
+	if (bpf_probe_read_user(e->stack, len, (void *)sp)) {
+		len = 1024;
+		if (bpf_probe_read_user(e->stack, len, (void *)sp))
+			len = 0;
+	}
+	e->len = len;
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* At return the registers are the caller's: the stack starts at the call site itself. */
 static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec,
 					 __u32 tgid, __u32 tid, __s32 rc)
 {
 	__u32 kind = GM_COOKIE_KIND(rec->cookie);
 	__u32 shape = GM_COOKIE_SHAPE(rec->cookie);
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = rec->time_ns;	/* the call's start: one clock read per call */
 	struct gm_alloc_key akey = { .tgid = tgid };
 	struct gm_alloc_info info = {};
 	struct gm_site_key skey = { .tgid = tgid };
@@ -346,12 +392,16 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	struct gm_site_stats *ss;
 	__u64 addr = 0, size = rec->size, total = 0;
 	__s32 stack_id = user_stack(ctx);
+	bool new_site = false;
+	long err;
 
 	skey.stack_id = stack_id;
 	skey.api = GM_COOKIE_API(rec->cookie);
 	skey.kind = kind;
 	ps = proc_stats(tgid, now);
-	ss = site_stats(&skey);
+	ss = site_stats(&skey, &new_site);
+	if (new_site && stack_mode == GM_STACKS_DWARF && stack_id >= 0)
+		emit_stack_copy(ctx, tgid, tid, stack_id);
 
 	if (rc != 0) {
 		if (shape == GM_SHAPE_ALLOC_PITCH)
@@ -382,8 +432,12 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
-	replace_stale(&akey);
-	if (bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST)) {
+	err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		replace_stale(&akey);
+		err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
+	}
+	if (err) {
 		/* Not recorded: counting it would make its free look unknown later. */
 		count(GM_CNT_ALLOC_MAP_FULL);
 		return;
@@ -394,13 +448,10 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 		__sync_fetch_and_add(&ss->alloc_count, 1);
 		__sync_fetch_and_add(&ss->alloc_bytes_total, size);
 	}
+	/* The process keeps only what needs a running total (current GPU bytes, peak); its
+	 * counts and per-kind bytes are the sums of its sites, added up in userspace. */
 	if (ps) {
-		__sync_fetch_and_add(&ps->alloc_count, 1);
-		__sync_fetch_and_add(&ps->alloc_bytes_total, size);
-		if (kind < GM_KIND_COUNT)
-			__sync_fetch_and_add(&ps->by_kind[kind], size);
 		if (is_gpu_kind(kind)) {
-			__sync_fetch_and_add(&ps->current_allocs, 1);
 			total = __sync_fetch_and_add(&ps->current_bytes, size) + size;
 			raise_peak(ps, total);
 		} else {
@@ -450,11 +501,11 @@ int BPF_KRETPROBE(call_return, long ret)
 	struct gm_inflight *found, rec;
 	__u32 shape;
 
-	found = bpf_map_lookup_elem(&inflight, &tid);
-	if (!found || PT_REGS_SP(ctx) <= found->sp)
+	found = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
+	if (!found || !found->sp || PT_REGS_SP(ctx) <= found->sp)
 		return 0;
 	rec = *found;
-	bpf_map_delete_elem(&inflight, &tid);
+	found->sp = 0;
 
 	shape = GM_COOKIE_SHAPE(rec.cookie);
 	if (shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE)
@@ -552,7 +603,6 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	struct gm_call_event *e;
 
-	bpf_map_delete_elem(&inflight, &tid);	/* a thread that died inside a call */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;	/* not the last thread of its process */
 	if (!bpf_map_lookup_elem(&procs, &tgid) && !bpf_map_lookup_elem(&targets, &tgid))
@@ -585,18 +635,22 @@ struct {
 #define NR_MMAP 9
 #define MAP_ANONYMOUS_FLAG 0x20
 
-/* "libcuda.so*" or "libcudart*": the name of the file itself, symlinks resolved. */
+/* "libcuda.so*" or "libcudart.so*": the name of the file itself, symlinks resolved. Archives
+ * such as libcudart_static.a, which linkers map, do not match. */
 static __always_inline bool cuda_library_name(struct file *file)
 {
 	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
-	char head[8];
+	char head[12];
 
 	if (bpf_probe_read_kernel(head, sizeof(head), name))
 		return false;
 	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b' || head[3] != 'c' ||
 	    head[4] != 'u' || head[5] != 'd' || head[6] != 'a')
 		return false;
-	return head[7] == '.' || head[7] == 'r';
+	if (head[7] == '.')
+		return head[8] == 's' && head[9] == 'o';
+	return head[7] == 'r' && head[8] == 't' && head[9] == '.' && head[10] == 's' &&
+	       head[11] == 'o';
 }
 
 /* A file named like a CUDA library is being mapped by mmap() (the dynamic loader's first
@@ -644,11 +698,11 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	e->time_ns = bpf_ktime_get_ns();
 	e->ino = key.ino;
 	e->dev = key.dev;
-	e->held = hold_new_libs;
+	e->held = hold_new_libs && holds_enabled;
 	e->pad = 0;
 	bpf_probe_read_kernel_str(e->path, sizeof(e->path),
 				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
-	if (hold_new_libs)
+	if (e->held)
 		bpf_send_signal(19 /* SIGSTOP */);
 	bpf_ringbuf_submit(e, 0);
 	return 0;

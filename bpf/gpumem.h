@@ -23,6 +23,8 @@
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
 #define GM_MAX_EXIT_VMAS 512			/* executable mappings reported at a process's end */
 #define GM_VMA_NAME_LEN 64
+#define GM_STACK_COPY_MAX 16384			/* --stack-bytes: user stack copied for DWARF */
+#define GM_STACK_COPY_DEFAULT 8192
 
 enum gm_layer {
 	GM_LAYER_RUNTIME = 0,
@@ -126,7 +128,9 @@ struct gm_site_stats {
 };
 
 /* Per process. current/peak count GPU-side kinds only; by_kind holds every kind, host too;
- * the *_count and *_total fields count calls of every kind. */
+ * the *_count and *_total fields count calls of every kind. The BPF side keeps current_bytes,
+ * peak_bytes, failed_count and first_seen_ns (what needs a running total); userspace fills the
+ * rest from the process's sites, which hold the same counts. */
 struct gm_proc_stats {
 	__u64 current_bytes;
 	__u64 current_allocs;
@@ -150,6 +154,7 @@ enum gm_record_type {
 	GM_REC_EXEC = 7,		/* a process exec'd: look for a static runtime */
 	GM_REC_LIB_OPEN = 8,		/* a file named like a CUDA library was opened */
 	GM_REC_EXIT_VMA = 9,		/* an executable mapping of a process that is ending */
+	GM_REC_STACK_COPY = 10,		/* registers and stack top of a new site, to unwind */
 };
 
 struct gm_call_event {
@@ -183,6 +188,39 @@ struct gm_file_event {
 	__u32 held;		/* LIB_OPEN: the process is stopped until userspace sends SIGCONT */
 	__u32 pad;
 	char path[GM_PATH_LEN];	/* EXEC: the path exec'd; LIB_OPEN: the file's name */
+};
+
+/* How call stacks are taken. Sites are keyed by the frame-pointer stack id in the kernel (so
+ * aggregation is exact in every mode); in DWARF mode the first allocation of each new site
+ * also sends its registers and stack top, which userspace unwinds with the modules' CFI. */
+enum gm_stack_mode {
+	GM_STACKS_NONE = 0,
+	GM_STACKS_FP = 1,
+	GM_STACKS_DWARF = 2,
+};
+
+/* Registers sent for unwinding: the caller's, at the return of the CUDA call. */
+enum gm_unwind_reg {
+	GM_REG_IP = 0,
+	GM_REG_SP,
+	GM_REG_BP,
+	GM_REG_BX,
+	GM_REG_R12,
+	GM_REG_R13,
+	GM_REG_R14,
+	GM_REG_R15,
+	GM_REG_COUNT,
+};
+
+struct gm_stack_event {
+	__u32 type;		/* GM_REC_STACK_COPY */
+	__u32 pid;
+	__u32 tid;
+	__s32 stack_id;		/* the site's frame-pointer stack id */
+	__u64 regs[GM_REG_COUNT];
+	__u32 len;		/* bytes of stack copied from regs[GM_REG_SP] up */
+	__u32 pad;
+	__u8 stack[GM_STACK_COPY_MAX];
 };
 
 /* Sent just before GM_REC_PROCESS_EXIT, while the ending process's memory map still exists,

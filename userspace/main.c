@@ -55,6 +55,9 @@ static void usage(FILE *out)
 		"  --max-sites N      call sites (default %u)\n"
 		"  --max-procs N      processes (default %u)\n"
 		"  --ringbuf-mb N     event ring buffer size (default %u)\n"
+		"  --unwind MODE      call stacks: dwarf (default: frame pointers, and each new\n"
+		"                     site's first stack unwound with CFI), fp, or none\n"
+		"  --stack-bytes N    stack copied for DWARF unwinding (default %u, max %u)\n"
 		"  --all-frames       also show frames inside the CUDA libraries\n"
 		"  --no-demangle      C++ function names as the binary spells them\n"
 		"  --no-hold          never pause a process that opens a CUDA library gpumem has\n"
@@ -62,7 +65,8 @@ static void usage(FILE *out)
 		"  -v, --verbose      libbpf and discovery diagnostics\n"
 		"  -h, --help         this text\n",
 		GM_DEFAULT_MAX_ALLOCS, GM_DEFAULT_MAX_STACKS, GM_DEFAULT_MAX_SITES,
-		GM_DEFAULT_MAX_PROCS, GM_DEFAULT_RINGBUF_BYTES >> 20);
+		GM_DEFAULT_MAX_PROCS, GM_DEFAULT_RINGBUF_BYTES >> 20, GM_STACK_COPY_DEFAULT,
+		GM_STACK_COPY_MAX);
 }
 
 enum long_only {
@@ -76,6 +80,8 @@ enum long_only {
 	OPT_ALL_FRAMES,
 	OPT_NO_DEMANGLE,
 	OPT_NO_HOLD,
+	OPT_UNWIND,
+	OPT_STACK_BYTES,
 	OPT_BYTES,
 };
 
@@ -97,6 +103,8 @@ static const struct option long_opts[] = {
 	{ "batch", no_argument, NULL, 'b' },
 	{ "iterations", required_argument, NULL, 'n' },
 	{ "bytes", no_argument, NULL, OPT_BYTES },
+	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -146,6 +154,25 @@ static int parse_pids(struct options *o, const char *arg)
 	}
 	free(copy);
 	return err;
+}
+
+static int parse_unwind(const char *s, uint32_t *mode)
+{
+	static const struct {
+		const char *name;
+		enum gm_stack_mode mode;
+	} modes[] = {
+		{ "dwarf", GM_STACKS_DWARF }, { "fp", GM_STACKS_FP }, { "none", GM_STACKS_NONE },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
+		if (strcmp(s, modes[i].name) == 0) {
+			*mode = modes[i].mode;
+			return 0;
+		}
+	}
+	p_err("--unwind takes dwarf, fp or none, not '%s'", s);
+	return -EINVAL;
 }
 
 /* Splits off "-c CMD [ARGS...]": everything after -c belongs to CMD. */
@@ -251,6 +278,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case OPT_BYTES:
 			o->exact_bytes = true;
 			break;
+		case OPT_UNWIND:
+			err = parse_unwind(optarg, &o->tracer.stack_mode);
+			break;
+		case OPT_STACK_BYTES:
+			err = parse_uint("--stack-bytes", optarg, GM_STACK_COPY_MAX,
+					 &o->tracer.stack_bytes);
+			if (!err && o->tracer.stack_bytes % 8) {
+				p_err("--stack-bytes must be a multiple of 8, not %u",
+				      o->tracer.stack_bytes);
+				err = -EINVAL;
+			}
+			break;
 		case 'v':
 			verbose = true;
 			break;
@@ -295,7 +334,7 @@ static int check_system(void)
 
 int main(int argc, char **argv)
 {
-	struct options o = { 0 };
+	struct options o = { .tracer.stack_mode = GM_STACKS_DWARF };
 	int rc;
 
 	if (split_command(&argc, argv, &o) || parse_options(argc, argv, &o)) {

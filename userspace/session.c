@@ -75,7 +75,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 			break;
 		state_on_process_new(s->state, e);
 		if (s->opt->tracer.hold_new_procs)
-			kill((pid_t)e->pid, SIGCONT);	/* held by the BPF side until now */
+			kill((pid_t)e->pid, SIGCONT);	/* held by the BPF side (if still holding) */
 		return 0;
 	case GM_REC_PROCESS_EXIT: {
 		struct gm_call_event ev;
@@ -96,6 +96,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 		if (type == GM_REC_EXEC)
 			state_on_exec(s->state, (int)((const struct gm_file_event *)data)->pid);
 		discovery_on_file_event(s->disc, data);
+		return 0;
+	case GM_REC_STACK_COPY:
+		if (size < sizeof(struct gm_stack_event))
+			break;
+		state_on_stack_copy(s->state, data);
 		return 0;
 	case GM_REC_EXIT_VMA:
 		if (size < sizeof(struct gm_vma_event))
@@ -309,6 +314,9 @@ int session_run(const struct options *o)
 		release_fd = -1;
 	}
 	rc = run_loop(&s);
+	/* No process may stay held: stop holding, then answer the holds still queued. */
+	tracer_stop_watching(s.tracer);
+	drain(&s);
 	if (o->view->finish && o->view->finish(&s))
 		rc = rc ? rc : 1;
 	goto out;

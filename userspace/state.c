@@ -13,6 +13,7 @@
 #include <bpf/bpf.h>
 #include "state.h"
 #include "symbolize.h"
+#include "unwind.h"
 #include "util.h"
 
 struct state *state_new(const struct state_fds *fds)
@@ -30,6 +31,8 @@ static void proc_rec_free(struct proc_rec *p)
 	free(p->cgroup);
 	module_map_free(&p->mm);
 	module_map_free(&p->exit_mm);
+	unwinder_free(p->unwinder);
+	free(p->dwarf_stacks);
 	free(p->sites);
 	free(p);
 }
@@ -175,6 +178,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0) {
 		p->have_mm = true;
 		remember_paths(s, &p->mm);
+		/* Open its files now: deleted or in a container, they stay nameable after it ends. */
+		symbolizer_prefetch(s->sym, p->pid, &p->mm);
 	}
 }
 
@@ -209,12 +214,56 @@ void state_on_process_new(struct state *s, const struct gm_call_event *e)
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 }
 
-uint32_t state_stack(struct state *s, int32_t stack_id, uint64_t *ips)
+static const struct dwarf_stack *dwarf_stack_of(const struct proc_rec *p, int32_t stack_id)
 {
+	for (size_t i = 0; p && i < p->ndwarf_stacks; i++)
+		if (p->dwarf_stacks[i].stack_id == stack_id)
+			return &p->dwarf_stacks[i];
+	return NULL;
+}
+
+void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
+{
+	struct proc_rec *p = state_proc(s, (int)e->pid);
+	struct dwarf_stack ds = { .stack_id = e->stack_id };
+
+	if (dwarf_stack_of(p, e->stack_id) || !p->have_mm)
+		return;
+	if (!p->unwinder)
+		p->unwinder = unwinder_new(p->pid, &p->mm);
+	ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
+	if (ds.nips < 2 && p->alive) {
+		/* Perhaps code loaded since the map was read: read it again, once. */
+		struct module_map fresh = { 0 };
+
+		if (module_map_read(p->pid, &fresh) == 0) {
+			module_map_free(&p->mm);
+			p->mm = fresh;
+			remember_paths(s, &p->mm);
+			symbolizer_prefetch(s->sym, p->pid, &p->mm);
+			unwinder_free(p->unwinder);
+			p->unwinder = unwinder_new(p->pid, &p->mm);
+			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
+		}
+	}
+	if (ds.nips < 2)
+		return;	/* the frame-pointer stack is as good */
+	p->dwarf_stacks = xrealloc(p->dwarf_stacks, (p->ndwarf_stacks + 1) * sizeof(ds));
+	p->dwarf_stacks[p->ndwarf_stacks++] = ds;
+}
+
+uint32_t state_stack(struct state *s, int pid, int32_t stack_id, uint64_t *ips)
+{
+	const struct dwarf_stack *ds;
 	uint32_t n = 0;
 
 	if (stack_id < 0)
 		return 0;
+	ds = dwarf_stack_of(state_find(s, pid), stack_id);
+	if (ds) {
+		memcpy(ips, ds->ips, ds->nips * sizeof(*ips));
+		return ds->nips;
+	}
 	if (bpf_map_lookup_elem(s->fd.stacks, &stack_id, ips))
 		return 0;
 	while (n < GM_MAX_STACK_DEPTH && ips[n])
@@ -232,7 +281,7 @@ void state_on_failure(struct state *s, const struct gm_call_event *e)
 	}
 	f = &s->failures[s->nfailures++];
 	f->ev = *e;
-	f->nips = state_stack(s, e->stack_id, f->ips);
+	f->nips = state_stack(s, (int)e->pid, e->stack_id, f->ips);
 	state_proc(s, (int)e->pid);
 }
 
@@ -473,6 +522,27 @@ static void sort_sites(struct state *s)
 			      site_cmp);
 }
 
+/* A process's counts and per-kind bytes are the sums of its sites (the BPF side keeps only
+ * the running totals: current and peak GPU bytes, failures). */
+static void sum_sites(struct proc_rec *p)
+{
+	struct gm_proc_stats *st = &p->st;
+
+	st->current_allocs = st->alloc_count = st->free_count = st->alloc_bytes_total = 0;
+	memset(st->by_kind, 0, sizeof(st->by_kind));
+	for (size_t i = 0; i < p->nsites; i++) {
+		const struct site_snap *ss = &p->sites[i];
+
+		st->alloc_count += ss->st.alloc_count;
+		st->free_count += ss->st.free_count;
+		st->alloc_bytes_total += ss->st.alloc_bytes_total;
+		if (ss->key.kind < GM_KIND_COUNT)
+			st->by_kind[ss->key.kind] += ss->st.current_bytes;
+		if (ss->key.kind != GM_KIND_HOST)
+			st->current_allocs += ss->st.current_allocs;
+	}
+}
+
 /* Whether any of these ended processes still had live allocations: if none did, their
  * cleanup needs no pass over the live-allocation map. */
 static bool holds_allocations(struct state *s, const int *pids, size_t npids)
@@ -508,6 +578,12 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 	s->map_sites = w.seen - w.ndel;
 	sort_sites(s);
 	delete_queued(s->fd.sites, &w);
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct proc_rec *p = s->procs[i];
+
+		if (p->alive && (!pids || pid_in(pids, npids, (uint32_t)p->pid)))
+			sum_sites(p);
+	}
 	if (pids)
 		need_ages = holds_allocations(s, pids, npids);
 	if (need_ages) {

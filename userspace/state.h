@@ -27,11 +27,21 @@ struct proc_rec {
 	struct module_map mm;	/* captured while the process lived */
 	bool have_mm;
 	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */
+	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
+	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
+	size_t ndwarf_stacks;
 	struct gm_proc_stats st;
 	struct site_snap *sites;
 	size_t nsites;
 	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
 	int exit_code;
+};
+
+/* A site's stack as DWARF unwinding saw it at the site's first allocation. */
+struct dwarf_stack {
+	int32_t stack_id;
+	uint32_t nips;
+	uint64_t ips[GM_MAX_STACK_DEPTH];
 };
 
 struct failure_rec {
@@ -87,7 +97,10 @@ size_t state_reap(struct state *s);
 int state_refresh(struct state *s);
 /* The same without the walk over every live allocation: numbers and sites, ages left 0. */
 int state_refresh_counts(struct state *s);
-/* The user stack of a stack id, innermost first; returns the frame count (0: none). */
-uint32_t state_stack(struct state *s, int32_t stack_id, uint64_t *ips);
+/* The user stack of a site of pid, innermost first: unwound with CFI where it was, else the
+ * frame-pointer stack of stack_id. Returns the frame count (0: none). */
+uint32_t state_stack(struct state *s, int pid, int32_t stack_id, uint64_t *ips);
+/* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
+void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
 
 #endif

@@ -74,6 +74,9 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	skel->rodata->hold_new_procs = o->hold_new_procs;
 	skel->rodata->hold_new_libs = o->hold_new_libs;
 	skel->rodata->self_tgid = (__u32)getpid();
+	skel->rodata->stack_mode = o->stack_mode;
+	if (o->stack_bytes)
+		skel->rodata->stack_copy_bytes = o->stack_bytes;
 	size_maps(skel, o);
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
@@ -145,6 +148,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		      "buffers; run with -v for the verifier's log)", strerror(-err));
 		goto out_destroy;
 	}
+	t->skel->bss->holds_enabled = true;
 	err = attach_lifecycle(t);
 	if (err) {
 		p_err("cannot attach the process tracepoints: %s", strerror(-err));
@@ -232,4 +236,13 @@ bool tracer_watches_opens(const struct tracer *t)
 bool tracer_uses_multi(const struct tracer *t)
 {
 	return t->multi;
+}
+
+void tracer_stop_watching(struct tracer *t)
+{
+	t->skel->bss->holds_enabled = false;
+	usleep(20000);	/* a program that saw the flag set has submitted its event by now */
+	bpf_link__destroy(t->skel->links.on_unmapped_area);
+	t->skel->links.on_unmapped_area = NULL;
+	t->watches_opens = false;
 }

@@ -13,6 +13,8 @@ struct tracer_opts {
 	bool filter_pids;	/* only targets and their children */
 	bool hold_new_procs;	/* stop a target at its first allocation until it is examined */
 	bool hold_new_libs;	/* stop a process at its first open of an unknown CUDA library */
+	uint32_t stack_mode;	/* enum gm_stack_mode */
+	uint32_t stack_bytes;	/* DWARF mode: stack copied per new site */
 	uint32_t max_allocs;
 	uint32_t max_stacks;
 	uint32_t max_sites;
@@ -36,6 +38,8 @@ int tracer_remove_target(struct tracer *t, int pid);
 int tracer_poll(struct tracer *t, int timeout_ms);
 void tracer_counters(struct tracer *t, uint64_t out[GM_CNT_COUNT]);
 bool tracer_watches_opens(const struct tracer *t);
+/* Stops holding processes that map new CUDA libraries; a drain after it answers every hold. */
+void tracer_stop_watching(struct tracer *t);
 /* Probes go in one uprobe_multi link per program and file (else one perf event each). */
 bool tracer_uses_multi(const struct tracer *t);
 

@@ -31,7 +31,7 @@ static struct {
 	std::string extra;
 } gx;
 
-static gx_site *gx_site_of(const char *func)
+static inline gx_site *gx_site_of(const char *func)
 {
 	for (int i = 0; i < gx.nsites; i++)
 		if (!strcmp(gx.sites[i].func, func))
@@ -42,12 +42,12 @@ static gx_site *gx_site_of(const char *func)
 	return &gx.sites[gx.nsites++];
 }
 
-static bool gx_gpu_kind(int kind)
+static inline bool gx_gpu_kind(int kind)
 {
 	return kind != GX_HOST;
 }
 
-static void gx_alloc(const char *func, int kind, long long size)
+static inline void gx_alloc(const char *func, int kind, long long size)
 {
 	gx_site *s = gx_site_of(func);
 
@@ -64,7 +64,7 @@ static void gx_alloc(const char *func, int kind, long long size)
 	}
 }
 
-static void gx_free(const char *func, int kind, long long size)
+static inline void gx_free(const char *func, int kind, long long size)
 {
 	gx_site *s = gx_site_of(func);
 
@@ -78,13 +78,13 @@ static void gx_free(const char *func, int kind, long long size)
 	}
 }
 
-static void gx_failed(void)
+static inline void gx_failed(void)
 {
 	gx.failed_count++;
 }
 
 // Extra "key":value pairs for the JSON line (value already JSON).
-static void gx_extra(const char *fmt, ...)
+static inline void gx_extra(const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -96,7 +96,7 @@ static void gx_extra(const char *fmt, ...)
 	gx.extra += buf;
 }
 
-static void gx_error(const char *what, int rc, const char *name)
+static inline void gx_error(const char *what, int rc, const char *name)
 {
 	gx.errors++;
 	fprintf(stderr, "%s failed: %d %s\n", what, rc, name ? name : "");
@@ -104,7 +104,7 @@ static void gx_error(const char *what, int rc, const char *name)
 	fflush(stdout);
 }
 
-static void gx_print(const char *name)
+static inline void gx_print(const char *name)
 {
 	printf("{\"gpumem_expect\":\"%s\",\"pid\":%d,\"current_bytes\":%lld,\"current_allocs\":%lld,"
 	       "\"peak_bytes\":%lld,\"alloc_count\":%lld,\"free_count\":%lld,"
@@ -129,7 +129,7 @@ static void gx_print(const char *name)
 	} while (0)
 
 // cudaMemGetInfo as a JSON pair, "key":{"free":N,"total":N}.
-static void gx_meminfo(const char *key)
+static inline void gx_meminfo(const char *key)
 {
 	size_t free_b = 0, total_b = 0;
 	cudaError_t rc = cudaMemGetInfo(&free_b, &total_b);
@@ -143,7 +143,7 @@ static void gx_meminfo(const char *key)
 
 // Device, versions and memory before any allocation; also creates the primary context, so
 // whatever the runtime allocates for itself at start is not mixed with the test's calls.
-static int gx_start(void)
+static inline int gx_start(void)
 {
 	int drv = 0, rt = 0, dev = -1;
 	cudaDeviceProp prop;

@@ -338,6 +338,12 @@ static void test_reused_pid_gets_a_new_record(void **state)
 		.alloc_count = 1, .alloc_bytes_total = 4 * MIB,
 		.by_kind = { [GM_KIND_DEVICE] = 4 * MIB }, .first_seen_ns = 20000,
 	};
+	static const struct gm_site_key site_new = { .tgid = PID_A, .stack_id = 900,
+						      .kind = GM_KIND_DEVICE };
+	static const struct gm_site_stats site_new_stats = {
+		.current_bytes = 4 * MIB, .current_allocs = 1, .alloc_count = 1,
+		.alloc_bytes_total = 4 * MIB,
+	};
 	struct fixture *fx = fixture_or_skip(state);
 	struct proc_rec *old, *now;
 	__u32 pid = PID_A;
@@ -357,8 +363,11 @@ static void test_reused_pid_gets_a_new_record(void **state)
 	assert_ptr_equal(state_proc(fx->s, PID_A), now);	/* found, not made again */
 	assert_int_equal(fx->s->nprocs, 3);
 
-	/* The new process's numbers go to the new record; the ended one keeps its own. */
+	/* The new process's numbers go to the new record; the ended one keeps its own. Its
+	 * counts are the sums of its sites, so it gets the one site that holds them. */
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_new, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(fx->fds.sites, &site_new, &site_new_stats, BPF_NOEXIST),
+			 0);
 	assert_int_equal(state_refresh(fx->s), 0);
 	assert_int_equal(fx->s->nprocs, 3);
 	assert_memory_equal(&now->st, &stats_new, sizeof(stats_new));

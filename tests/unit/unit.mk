@@ -6,7 +6,7 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl
-UNIT_TESTS := json procs elf symbolize probes state
+UNIT_TESTS := json procs elf symbolize probes state container
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 UNIT_HDRS := $(wildcard userspace/*.h) bpf/gpumem.h
@@ -17,7 +17,8 @@ unit_mods_procs := procs
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs
 unit_mods_probes := probes elf_syms util
-unit_mods_state := state symbolize elf_syms procs util
+unit_mods_state := state symbolize elf_syms procs unwind util
+unit_mods_container := container
 
 $(UNIT_OUT)/mod/%.o: userspace/%.c $(UNIT_HDRS)
 	@mkdir -p $(@D)

@@ -54,7 +54,7 @@ static void site_json(struct session *s, struct json_writer *w, const struct pro
 		      const struct site_snap *ss)
 {
 	uint64_t ips[GM_MAX_STACK_DEPTH];
-	uint32_t n = state_stack(s->state, ss->key.stack_id, ips);
+	uint32_t n = state_stack(s->state, p->pid, ss->key.stack_id, ips);
 
 	jw_object_begin(w);
 	jw_kv_string(w, "api", probe_api_name(ss->key.api));
@@ -186,7 +186,7 @@ static void snapshot_text(struct session *s, struct proc_rec **procs, size_t n)
 		for (size_t j = 0; j < p->nsites; j++) {
 			const struct site_snap *ss = &p->sites[j];
 			uint64_t ips[GM_MAX_STACK_DEPTH];
-			uint32_t nips = state_stack(s->state, ss->key.stack_id, ips);
+			uint32_t nips = state_stack(s->state, p->pid, ss->key.stack_id, ips);
 
 			if (!ss->st.current_bytes && !ss->st.failed_count && nips && j >= 10)
 				continue;

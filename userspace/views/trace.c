@@ -30,7 +30,7 @@ static void trace_json(struct session *s, const struct gm_call_event *e)
 {
 	struct json_writer *w = jw_new(s->out);
 	uint64_t ips[GM_MAX_STACK_DEPTH];
-	uint32_t n = state_stack(s->state, e->stack_id, ips);
+	uint32_t n = state_stack(s->state, (int)e->pid, e->stack_id, ips);
 	char comm[GM_COMM_LEN + 1];
 
 	snprintf(comm, sizeof(comm), "%.*s", GM_COMM_LEN, e->comm);
@@ -63,7 +63,7 @@ static void trace_json(struct session *s, const struct gm_call_event *e)
 static void trace_text(struct session *s, const struct gm_call_event *e)
 {
 	uint64_t ips[GM_MAX_STACK_DEPTH];
-	uint32_t n = state_stack(s->state, e->stack_id, ips);
+	uint32_t n = state_stack(s->state, (int)e->pid, e->stack_id, ips);
 	uint64_t wall = wall_ns(s, e->time_ns);
 	time_t secs = (time_t)(wall / 1000000000ull);
 	char comm[GM_COMM_LEN + 1], when[32], size[32];

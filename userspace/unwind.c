@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+/* DWARF unwinding of a copied user stack (as perf --call-graph dwarf does), with libdwfl and
+ * the CFI (.eh_frame, .debug_frame) of the modules in a process's captured module map. */
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "unwind.h"
+#include "util.h"
+
+/* DWARF register numbers on x86-64. */
+enum {
+	DW_RBX = 3,
+	DW_RBP = 6,
+	DW_RSP = 7,
+	DW_R12 = 12,
+	DW_RIP = 16,
+};
+
+struct unwinder {
+	Dwfl *dwfl;
+	bool attached;
+	const struct gm_stack_event *ev;	/* the stack being unwound now */
+	uint64_t *ips;
+	uint32_t max, n;
+};
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.debuginfo_path = &debuginfo_path,
+};
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct unwinder *u = arg;
+
+	(void)dwfl;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = u;
+	return (pid_t)u->ev->tid;
+}
+
+/* Only the copied stack is readable: CFI rarely needs anything else. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct unwinder *u = arg;
+	uint64_t sp = u->ev->regs[GM_REG_SP];
+
+	(void)dwfl;
+	if (addr < sp || addr + sizeof(*result) > sp + u->ev->len)
+		return false;
+	memcpy(result, u->ev->stack + (addr - sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct unwinder *u = arg;
+	const __u64 *r = u->ev->regs;
+	Dwarf_Word bx = r[GM_REG_BX], bp_sp[2] = { r[GM_REG_BP], r[GM_REG_SP] };
+	Dwarf_Word r12_15[4] = { r[GM_REG_R12], r[GM_REG_R13], r[GM_REG_R14], r[GM_REG_R15] };
+
+	if (!dwfl_thread_state_registers(thread, DW_RBX, 1, &bx) ||
+	    !dwfl_thread_state_registers(thread, DW_RBP, 2, bp_sp) ||
+	    !dwfl_thread_state_registers(thread, DW_R12, 4, r12_15))
+		return false;
+	dwfl_thread_state_register_pc(thread, r[GM_REG_IP]);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/* One module per file, at the bias of its first mapping (as perf reports them). */
+static void report_modules(Dwfl *dwfl, const struct module_map *mm)
+{
+	dwfl_report_begin(dwfl);
+	for (size_t i = 0; i < mm->count; i++) {
+		const struct mapping *m = &mm->maps[i];
+		bool seen = false;
+
+		if (!m->path || m->path[0] != '/')
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = mm->maps[j].path && strcmp(mm->maps[j].path, m->path) == 0;
+		if (!seen)
+			dwfl_report_elf(dwfl, m->path, m->path, -1, m->start - m->pgoff, false);
+	}
+	dwfl_report_end(dwfl, NULL, NULL);
+}
+
+struct unwinder *unwinder_new(int pid, const struct module_map *mm)
+{
+	struct unwinder *u = xcalloc(1, sizeof(*u));
+
+	u->dwfl = dwfl_begin(&callbacks);
+	if (!u->dwfl) {
+		free(u);
+		return NULL;
+	}
+	report_modules(u->dwfl, mm);
+	u->attached = dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u);
+	if (!u->attached)
+		p_debug("cannot unwind PID %d: %s", pid, dwfl_errmsg(-1));
+	return u;
+}
+
+void unwinder_free(struct unwinder *u)
+{
+	if (!u)
+		return;
+	dwfl_end(u->dwfl);
+	free(u);
+}
+
+static int on_frame(Dwfl_Frame *frame, void *arg)
+{
+	struct unwinder *u = arg;
+	Dwarf_Addr pc;
+
+	if (!dwfl_frame_pc(frame, &pc, NULL) || !pc)
+		return DWARF_CB_ABORT;
+	u->ips[u->n++] = pc;
+	return u->n < u->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint64_t *ips,
+		      uint32_t max)
+{
+	if (!u || !u->attached || !max)
+		return 0;
+	u->ev = ev;
+	u->ips = ips;
+	u->max = max;
+	u->n = 0;
+	/* Stops with an error where the CFI or the copied stack ends: the frames so far stand. */
+	dwfl_getthread_frames(u->dwfl, (pid_t)ev->tid, on_frame, u);
+	u->ev = NULL;
+	return u->n;
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* DWARF unwinding of a copied user stack with the CFI of a process's modules. */
+#ifndef GPUMEM_UNWIND_H
+#define GPUMEM_UNWIND_H
+
+#include <stdint.h>
+#include "gpumem.h"
+#include "procs.h"
+
+struct unwinder;
+
+/* An unwinder for one process, over the modules of its captured map; NULL on failure. */
+struct unwinder *unwinder_new(int pid, const struct module_map *mm);
+void unwinder_free(struct unwinder *u);
+/* Return addresses of the stack in ev, innermost (the call site) first; returns the count. */
+uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint64_t *ips,
+		      uint32_t max);
+
+#endif
