@@ -20,6 +20,7 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksy
 /* Set by userspace before load. */
 const volatile bool stream_calls = false;	/* per-allocation events for trace/record */
 const volatile bool filter_pids = false;	/* only processes in `targets` */
+const volatile __u32 filter_cgroups = 0;	/* entries of cgroup_filter in use */
 const volatile bool hold_new_libs = false;	/* SIGSTOP at the first open of an unknown
 						 * CUDA library until it is attached */
 const volatile __u32 stack_mode = GM_STACKS_DWARF;	/* enum gm_stack_mode */
@@ -104,9 +105,28 @@ static __always_inline bool is_gpu_kind(__u32 kind)
 	return kind != GM_KIND_HOST;
 }
 
+/* --cgroup, --container, --pod: the cgroups (with everything below them) to trace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, GM_MAX_CGROUP_FILTERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_filter SEC(".maps");
+
+static __always_inline bool in_selected_cgroup(void)
+{
+	for (__u32 i = 0; i < GM_MAX_CGROUP_FILTERS && i < filter_cgroups; i++)
+		if (bpf_current_task_under_cgroup(&cgroup_filter, i) == 1)
+			return true;
+	return false;
+}
+
+/* The filters run first, so untraced processes and containers cost only the trap. */
 static __always_inline bool wanted(__u32 tgid)
 {
-	return !filter_pids || bpf_map_lookup_elem(&targets, &tgid);
+	if (filter_pids && !bpf_map_lookup_elem(&targets, &tgid))
+		return false;
+	return !filter_cgroups || in_selected_cgroup();
 }
 
 static __always_inline bool is_free_shape(__u64 cookie)
@@ -215,6 +235,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 	if (ps)
 		return ps;
 	init.first_seen_ns = now;
+	init.cgroup_id = bpf_get_current_cgroup_id();
 	if (bpf_map_update_elem(&procs, &tgid, &init, BPF_NOEXIST) == 0) {
 		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 

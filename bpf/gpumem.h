@@ -14,12 +14,13 @@
 
 /* Default capacities; each one has a command-line option that raises it. */
 #define GM_DEFAULT_MAX_ALLOCS (1u << 20)	/* --max-allocs */
-#define GM_DEFAULT_MAX_STACKS 16384		/* --max-stacks */
+#define GM_DEFAULT_MAX_STACKS 32768		/* --max-stacks: 16 MiB of kernel memory */
 #define GM_DEFAULT_MAX_SITES 65536		/* --max-sites */
 #define GM_DEFAULT_MAX_PROCS 8192		/* --max-procs */
 #define GM_DEFAULT_RINGBUF_BYTES (8u << 20)	/* --ringbuf-mb */
 #define GM_MAX_INFLIGHT 65536			/* threads inside a probed call at once */
 #define GM_MAX_TARGETS 8192
+#define GM_MAX_CGROUP_FILTERS 64		/* --cgroup/--container/--pod selections */
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
 #define GM_MAX_EXIT_VMAS 512			/* executable mappings reported at a process's end */
 #define GM_VMA_NAME_LEN 64
@@ -141,6 +142,7 @@ struct gm_proc_stats {
 	__u64 failed_count;
 	__u64 by_kind[GM_KIND_COUNT];
 	__u64 first_seen_ns;
+	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call */
 };
 
 /* Ring-buffer records; each begins with its type. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "select.h"
 #include "session.h"
 #include "util.h"
 #include "views/common.h"
@@ -40,6 +41,9 @@ static void usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  -p, --pid PID      only this process (repeat, or PID,PID,...)\n"
+		"  --cgroup PATH      only processes in this cgroup (v2 path as /proc/PID/cgroup\n"
+		"                     shows it) or below it; --container ID (a prefix will do)\n"
+		"                     and --pod UID select a container's or a pod's cgroup\n"
 		"  -c CMD [ARGS...]   run CMD (and follow its children); report when it ends and\n"
 		"                     exit with its exit status; must come last\n"
 		"  --lib PATH         also attach to this library or executable\n"
@@ -81,6 +85,9 @@ enum long_only {
 	OPT_NO_DEMANGLE,
 	OPT_NO_HOLD,
 	OPT_UNWIND,
+	OPT_CGROUP,
+	OPT_CONTAINER,
+	OPT_POD,
 	OPT_STACK_BYTES,
 	OPT_BYTES,
 };
@@ -104,6 +111,9 @@ static const struct option long_opts[] = {
 	{ "iterations", required_argument, NULL, 'n' },
 	{ "bytes", no_argument, NULL, OPT_BYTES },
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "cgroup", required_argument, NULL, OPT_CGROUP },
+	{ "container", required_argument, NULL, OPT_CONTAINER },
+	{ "pod", required_argument, NULL, OPT_POD },
 	{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -154,6 +164,12 @@ static int parse_pids(struct options *o, const char *arg)
 	}
 	free(copy);
 	return err;
+}
+
+static void add_selection(struct options *o, const char *kind, const char *value)
+{
+	o->selections = xrealloc(o->selections, (o->nselections + 1) * sizeof(*o->selections));
+	o->selections[o->nselections++] = (struct selection){ .kind = kind, .value = value };
 }
 
 static int parse_unwind(const char *s, uint32_t *mode)
@@ -278,6 +294,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case OPT_BYTES:
 			o->exact_bytes = true;
 			break;
+		case OPT_CGROUP:
+		case OPT_CONTAINER:
+		case OPT_POD:
+			add_selection(o, c == OPT_CGROUP ? "cgroup" : c == OPT_POD ? "pod"
+							   : "container", optarg);
+			break;
 		case OPT_UNWIND:
 			err = parse_unwind(optarg, &o->tracer.stack_mode);
 			break;
@@ -345,6 +367,7 @@ int main(int argc, char **argv)
 		return 1;
 	rc = session_run(&o);
 	free(o.pids);
+	free(o.selections);
 	free(o.libs);
 	return rc;
 }

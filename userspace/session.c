@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include "gpumem.skel.h"
 #include "discover.h"
+#include "select.h"
 #include "session.h"
 #include "state.h"
 #include "util.h"
@@ -259,6 +260,27 @@ static int start_targets(struct session *s, int *release_fd)
 	return 0;
 }
 
+/* Loads the BPF side, with the cgroups that --cgroup/--container/--pod select. */
+static int open_tracer(struct session *s)
+{
+	struct tracer_opts topts = s->opt->tracer;
+	int err;
+
+	err = select_cgroups(s->opt->selections, s->opt->nselections, &topts.cgroup_dirs,
+			     &topts.ncgroup_dirs);
+	if (err)
+		return err;
+	if (topts.ncgroup_dirs > GM_MAX_CGROUP_FILTERS) {
+		p_err("the selections match %zu cgroups; gpumem filters on at most %d",
+		      topts.ncgroup_dirs, GM_MAX_CGROUP_FILTERS);
+		err = -E2BIG;
+	} else {
+		err = tracer_open(&topts, on_record, s, &s->tracer);
+	}
+	selection_free(topts.cgroup_dirs, topts.ncgroup_dirs);
+	return err;
+}
+
 /* One line on stderr once every probe is on: people and scripts know tracing has begun. */
 static void announce(struct session *s)
 {
@@ -290,7 +312,7 @@ int session_run(const struct options *o)
 		setvbuf(s.out, NULL, _IOLBF, 0);
 	}
 	install_signals();
-	if (tracer_open(&o->tracer, on_record, &s, &s.tracer))
+	if (open_tracer(&s))
 		return 1;
 	fds.procs = bpf_map__fd(tracer_skel(s.tracer)->maps.procs);
 	fds.sites = bpf_map__fd(tracer_skel(s.tracer)->maps.sites);

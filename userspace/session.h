@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "gpumem.h"
+#include "select.h"
 #include "tracer.h"
 
 struct session;
@@ -35,6 +36,8 @@ struct options {
 	size_t nlibs;
 	double duration_s;	/* 0: until Ctrl-C (or CMD's end) */
 	double interval_s;	/* 0: the view's default */
+	struct selection *selections;	/* --cgroup, --container, --pod */
+	size_t nselections;
 	const char *output;	/* -o: the report goes there, not to stdout (CMD keeps stdout) */
 	bool batch;		/* -b: plain text every interval, never the full-screen table */
 	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */

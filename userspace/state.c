@@ -3,6 +3,8 @@
  * allocation ages; the final numbers of processes that ended, captured before their map
  * entries are dropped; failures as they were reported. */
 #include <errno.h>
+#include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,8 +175,12 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, buf);
 	if (!p->cmdline && proc_read_cmdline(p->pid, buf, sizeof(buf)) == 0)
 		p->cmdline = xstrdup(buf);
-	if (!p->cgroup && proc_read_cgroup(p->pid, buf, sizeof(buf)) == 0)
+	if (!p->cgroup && proc_read_cgroup(p->pid, buf, sizeof(buf)) == 0) {
 		p->cgroup = xstrdup(buf);
+		container_parse_cgroup(p->cgroup, &p->container);
+	}
+	if (!p->ns_pid && proc_ns_pid(p->pid, &p->ns_pid))
+		p->ns_pid = 0;
 	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0) {
 		p->have_mm = true;
 		remember_paths(s, &p->mm);
@@ -471,6 +477,37 @@ static void delete_queued(int fd, struct walk *w)
 	w->ndel = w->del_cap = 0;
 }
 
+/* A process that ended before /proc told its cgroup: find the directory whose inode is the
+ * cgroup id the BPF side recorded at its first call. */
+static uint64_t wanted_cgroup_id;
+static char *found_cgroup;
+static size_t cgroup_mnt_len;
+
+static int match_cgroup_dir(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type != FTW_D || st->st_ino != wanted_cgroup_id)
+		return 0;
+	found_cgroup = xstrdup(path[cgroup_mnt_len] ? path + cgroup_mnt_len : "/");
+	return 1;
+}
+
+static void cgroup_from_id(struct proc_rec *p)
+{
+	char mnt[PATH_MAX];
+
+	if (cgroup_v2_mount(mnt, sizeof(mnt)))
+		return;
+	wanted_cgroup_id = p->st.cgroup_id;
+	cgroup_mnt_len = strlen(mnt);
+	found_cgroup = NULL;
+	nftw(mnt, match_cgroup_dir, 32, FTW_PHYS);
+	if (!found_cgroup)
+		return;
+	p->cgroup = found_cgroup;
+	container_parse_cgroup(p->cgroup, &p->container);
+}
+
 static void walk_proc(void *ctx, const void *key, const void *value)
 {
 	struct walk *w = ctx;
@@ -486,6 +523,8 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 	p->st = *(const struct gm_proc_stats *)value;
 	p->have_stats = true;
 	p->nsites = 0;
+	if (!p->cgroup && p->st.cgroup_id)
+		cgroup_from_id(p);
 }
 
 static void walk_site(void *ctx, const void *key, const void *value)

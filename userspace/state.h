@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpumem.h"
+#include "container.h"
 #include "procs.h"
 
 struct site_snap {
@@ -24,6 +25,8 @@ struct proc_rec {
 	char comm[GM_COMM_LEN + 1];
 	char *cmdline;
 	char *cgroup;
+	struct container_info container;	/* parsed from cgroup */
+	int ns_pid;		/* its pid in its own pid namespace; 0: unknown */
 	struct module_map mm;	/* captured while the process lived */
 	bool have_mm;
 	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */

@@ -2,6 +2,7 @@
 /* The one file that owns the BPF skeleton: open, size maps from options, load, attach the
  * lifecycle programs, and run the ring-buffer loop. Uprobes are attached by probes.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,12 +76,33 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	skel->rodata->hold_new_libs = o->hold_new_libs;
 	skel->rodata->self_tgid = (__u32)getpid();
 	skel->rodata->stack_mode = o->stack_mode;
+	skel->rodata->filter_cgroups = (__u32)o->ncgroup_dirs;
 	if (o->stack_bytes)
 		skel->rodata->stack_copy_bytes = o->stack_bytes;
 	size_maps(skel, o);
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
 	return skel;
+}
+
+static int fill_cgroup_filter(struct gpumem_bpf *skel, const struct tracer_opts *o)
+{
+	int map = bpf_map__fd(skel->maps.cgroup_filter);
+
+	for (size_t i = 0; i < o->ncgroup_dirs; i++) {
+		__u32 key = (__u32)i;
+		int fd = open(o->cgroup_dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
+
+		if (fd < 0 || bpf_map_update_elem(map, &key, &fd, BPF_ANY)) {
+			err = -errno;
+			p_err("cannot select cgroup %s: %s", o->cgroup_dirs[i], strerror(-err));
+			if (fd >= 0)
+				close(fd);
+			return err;
+		}
+		close(fd);	/* the map holds the cgroup */
+	}
+	return 0;
 }
 
 static int attach_lifecycle(struct tracer *t)
@@ -148,6 +170,9 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		      "buffers; run with -v for the verifier's log)", strerror(-err));
 		goto out_destroy;
 	}
+	err = fill_cgroup_filter(t->skel, opts);
+	if (err)
+		goto out_destroy;
 	t->skel->bss->holds_enabled = true;
 	err = attach_lifecycle(t);
 	if (err) {

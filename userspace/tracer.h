@@ -15,6 +15,8 @@ struct tracer_opts {
 	bool hold_new_libs;	/* stop a process at its first open of an unknown CUDA library */
 	uint32_t stack_mode;	/* enum gm_stack_mode */
 	uint32_t stack_bytes;	/* DWARF mode: stack copied per new site */
+	char **cgroup_dirs;	/* --cgroup/--container/--pod: trace only below these */
+	size_t ncgroup_dirs;
 	uint32_t max_allocs;
 	uint32_t max_stacks;
 	uint32_t max_sites;

@@ -72,6 +72,15 @@ static void site_json(struct session *s, struct json_writer *w, const struct pro
 	jw_object_end(w);
 }
 
+/* "container" and "pod" as DESIGN.md names them, with the runtime and QoS class beside. */
+static void container_json(struct json_writer *w, const struct container_info *ci)
+{
+	jw_kv_string(w, "container", ci->has_id ? ci->id : NULL);
+	jw_kv_string(w, "pod", ci->has_pod ? ci->pod_uid : NULL);
+	jw_kv_string(w, "container_runtime", ci->runtime[0] ? ci->runtime : NULL);
+	jw_kv_string(w, "pod_qos", ci->has_pod && ci->qos[0] ? ci->qos : NULL);
+}
+
 static void process_json(struct session *s, struct json_writer *w, const struct proc_rec *p)
 {
 	const struct gm_proc_stats *st = &p->st;
@@ -81,8 +90,11 @@ static void process_json(struct session *s, struct json_writer *w, const struct 
 	jw_kv_string(w, "comm", p->comm);
 	jw_kv_string(w, "cmdline", p->cmdline ? p->cmdline : "");
 	jw_kv_string(w, "cgroup", p->cgroup ? p->cgroup : "");
-	jw_kv_null(w, "container");
-	jw_kv_null(w, "pod");
+	container_json(w, &p->container);
+	if (p->ns_pid)
+		jw_kv_i64(w, "ns_pid", p->ns_pid);
+	else
+		jw_kv_null(w, "ns_pid");
 	jw_kv_bool(w, "alive", p->alive);
 	if (!p->alive)
 		jw_kv_i64(w, "exit_code", p->exit_code);

@@ -1,0 +1,186 @@
+"""Per-container accounting on hand-built "containers": cgroups named like Docker's and like a
+kubelet pod's, a new pid and mount namespace, and a copy of the mock runtime on an overlayfs
+mount that only that namespace sees. No container engine is needed."""
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import (MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload, find_proc,
+                      has_proc)
+
+
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] == "cgroup2":
+                return Path(fields[4])
+    return None
+
+
+CGROUP2 = cgroup2_mount()
+pytestmark = pytest.mark.skipif(CGROUP2 is None, reason="no cgroup v2 file system is mounted")
+
+
+class Cgroup:
+    """A cgroup directory made for one test and removed after it (parents included)."""
+
+    def __init__(self, relative):
+        self.relative = "/" + relative.strip("/")
+        self.path = CGROUP2 / relative.strip("/")
+        self.made = []
+
+    def __enter__(self):
+        parts = Path(self.relative.strip("/")).parts
+        for i in range(len(parts)):
+            d = CGROUP2.joinpath(*parts[: i + 1])
+            if not d.exists():
+                d.mkdir()
+                self.made.append(d)
+        return self
+
+    def add(self, pid):
+        (self.path / "cgroup.procs").write_text(f"{pid}\n")
+
+    def __exit__(self, *exc):
+        for d in reversed(self.made):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    import time
+                    time.sleep(0.1)
+
+
+def docker_id():
+    return uuid.uuid4().hex + uuid.uuid4().hex
+
+
+def child_pid(parent):
+    """The pid of parent's only child (unshare --fork's), as the host sees it."""
+    out = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True,
+                         timeout=10).stdout.split()
+    assert len(out) == 1, f"children of {parent}: {out}"
+    return int(out[0])
+
+
+def overlay_dirs(tmp_path):
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    for name in ("libcudart.so.13", "libcuda.so.1"):
+        shutil.copy2(MOCK_LIB_DIR / name, lower / name)
+    for d in ("upper", "work", "merged"):
+        (tmp_path / d).mkdir()
+    return lower
+
+
+def test_docker_and_pod_containers_with_their_own_runtime_copies(tmp_path):
+    dock = docker_id()
+    cri = docker_id()
+    pod_uid = str(uuid.uuid4())
+    pod_path = ("kubepods.slice/kubepods-burstable.slice/"
+                f"kubepods-burstable-pod{pod_uid.replace('-', '_')}.slice/"
+                f"cri-containerd-{cri}.scope")
+    overlay_dirs(tmp_path)
+    mount_then_run = (
+        f"mount -t overlay overlay -o lowerdir={tmp_path}/lower,upperdir={tmp_path}/upper,"
+        f"workdir={tmp_path}/work {tmp_path}/merged && "
+        f"exec {WORKLOAD_DL} --wait dlopen {tmp_path}/merged/libcudart.so.13 131072")
+    with Cgroup(f"system.slice/docker-{dock}.scope") as docker_cg, Cgroup(pod_path) as pod_cg, \
+            SystemWide() as gpumem:
+        with Workload("--wait", "hold", 65536) as docker_wl, \
+                Workload("--pid", "--fork", "--mount", "--propagation", "private", "sh", "-c",
+                         mount_then_run, program=Path("/usr/bin/unshare")) as pod_wl:
+            docker_wl.wait_for("ready")
+            docker_cg.add(docker_wl.pid)
+            docker_wl.release()
+            docker_wl.wait_for("holding")
+
+            assert pod_wl.wait_for("ready").split()[1] == "1"    # pid 1 of its namespace
+            pod_host_pid = child_pid(pod_wl.pid)
+            pod_cg.add(pod_host_pid)
+            pod_wl.release()
+            pod_wl.wait_for("waiting")
+            pod_wl.release()
+            assert pod_wl.wait_for("call ").split()[1:3] == ["cudaMalloc", "131072"]
+            assert pod_wl.finish() == 0
+            docker_wl.release()
+            assert docker_wl.finish() == 0
+    report = gpumem.report
+
+    docker = find_proc(report, docker_wl.pid)
+    assert (docker["container"], docker["container_runtime"], docker["pod"]) == (
+        dock, "docker", None)
+    assert docker["cgroup"] == f"/system.slice/docker-{dock}.scope"
+    assert docker["current_bytes"] == 65536
+
+    pod = find_proc(report, pod_host_pid)
+    assert (pod["container"], pod["container_runtime"], pod["pod"], pod["pod_qos"]) == (
+        cri, "containerd", pod_uid, "burstable")
+    assert pod["ns_pid"] == 1
+    assert pod["current_bytes"] == 131072 and pod["alloc_count"] == 1
+    # The overlay copies of the runtime and driver are files of their own: attached late.
+    assert report["tracer"]["late_attaches"] >= 2
+
+
+def test_container_filter_traces_only_that_container():
+    dock_a, dock_b = docker_id(), docker_id()
+    with Cgroup(f"system.slice/docker-{dock_a}.scope") as cg_a, \
+            Cgroup(f"system.slice/docker-{dock_b}.scope") as cg_b:
+        with SystemWide("--container", dock_a[:12]) as gpumem:
+            with Workload("--wait", "hold", 4096) as wl_a, \
+                    Workload("--wait", "hold", 8192) as wl_b:
+                wl_a.wait_for("ready")
+                wl_b.wait_for("ready")
+                cg_a.add(wl_a.pid)
+                cg_b.add(wl_b.pid)
+                wl_a.release()
+                wl_b.release()
+                wl_a.wait_for("holding")
+                wl_b.wait_for("holding")
+                wl_a.release()
+                wl_b.release()
+                assert wl_a.finish() == 0 and wl_b.finish() == 0
+    report = gpumem.report
+    a = find_proc(report, wl_a.pid)
+    assert (a["container"], a["current_bytes"]) == (dock_a, 4096)
+    assert not has_proc(report, wl_b.pid)
+
+
+def test_pod_filter_selects_the_pods_containers():
+    pod_uid = str(uuid.uuid4())
+    pod = f"kubepods.slice/kubepods-pod{pod_uid.replace('-', '_')}.slice"
+    cid = docker_id()
+    with Cgroup(f"{pod}/cri-containerd-{cid}.scope") as cg, \
+            Cgroup(f"system.slice/docker-{docker_id()}.scope") as other:
+        with SystemWide("--pod", pod_uid) as gpumem:
+            with Workload("--wait", "hold", 12288) as inside, \
+                    Workload("--wait", "hold", 4096) as outside:
+                inside.wait_for("ready")
+                outside.wait_for("ready")
+                cg.add(inside.pid)
+                other.add(outside.pid)
+                inside.release()
+                outside.release()
+                inside.wait_for("holding")
+                outside.wait_for("holding")
+                assert inside.finish() == 0 and outside.finish() == 0
+    report = gpumem.report
+    p = find_proc(report, inside.pid)
+    assert (p["pod"], p["pod_qos"], p["container"], p["current_bytes"]) == (
+        pod_uid, "guaranteed", cid, 12288)
+    assert not has_proc(report, outside.pid)
+
+
+def test_selection_that_matches_nothing_is_an_error():
+    out = subprocess.run(["build/gpumem", "snapshot", "--container", "ffffffffffff",
+                          "--duration", "1"], capture_output=True, text=True, timeout=30,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 1
+    assert "no cgroup matches --container ffffffffffff" in out.stderr
