@@ -35,6 +35,7 @@ static void proc_rec_free(struct proc_rec *p)
 	module_map_free(&p->exit_mm);
 	unwinder_free(p->unwinder);
 	free(p->dwarf_stacks);
+	free(p->pending_copies);
 	free(p->sites);
 	free(p);
 }
@@ -134,6 +135,8 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 	mp->path = path ? xstrdup(path) : strndup(e->name, GM_VMA_NAME_LEN);
 }
 
+void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
+
 static int mapping_cmp(const void *a, const void *b)
 {
 	const struct mapping *x = a, *y = b;
@@ -165,6 +168,11 @@ static void adopt_exit_map(struct state *s, struct proc_rec *p)
 	p->have_mm = true;
 	m->maps = NULL;
 	m->count = 0;
+	for (size_t i = 0; i < p->npending_copies; i++)
+		state_on_stack_copy(s, &p->pending_copies[i]);
+	free(p->pending_copies);
+	p->pending_copies = NULL;
+	p->npending_copies = 0;
 }
 
 static void read_identity(struct state *s, struct proc_rec *p)
@@ -181,7 +189,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	}
 	if (!p->ns_pid && proc_ns_pid(p->pid, &p->ns_pid))
 		p->ns_pid = 0;
-	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0) {
+	/* A zombie's maps are empty: that is no capture (its exit map will come). */
+	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0 && p->mm.count) {
 		p->have_mm = true;
 		remember_paths(s, &p->mm);
 		/* Open its files now: deleted or in a container, they stay nameable after it ends. */
@@ -233,8 +242,17 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 	struct proc_rec *p = state_proc(s, (int)e->pid);
 	struct dwarf_stack ds = { .stack_id = e->stack_id };
 
-	if (dwarf_stack_of(p, e->stack_id) || !p->have_mm)
+	if (dwarf_stack_of(p, e->stack_id))
 		return;
+	if (!p->have_mm) {
+		/* It ended before its maps were read: unwind once its exit map arrives. */
+		if (p->npending_copies < STATE_MAX_PENDING_COPIES) {
+			p->pending_copies = xrealloc(p->pending_copies,
+						     (p->npending_copies + 1) * sizeof(*e));
+			p->pending_copies[p->npending_copies++] = *e;
+		}
+		return;
+	}
 	if (!p->unwinder)
 		p->unwinder = unwinder_new(p->pid, &p->mm);
 	ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);

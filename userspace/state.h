@@ -33,12 +33,16 @@ struct proc_rec {
 	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
 	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
 	size_t ndwarf_stacks;
+	struct gm_stack_event *pending_copies;	/* to unwind once a module map arrives */
+	size_t npending_copies;
 	struct gm_proc_stats st;
 	struct site_snap *sites;
 	size_t nsites;
 	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
 	int exit_code;
 };
+
+#define STATE_MAX_PENDING_COPIES 16
 
 /* A site's stack as DWARF unwinding saw it at the site's first allocation. */
 struct dwarf_stack {

@@ -2,6 +2,8 @@
 /* DWARF unwinding of a copied user stack (as perf --call-graph dwarf does), with libdwfl and
  * the CFI (.eh_frame, .debug_frame) of the modules in a process's captured module map. */
 #include <elfutils/libdwfl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,9 +79,25 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
-/* One module per file, at the bias of its first mapping (as perf reports them). */
-static void report_modules(Dwfl *dwfl, const struct module_map *mm)
+/* The file of a mapping as the process sees it: map_files reaches the very file mapped (in
+ * another mount namespace, or deleted since), then its root, then the path itself. */
+static void mapping_file(int pid, const struct mapping *m, char *buf, size_t len)
 {
+	snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	if (access(buf, R_OK) == 0)
+		return;
+	snprintf(buf, len, "/proc/%d/root%s", pid, m->path);
+	if (access(buf, R_OK) == 0)
+		return;
+	snprintf(buf, len, "%s", m->path);
+}
+
+/* One module per file, at the bias of its first mapping (as perf reports them). */
+static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
+{
+	char file[PATH_MAX];
+
 	dwfl_report_begin(dwfl);
 	for (size_t i = 0; i < mm->count; i++) {
 		const struct mapping *m = &mm->maps[i];
@@ -89,8 +107,11 @@ static void report_modules(Dwfl *dwfl, const struct module_map *mm)
 			continue;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = mm->maps[j].path && strcmp(mm->maps[j].path, m->path) == 0;
-		if (!seen)
-			dwfl_report_elf(dwfl, m->path, m->path, -1, m->start - m->pgoff, false);
+		if (seen)
+			continue;
+		mapping_file(pid, m, file, sizeof(file));
+		if (!dwfl_report_elf(dwfl, m->path, file, -1, m->start - m->pgoff, false))
+			p_debug("unwinding PID %d: cannot use %s: %s", pid, file, dwfl_errmsg(-1));
 	}
 	dwfl_report_end(dwfl, NULL, NULL);
 }
@@ -104,10 +125,10 @@ struct unwinder *unwinder_new(int pid, const struct module_map *mm)
 		free(u);
 		return NULL;
 	}
-	report_modules(u->dwfl, mm);
+	report_modules(u->dwfl, pid, mm);
 	u->attached = dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u);
 	if (!u->attached)
-		p_debug("cannot unwind PID %d: %s", pid, dwfl_errmsg(-1));
+		p_debug("cannot unwind PID %d (%zu mappings): %s", pid, mm->count, dwfl_errmsg(-1));
 	return u;
 }
 
