@@ -54,6 +54,8 @@ static void usage(FILE *out)
 		"  -i, --interval S   refresh interval of top (default 2), report interval of leaks\n"
 		"  -b, --batch        top: a plain table every interval, not the full screen\n"
 		"  -n, --iterations N top: stop after N refreshes\n"
+		"  --group BY         top: rows by process (default), site or container (a\n"
+		"                     container or pod, with its processes' totals)\n"
 		"  --bytes            sizes as exact numbers of bytes\n"
 		"  --max-allocs N     live allocations tracked (default %u)\n"
 		"  --max-stacks N     distinct call stacks (default %u)\n"
@@ -90,6 +92,7 @@ enum long_only {
 	OPT_CONTAINER,
 	OPT_POD,
 	OPT_STACK_BYTES,
+	OPT_GROUP,
 	OPT_BYTES,
 };
 
@@ -116,10 +119,25 @@ static const struct option long_opts[] = {
 	{ "container", required_argument, NULL, OPT_CONTAINER },
 	{ "pod", required_argument, NULL, OPT_POD },
 	{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
+	{ "group", required_argument, NULL, OPT_GROUP },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
+
+static int parse_group(const char *s, enum top_group *out)
+{
+	static const char *const names[] = { [GROUP_PROCESS] = "process", [GROUP_SITE] = "site",
+					     [GROUP_CONTAINER] = "container" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(s, names[i])) {
+			*out = (enum top_group)i;
+			return 0;
+		}
+	p_err("--group takes process, site or container, not '%s'", s);
+	return -EINVAL;
+}
 
 static int parse_uint(const char *flag, const char *s, unsigned long max, uint32_t *out)
 {
@@ -312,6 +330,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 				      o->tracer.stack_bytes);
 				err = -EINVAL;
 			}
+			break;
+		case OPT_GROUP:
+			err = parse_group(optarg, &o->group);
 			break;
 		case 'v':
 			verbose = true;

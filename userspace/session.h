@@ -24,6 +24,9 @@ struct view_ops {
 	double tick_s;		/* >0: tick this often whatever --interval says (the view paces) */
 };
 
+/* What a row of top stands for. */
+enum top_group { GROUP_PROCESS, GROUP_SITE, GROUP_CONTAINER };
+
 struct options {
 	const struct view_ops *view;
 	bool json;
@@ -41,6 +44,7 @@ struct options {
 	const char *output;	/* -o: the report goes there, not to stdout (CMD keeps stdout) */
 	bool batch;		/* -b: plain text every interval, never the full-screen table */
 	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */
+	enum top_group group;	/* --group: top's rows at start (the 'c' and 's' keys change it) */
 	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
 	struct tracer_opts tracer;
 };

@@ -184,3 +184,70 @@ def test_selection_that_matches_nothing_is_an_error():
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 1
     assert "no cgroup matches --container ffffffffffff" in out.stderr
+
+
+def test_trace_names_the_container_of_each_event():
+    dock = docker_id()
+    with Cgroup(f"system.slice/docker-{dock}.scope") as cg:
+        with SystemWide(mode="trace") as gpumem:
+            with Workload("--wait", "hold", 4096) as inside, \
+                    Workload("--wait", "hold", 8192) as outside:
+                inside.wait_for("ready")
+                outside.wait_for("ready")
+                cg.add(inside.pid)
+                inside.release()
+                outside.release()
+                inside.wait_for("holding")
+                outside.wait_for("holding")
+                assert inside.finish() == 0 and outside.finish() == 0
+    events = gpumem.report
+    mine = [e for e in events if e["pid"] == inside.pid]
+    theirs = [e for e in events if e["pid"] == outside.pid]
+    assert [(e["event"], e.get("size")) for e in mine if e["event"] == "alloc"] == [
+        ("alloc", 4096)]
+    assert {(e["container"], e["pod"]) for e in mine} == {(dock, None)}
+    assert theirs and {(e["container"], e["pod"]) for e in theirs} == {(None, None)}
+
+
+def test_leaks_json_names_container_and_pod():
+    pod_uid = str(uuid.uuid4())
+    cid = docker_id()
+    pod = f"kubepods.slice/kubepods-pod{pod_uid.replace('-', '_')}.slice/cri-containerd-{cid}.scope"
+    with Cgroup(pod) as cg:
+        with SystemWide(mode="leaks") as gpumem:
+            with Workload("--wait", "hold", 12288) as wl:
+                wl.wait_for("ready")
+                cg.add(wl.pid)
+                wl.release()
+                wl.wait_for("holding")
+                assert wl.finish() == 0
+    final = gpumem.report
+    (proc,) = [p for p in final["processes"] if p["pid"] == wl.pid]
+    assert (proc["container"], proc["pod"]) == (cid, pod_uid)
+
+
+def top_tables(text):
+    return [t.splitlines() for t in text.split("\n\n") if t.startswith("gpumem top")]
+
+
+def test_top_groups_processes_by_container_with_totals(tmp_path):
+    dock = docker_id()
+    with Cgroup(f"system.slice/docker-{dock}.scope") as cg:
+        join = f"echo $$ > {cg.path}/cgroup.procs && exec {WORKLOAD} hold"
+        script = (f"sleep 2 | sh -c '{join} 4096' & sleep 2 | sh -c '{join} 8192' & "
+                  f"sleep 2 | {WORKLOAD} hold 1000 & wait")
+        out = tmp_path / "top.txt"
+        done = subprocess.run(["build/gpumem", "top", "-b", "-i", "0.5", "--bytes", "--group",
+                               "container", "-o", str(out), "-c", "sh", "-c", script],
+                              capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr
+    tables = top_tables(out.read_text())
+    assert tables and all(t[1].split()[:7] == ["CONTAINER", "PROCS", "CURRENT", "PEAK",
+                                               "ALLOC/s", "FREE/s", "FAIL"] for t in tables)
+    # While all three hold their memory: one row per container, with the totals of its processes.
+    holding = [t for t in tables if "held 13288" in t[0]]
+    assert holding, tables
+    rows = sorted(line.split()[:4] for line in holding[-1][2:])
+    assert rows == [["-", "1", "1000", "1000"], [dock[:12], "2", "12288", "12288"]]
+    assert holding[-1][2].endswith(f"docker {dock}")

@@ -241,3 +241,20 @@ void format_bytes(char *buf, size_t len, uint64_t bytes)
 	else
 		snprintf(buf, len, "%.1f %s", v, units[u]);
 }
+
+void container_kv_json(struct json_writer *w, const struct container_info *ci)
+{
+	jw_kv_string(w, "container", ci && ci->has_id ? ci->id : NULL);
+	jw_kv_string(w, "pod", ci && ci->has_pod ? ci->pod_uid : NULL);
+}
+
+const char *container_short(const struct container_info *ci, char *buf, size_t len)
+{
+	if (ci && ci->has_id)
+		snprintf(buf, len, "%.*s", CONTAINER_SHORT_LEN, ci->id);
+	else if (ci && ci->has_pod)
+		snprintf(buf, len, "pod:%.8s", ci->pod_uid);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}

@@ -26,4 +26,12 @@ void lost_json(struct session *s, struct json_writer *w);
 uint64_t wall_ns(struct session *s, uint64_t mono_ns);
 void format_bytes(char *buf, size_t len, uint64_t bytes);
 
+struct container_info;
+/* "container" and "pod" keys (null when not known); ci NULL: process not seen. */
+void container_kv_json(struct json_writer *w, const struct container_info *ci);
+/* What a narrow column shows: the container id's first 12 hex digits, else "pod:" and the
+ * pod UID's first 8, else "-". ci NULL: "-". */
+const char *container_short(const struct container_info *ci, char *buf, size_t len);
+#define CONTAINER_SHORT_LEN 12
+
 #endif

@@ -264,6 +264,8 @@ static void proc_text(struct session *s, const struct proc_verdict *pv)
 	fmt_size(cur, sizeof(cur), pv->p->st.current_bytes, exact);
 	fmt_size(peak, sizeof(peak), pv->p->st.peak_bytes, exact);
 	fprintf(s->out, "pid %d %s", pv->p->pid, comm);
+	if (pv->p->container.has_id)
+		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, pv->p->container.id);
 	if (!pv->p->alive)
 		fprintf(s->out, " (ended, exit %d)", pv->p->exit_code);
 	fprintf(s->out, ": holds %s, peak %s", cur, peak);
@@ -380,6 +382,7 @@ static void proc_json(struct session *s, struct json_writer *w, const struct pro
 	jw_kv_i64(w, "pid", p->pid);
 	jw_kv_string(w, "comm", p->comm);
 	jw_kv_string(w, "cmdline", p->cmdline ? p->cmdline : "");
+	container_kv_json(w, &p->container);
 	jw_kv_bool(w, "alive", p->alive);
 	if (!p->alive)
 		jw_kv_i64(w, "exit_code", p->exit_code);

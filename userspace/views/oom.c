@@ -24,6 +24,7 @@ static struct {
 struct oom_ctx {
 	const struct gm_call_event *e;
 	const struct proc_rec *p;	/* NULL: not in the maps (ended already) */
+	const struct container_info *container;	/* NULL: its start was not seen */
 	const struct site_snap *top[OOM_TOP_SITES];
 	size_t ntop;
 	struct nvml_device dev[NVML_MAX_DEVICES];
@@ -87,9 +88,12 @@ static void failure_text(struct session *s, const struct oom_ctx *c)
 		fmt_size(peak, sizeof(peak), c->p->st.peak_bytes, exact);
 	else
 		snprintf(peak, sizeof(peak), "-");
-	fprintf(s->out, "%s.%06" PRIu64 " pid %u tid %u %s: %s(%s) = %d %s\n", when,
-		(wall / 1000) % 1000000, e->pid, e->tid, comm, probe_api_name(e->api), size,
-		e->error, cuda_error_name(e->layer, e->error));
+	fprintf(s->out, "%s.%06" PRIu64 " pid %u tid %u %s", when, (wall / 1000) % 1000000,
+		e->pid, e->tid, comm);
+	if (c->container && c->container->has_id)
+		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, c->container->id);
+	fprintf(s->out, ": %s(%s) = %d %s\n", probe_api_name(e->api), size, e->error,
+		cuda_error_name(e->layer, e->error));
 	fprintf(s->out, "  held %s (peak %s); ", held, peak);
 	device_text(s, c);
 	fputs("\n  failed at ", s->out);
@@ -121,6 +125,7 @@ static void failure_json(struct session *s, const struct oom_ctx *c)
 	jw_kv_i64(w, "pid", e->pid);
 	jw_kv_i64(w, "tid", e->tid);
 	jw_kv_string(w, "comm", comm);
+	container_kv_json(w, c->container);
 	jw_kv_string(w, "api", probe_api_name(e->api));
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
 	jw_kv_string(w, "kind", kind_name(e->kind));
@@ -188,6 +193,8 @@ static void oom_call(struct session *s, const struct gm_call_event *e)
 		oom.last_refresh = now;
 	}
 	c.p = state_find(s->state, (int)e->pid);
+	if (c.p)
+		c.container = &c.p->container;
 	if (c.p && !c.p->have_stats)
 		c.p = NULL;
 	top_sites(&c);

@@ -31,8 +31,8 @@
 #define TOP_ENDED_SHOWN_NS 10000000000ull	/* an ended process stays listed this long */
 
 enum col_id {
-	C_PID, C_USER, C_CONT, C_CUR, C_PEAK, C_LIVE, C_ARATE, C_FRATE, C_GROWTH, C_FAIL,
-	C_OLDEST, C_SPARK, C_COMM, C_SITE,
+	C_PID, C_USER, C_CONT, C_NPROCS, C_CUR, C_PEAK, C_LIVE, C_ARATE, C_FRATE, C_GROWTH,
+	C_FAIL, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP,
 };
 
 struct column {
@@ -46,6 +46,7 @@ static const struct column columns[] = {
 	[C_PID] = { "PID", 7, false, 'P' },
 	[C_USER] = { "USER", 8, true, 'U' },
 	[C_CONT] = { "CONTAINER", 12, true, 0 },
+	[C_NPROCS] = { "PROCS", 5, false, 'N' },
 	[C_CUR] = { "CURRENT", 9, false, 'M' },
 	[C_PEAK] = { "PEAK", 9, false, 'K' },
 	[C_LIVE] = { "LIVE", 7, false, 'L' },
@@ -57,16 +58,29 @@ static const struct column columns[] = {
 	[C_SPARK] = { "LAST MINUTE", 10, true, 0 },
 	[C_COMM] = { "COMMAND", 0, true, 'C' },
 	[C_SITE] = { "CALL SITE", 0, true, 0 },
+	[C_GROUP] = { "CONTAINER / POD", 0, true, 0 },
 };
 
+/* Processes are grouped by container id, else by pod UID, else as the host's. */
+#define GROUP_KEY_LEN (CONTAINER_ID_LEN + 5)
+
 struct row {
-	struct proc_rec *p;
-	const struct site_snap *ss;	/* NULL: a process row */
-	struct hist_series *h;
+	struct proc_rec *p;	/* a container row: its first process */
+	const struct site_snap *ss;	/* NULL: a process or container row */
+	struct hist_series *h;	/* NULL: a container row */
 	uint64_t cur, peak, live, fails, oldest_age;
 	double arate, frate, growth_min;
+	unsigned int nprocs;	/* a container row: processes in it */
 	char user[16];
-	char name[512];		/* command line, or the call site */
+	char cont[24];		/* the CONTAINER cell */
+	char key[GROUP_KEY_LEN];	/* a container row: its group */
+	char name[512];		/* command line, call site, or container and pod */
+};
+
+/* The highest total a container was seen to hold (its own peak is not in the maps). */
+struct group_peak {
+	char key[GROUP_KEY_LEN];
+	uint64_t peak;
 };
 
 static struct {
@@ -77,9 +91,14 @@ static struct {
 	unsigned int refreshes;
 	char sort_key;
 	bool sort_reverse;
-	bool by_site, paused, help, typing;
+	enum top_group group;
+	bool paused, help, typing;
 	char filter[64];
 	int drill_pid;		/* 0: the main table */
+	bool in_group;		/* the processes of one container (Enter on a container row) */
+	char group_key[GROUP_KEY_LEN];
+	struct group_peak *peaks;
+	size_t npeaks, peaks_cap;
 	int selected, scroll;
 	struct row *rows;
 	size_t nrows, cap;
@@ -177,8 +196,11 @@ static bool matches(const struct row *r)
 	if (!top.filter[0])
 		return true;
 	snprintf(pid, sizeof(pid), "%d", r->p->pid);
+	if (!r->h)	/* a container row: its ids and name only */
+		return strcasestr(r->name, top.filter) || strcasestr(r->cont, top.filter);
 	return strcasestr(r->name, top.filter) || strstr(pid, top.filter) ||
-	       strcasestr(r->user, top.filter) || strcasestr(r->p->comm, top.filter);
+	       strcasestr(r->user, top.filter) || strcasestr(r->p->comm, top.filter) ||
+	       strcasestr(r->cont, top.filter);
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -214,6 +236,9 @@ static int row_cmp(const void *a, const void *b)
 	case 'X':
 		c = (x->fails < y->fails) - (x->fails > y->fails);
 		break;
+	case 'N':
+		c = (x->nprocs < y->nprocs) - (x->nprocs > y->nprocs);
+		break;
 	case 'O':
 		c = (x->oldest_age < y->oldest_age) - (x->oldest_age > y->oldest_age);
 		break;
@@ -225,9 +250,112 @@ static int row_cmp(const void *a, const void *b)
 	return top.sort_reverse ? -c : c;
 }
 
+static void group_key(const struct proc_rec *p, char *buf, size_t len)
+{
+	if (p->container.has_id)
+		snprintf(buf, len, "%s", p->container.id);
+	else if (p->container.has_pod)
+		snprintf(buf, len, "pod:%s", p->container.pod_uid);
+	else
+		snprintf(buf, len, "%s", "");
+}
+
+/* A container row's last column: the container with its runtime, and its pod. */
+static void group_name(const struct container_info *ci, char *buf, size_t len)
+{
+	int o = 0;
+
+	if (!ci->has_id && !ci->has_pod) {
+		snprintf(buf, len, "(host: in no container)");
+		return;
+	}
+	if (ci->has_id)
+		o = snprintf(buf, len, "%s %s", ci->runtime[0] ? ci->runtime : "container", ci->id);
+	if (ci->has_pod && o >= 0 && (size_t)o < len)
+		snprintf(buf + o, len - (size_t)o, "%spod %s%s%s", o ? "  " : "", ci->pod_uid,
+			 ci->qos[0] ? " " : "", ci->qos);
+}
+
+/* The row of p's container, made at its first process. */
+static struct row *group_row(struct proc_rec *p)
+{
+	char key[GROUP_KEY_LEN];
+	struct row *r;
+
+	group_key(p, key, sizeof(key));
+	for (size_t i = 0; i < top.nrows; i++)
+		if (!strcmp(top.rows[i].key, key))
+			return &top.rows[i];
+	r = new_row();
+	r->p = p;
+	snprintf(r->key, sizeof(r->key), "%s", key);
+	container_short(&p->container, r->cont, sizeof(r->cont));
+	group_name(&p->container, r->name, sizeof(r->name));
+	snprintf(r->user, sizeof(r->user), "-");
+	return r;
+}
+
+/* A container's peak as far as top can tell: the highest total seen at a refresh, or one of
+ * its processes' own (exact) peak when that is higher. */
+static uint64_t group_peak(const char *key, uint64_t seen)
+{
+	struct group_peak *g;
+
+	for (size_t i = 0; i < top.npeaks; i++) {
+		g = &top.peaks[i];
+		if (strcmp(g->key, key))
+			continue;
+		if (seen > g->peak)
+			g->peak = seen;
+		return g->peak;
+	}
+	if (top.npeaks == top.peaks_cap) {
+		top.peaks_cap = top.peaks_cap ? 2 * top.peaks_cap : 16;
+		top.peaks = xrealloc(top.peaks, top.peaks_cap * sizeof(*top.peaks));
+	}
+	g = &top.peaks[top.npeaks++];
+	snprintf(g->key, sizeof(g->key), "%s", key);
+	g->peak = seen;
+	return seen;
+}
+
+/* Adds process p (its rates in pr) to its container's row. */
+static void add_to_group(struct proc_rec *p, const struct row *pr)
+{
+	struct row *r = group_row(p);
+
+	r->nprocs++;
+	if (p->alive)
+		r->cur += p->st.current_bytes;
+	if (p->st.peak_bytes > r->peak)
+		r->peak = p->st.peak_bytes;
+	r->live += p->st.current_allocs;
+	r->fails += p->st.failed_count;
+	r->arate += pr->arate;
+	r->frate += pr->frate;
+}
+
+/* Container rows: their peaks, then the filter. */
+static void finish_groups(void)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < top.nrows; i++) {
+		struct row *r = &top.rows[i];
+
+		r->peak = group_peak(r->key, r->cur > r->peak ? r->cur : r->peak);
+		if (matches(r))
+			top.rows[kept++] = *r;
+	}
+	top.nrows = kept;
+}
+
 /* Samples every process and site, then builds the rows the current screen shows. */
 static void build_rows(struct session *s)
 {
+	bool by_group = top.group == GROUP_CONTAINER && !top.drill_pid;
+	char key[GROUP_KEY_LEN];
+
 	struct state *st = s->state;
 
 	top.nrows = 0;
@@ -257,15 +385,30 @@ static void build_rows(struct session *s)
 			continue;
 		if (top.drill_pid && p->pid != top.drill_pid)
 			continue;
+		if (top.in_group && !by_group) {
+			group_key(p, key, sizeof(key));
+			if (strcmp(key, top.group_key))
+				continue;
+		}
 		top.nshown_procs++;
 		if (p->alive) {
 			top.total_cur += p->st.current_bytes;
 			top.total_host += p->st.by_kind[GM_KIND_HOST];
 		}
-		if (!top.by_site && !top.drill_pid) {
+		if (by_group) {
+			struct row pr = { .h = ph };
+
+			fit_row(&pr);
+			top.total_arate += pr.arate;
+			top.total_frate += pr.frate;
+			add_to_group(p, &pr);
+			continue;
+		}
+		if (top.group != GROUP_SITE && !top.drill_pid) {
 			r = new_row();
 			r->p = p;
 			r->h = ph;
+			container_short(&p->container, r->cont, sizeof(r->cont));
 			r->cur = p->st.current_bytes;
 			r->peak = p->st.peak_bytes;
 			r->live = p->st.current_allocs;
@@ -293,6 +436,7 @@ static void build_rows(struct session *s)
 			r->p = p;
 			r->ss = ss;
 			r->h = history_get(top.hist, &k);
+			container_short(&p->container, r->cont, sizeof(r->cont));
 			r->cur = ss->st.current_bytes;
 			r->peak = ss->st.current_bytes;
 			r->live = ss->st.current_allocs;
@@ -308,6 +452,8 @@ static void build_rows(struct session *s)
 				top.nrows--;
 		}
 	}
+	if (by_group)
+		finish_groups();
 	if (top.nrows > 1)
 		qsort(top.rows, top.nrows, sizeof(*top.rows), row_cmp);
 }
@@ -340,7 +486,12 @@ static size_t layout(int width, enum col_id *ids, int *spark_w, int *name_w)
 						     C_FAIL, C_OLDEST };
 		memcpy(ids, drill, sizeof(drill));
 		n = ARRAY_SIZE(drill);
-	} else if (top.by_site) {
+	} else if (top.group == GROUP_CONTAINER) {
+		static const enum col_id cont[] = { C_CONT, C_NPROCS, C_CUR, C_PEAK, C_ARATE,
+						    C_FRATE, C_FAIL };
+		memcpy(ids, cont, sizeof(cont));
+		n = ARRAY_SIZE(cont);
+	} else if (top.group == GROUP_SITE) {
 		static const enum col_id site[] = { C_PID, C_CUR, C_LIVE, C_ARATE, C_FRATE,
 						    C_GROWTH, C_FAIL };
 		memcpy(ids, site, sizeof(site));
@@ -350,7 +501,7 @@ static size_t layout(int width, enum col_id *ids, int *spark_w, int *name_w)
 						    C_FRATE, C_GROWTH, C_FAIL };
 		memcpy(ids, proc, sizeof(proc));
 		n = ARRAY_SIZE(proc);
-		if (width >= 130) {	/* reserved: filled once containers are resolved */
+		if (width >= 130) {
 			memmove(&ids[3], &ids[2], (n - 2) * sizeof(*ids));
 			ids[2] = C_CONT;
 			n++;
@@ -358,14 +509,17 @@ static size_t layout(int width, enum col_id *ids, int *spark_w, int *name_w)
 	}
 	for (size_t i = 0; i < n; i++)
 		used += columns[ids[i]].width + 1;
-	if (width >= 100 && !top.drill_pid) {
+	if (width >= 100 && !top.drill_pid && top.group != GROUP_CONTAINER) {
 		*spark_w = (width - 100) / 2 + 10;
 		if (*spark_w > TOP_SPARK_MAX)
 			*spark_w = TOP_SPARK_MAX;
 		ids[n++] = C_SPARK;
 		used += *spark_w + 1;
 	}
-	ids[n++] = top.drill_pid || top.by_site ? C_SITE : C_COMM;
+	if (top.drill_pid || top.group == GROUP_SITE)
+		ids[n++] = C_SITE;
+	else
+		ids[n++] = top.group == GROUP_CONTAINER ? C_GROUP : C_COMM;
 	*name_w = width - used - 1;
 	if (*name_w < 8)
 		*name_w = 8;
@@ -423,7 +577,10 @@ static void format_row(struct session *s, const struct row *r, const enum col_id
 			snprintf(cell, sizeof(cell), "%s", r->user);
 			break;
 		case C_CONT:
-			snprintf(cell, sizeof(cell), "-");
+			snprintf(cell, sizeof(cell), "%s", r->cont[0] ? r->cont : "-");
+			break;
+		case C_NPROCS:
+			snprintf(cell, sizeof(cell), "%u", r->nprocs);
 			break;
 		case C_CUR:
 			fmt_size(cell, sizeof(cell), r->cur, exact);
@@ -455,6 +612,7 @@ static void format_row(struct session *s, const struct row *r, const enum col_id
 			continue;
 		case C_COMM:
 		case C_SITE:
+		case C_GROUP:
 			/* A plain table is not a screen: its last column is never cut. */
 			put_cell(&pos, end, r->name, top.curses ? name_w : (int)strlen(r->name), true);
 			continue;
@@ -617,18 +775,37 @@ static const char *const help_text[] = {
 	"  space        pause / resume refreshing",
 	"  + -          refresh interval longer / shorter",
 	"  s            group by process / by call site",
+	"  c            group by process, call site, container (or pod) in turn",
 	"  /            filter: type text, Enter keeps it, Esc clears it",
-	"  Enter        the call sites of the selected process, with their frames",
-	"  Esc, Left    back from a process's call sites",
+	"  Enter        the call sites of the selected process, with their frames;",
+	"               the processes of the selected container",
+	"  Esc, Left    back from a process's call sites, or a container's processes",
 	"  Up Down PgUp PgDn Home End   move the selection",
 	"  < >          sort by the previous / next column",
-	"  P U C M K L A F G X O   sort by PID, user, command, current, peak, live allocations,",
-	"               allocs/s, frees/s, growth per minute, failures, oldest age",
+	"  P U C M K L A F G X O N   sort by PID, user, command, current, peak, live",
+	"               allocations, allocs/s, frees/s, growth per minute, failures, oldest",
+	"               age, processes (of a container)",
 	"  r            reverse the sort order",
 	"",
 	"GROW/min is a least-squares fit of the bytes held over the last minute.",
 	"LAST MINUTE is the bytes held over the last 60 s, scaled to the row's maximum.",
+	"CONTAINER is the container id's first 12 digits, else pod: and the pod UID's first 8.",
+	"A container's PEAK is the highest total seen at a refresh, or the peak of one of its",
+	"processes when that is higher (the kernel keeps exact peaks per process only).",
 };
+
+static const char *group_title(void)
+{
+	switch (top.group) {
+	case GROUP_SITE:
+		return "call site";
+	case GROUP_CONTAINER:
+		return "container";
+	case GROUP_PROCESS:
+		break;
+	}
+	return "process";
+}
 
 /* Lines under a process's sites for the frames of the selected one. */
 static int detail_lines(int rows)
@@ -699,9 +876,14 @@ static void draw(struct session *s)
 		snprintf(line, sizeof(line), "pid %d %s: call sites (Esc: back), sorted by %s%s%s%s",
 			 top.drill_pid, comm, sort_title(), top.filter[0] ? "  filter: " : "",
 			 top.filter, top.paused ? "  [paused]" : "");
+	} else if (top.in_group) {
+		snprintf(line, sizeof(line), "%s %s: processes (Esc: back), sorted by %s%s%s%s",
+			 top.group_key[0] ? "container" : "host,", top.group_key[0] ? top.group_key
+			 : "in no container", sort_title(), top.filter[0] ? "  filter: " : "",
+			 top.filter, top.paused ? "  [paused]" : "");
 	} else {
 		snprintf(line, sizeof(line), "by %s, sorted by %s%s, interval %.1f s%s%s%s",
-			 top.by_site ? "call site" : "process", sort_title(),
+			 group_title(), sort_title(),
 			 top.sort_reverse ? " (reversed)" : "", top.interval,
 			 top.filter[0] ? "  filter: " : "", top.filter,
 			 top.paused ? "  [paused]" : "");
@@ -745,7 +927,7 @@ static void draw(struct session *s)
 	if (top.typing)
 		snprintf(line, sizeof(line), "filter: %s_", top.filter);
 	else
-		snprintf(line, sizeof(line), "h help  q quit  / filter  s group  Enter sites  "
+		snprintf(line, sizeof(line), "h help  q quit  / filter  s c group  Enter details  "
 			 "< > sort  space pause  +/- interval");
 	mvaddnstr(rows - 1, 0, line, cols - 1);
 	refresh();
@@ -827,13 +1009,26 @@ static bool on_key(struct session *s, int ch)
 		return true;
 	case 's':
 	case 'g':
-		top.by_site = !top.by_site;
+		top.group = top.group == GROUP_SITE ? GROUP_PROCESS : GROUP_SITE;
+		top.selected = top.scroll = 0;
+		return true;
+	case 'c':
+		top.group = (top.group + 1) % (GROUP_CONTAINER + 1);
+		top.drill_pid = 0;
+		top.in_group = false;
 		top.selected = top.scroll = 0;
 		return true;
 	case '\n':
 	case KEY_ENTER:
 	case KEY_RIGHT:
-		if (!top.drill_pid && top.selected < (int)top.nrows) {
+		if (top.group == GROUP_CONTAINER && !top.drill_pid &&
+		    top.selected < (int)top.nrows) {
+			snprintf(top.group_key, sizeof(top.group_key), "%s",
+				 top.rows[top.selected].key);
+			top.in_group = true;
+			top.group = GROUP_PROCESS;
+			top.selected = top.scroll = 0;
+		} else if (!top.drill_pid && top.selected < (int)top.nrows) {
 			top.drill_pid = top.rows[top.selected].p->pid;
 			top.selected = top.scroll = 0;
 			refresh_model(s);
@@ -842,7 +1037,12 @@ static bool on_key(struct session *s, int ch)
 	case 27:
 	case KEY_LEFT:
 	case KEY_BACKSPACE:
-		top.drill_pid = 0;
+		if (top.drill_pid) {
+			top.drill_pid = 0;
+		} else if (top.in_group) {
+			top.in_group = false;
+			top.group = GROUP_CONTAINER;
+		}
 		top.selected = top.scroll = 0;
 		return true;
 	case KEY_UP:
@@ -875,7 +1075,7 @@ static bool on_key(struct session *s, int ch)
 	case KEY_RESIZE:
 		return false;
 	default:
-		if (strchr("PUCMKLAFGXO", ch) && ch) {
+		if (strchr("PUCMKLAFGXON", ch) && ch) {
 			top.sort_key = (char)ch;
 			return true;
 		}
@@ -897,6 +1097,7 @@ static void start(struct session *s)
 	top.hist = history_new();
 	top.interval = s->opt->interval_s > 0 ? s->opt->interval_s : TOP_DEFAULT_S;
 	top.sort_key = 'M';
+	top.group = s->opt->group;
 	top.next_refresh = now_ns();
 	if (!batch_mode(s))
 		screen_start();
@@ -946,6 +1147,7 @@ static int top_finish(struct session *s)
 	}
 	history_free(top.hist);
 	free(top.rows);
+	free(top.peaks);
 	memset(&top, 0, sizeof(top));
 	nvml_close();
 	return err;

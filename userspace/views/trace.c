@@ -26,6 +26,15 @@ static const char *event_name(__u32 type)
 	return "unknown";
 }
 
+/* The container of the process behind e; NULL when its start was not seen. */
+static const struct container_info *trace_container(struct session *s,
+						    const struct gm_call_event *e)
+{
+	const struct proc_rec *p = state_find(s->state, (int)e->pid);
+
+	return p ? &p->container : NULL;
+}
+
 static void trace_json(struct session *s, const struct gm_call_event *e)
 {
 	struct json_writer *w = jw_new(s->out);
@@ -40,6 +49,7 @@ static void trace_json(struct session *s, const struct gm_call_event *e)
 	jw_kv_i64(w, "pid", e->pid);
 	jw_kv_i64(w, "tid", e->tid);
 	jw_kv_string(w, "comm", comm);
+	container_kv_json(w, trace_container(s, e));
 	if (e->type == GM_REC_PROCESS_EXIT) {
 		jw_kv_i64(w, "exit_code", e->error);
 	} else {
@@ -66,6 +76,7 @@ static void trace_text(struct session *s, const struct gm_call_event *e)
 	uint32_t n = state_stack(s->state, (int)e->pid, e->stack_id, ips);
 	uint64_t wall = wall_ns(s, e->time_ns);
 	time_t secs = (time_t)(wall / 1000000000ull);
+	const struct container_info *ci = trace_container(s, e);
 	char comm[GM_COMM_LEN + 1], when[32], size[32];
 	struct tm tm;
 
@@ -75,6 +86,8 @@ static void trace_text(struct session *s, const struct gm_call_event *e)
 	text_sanitize(comm, sizeof(comm), comm);
 	fprintf(s->out, "%s.%06" PRIu64 " %-12s %7u %7u %-16s", when, (wall / 1000) % 1000000,
 	       event_name(e->type), e->pid, e->tid, comm);
+	if (ci && ci->has_id)
+		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, ci->id);
 	if (e->type == GM_REC_PROCESS_EXIT) {
 		fprintf(s->out, " exit code %d\n", e->error);
 		return;
