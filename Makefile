@@ -20,7 +20,7 @@ LIBS := -lbpf -ldw -lelf -lz -lncursesw -ldl -lm
 USER_SRCS := $(wildcard userspace/*.c userspace/views/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
-.PHONY: all deps run test unit-test unit-test-asan integration bench clean
+.PHONY: all deps run test unit-test unit-test-asan integration bench bench-discovery clean
 all: $(BUILD)/gpumem
 
 deps:
@@ -59,6 +59,10 @@ test: deps all test-progs unit-test unit-test-asan integration
 
 bench: deps all test-progs
 	bench/run.sh
+
+# Discovery alone: late-attach latency and start-up cost on a busy host (bench/discovery.sh).
+bench-discovery: deps all test-progs bench-progs
+	bench/discovery.sh
 
 clean:
 	rm -rf $(BUILD)

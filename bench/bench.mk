@@ -50,3 +50,10 @@ $(BENCH_OUT)/symbench: bench/symbench.c userspace/symbolize.c userspace/elf_syms
 		-ldw -lelf -lz -ldl
 
 bench-progs: $(BENCH_OUT)/symbench
+
+# The busy host of bench/discovery.sh: idle processes, half of them with a CUDA runtime mapped.
+$(BENCH_OUT)/idle_procs: bench/idle_procs.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -o $@ $< -ldl
+
+bench-progs: $(BENCH_OUT)/idle_procs

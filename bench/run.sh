@@ -310,3 +310,7 @@ fi
 
 # Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
 [ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
+
+# Discovery: late-attach latency, start-up on a host with 1,000 processes (bench/discovery.sh).
+echo
+bench/discovery.sh
