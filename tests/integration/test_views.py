@@ -195,7 +195,8 @@ def wait_screen(predicate, timeout=15):
 def rows(text):
     """The table rows under the header line, up to the first blank line."""
     lines = text.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.lstrip().startswith(("PID", "CURRENT")))
+    start = next(i for i, l in enumerate(lines)
+                 if l.lstrip().startswith(("PID", "CURRENT", "CONTAINER")))
     out = []
     for line in lines[start + 1:]:
         if not line.strip():
@@ -294,3 +295,19 @@ def test_views_run_clean_under_address_sanitizer(asan_gpumem, view, args, env):
     assert rc == 0, stderr
     assert "ERROR: AddressSanitizer" not in stderr and "runtime error" not in stderr, stderr
     assert text
+
+
+def test_top_ui_groups_by_container_and_lists_its_processes(top_screen):
+    tmux("send-keys", "-t", SESSION, "c")       # process -> call site
+    wait_screen(lambda t: "by call site" in t)
+    tmux("send-keys", "-t", SESSION, "c")       # call site -> container
+    text = wait_screen(lambda t: "by container" in t and len(rows(t)) == 1)
+    # The three workloads share the container (or the host) they were started in.
+    (row,) = rows(text)
+    assert row.split()[1] == "3", text
+    assert "PROCS" in text and "CONTAINER / POD" in text
+
+    tmux("send-keys", "-t", SESSION, "Enter")   # that container's processes
+    text = wait_screen(lambda t: "processes (Esc: back)" in t and len(rows(t)) == 3)
+    tmux("send-keys", "-t", SESSION, "Escape")
+    wait_screen(lambda t: "by container" in t)
