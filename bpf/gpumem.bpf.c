@@ -227,6 +227,18 @@ int BPF_KPROBE(enter_free, __u64 addr)
 	return call_enter(ctx, 0, 0, 0, 0, addr);
 }
 
+/* The process's pid as its own pid namespace numbers it (what `ps` shows in its container). */
+static __always_inline __u64 namespace_pid(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pid *pid = BPF_CORE_READ(task, group_leader, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	struct upid up = {};
+
+	bpf_probe_read_kernel(&up, sizeof(up), &pid->numbers[level & 31]);
+	return (__u64)up.nr;
+}
+
 static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 {
 	struct gm_proc_stats *ps, init = {};
@@ -236,6 +248,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 		return ps;
 	init.first_seen_ns = now;
 	init.cgroup_id = bpf_get_current_cgroup_id();
+	init.ns_pid = namespace_pid();
 	if (bpf_map_update_elem(&procs, &tgid, &init, BPF_NOEXIST) == 0) {
 		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -589,16 +602,16 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
-	int n = 0;
 
+	/* No counter: the iterator bounds the loop, and a counter the verifier must track
+	 * precisely made it explore every count (1.7 s to load). */
 	bpf_iter_task_vma_new(&it, p, 0);
-	while ((vma = bpf_iter_task_vma_next(&it)) && n < GM_MAX_EXIT_VMAS) {
+	while ((vma = bpf_iter_task_vma_next(&it))) {
 		struct gm_vma_event *e;
 		struct file *file = vma->vm_file;
 
 		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
 			continue;
-		n++;
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
 			count(GM_CNT_RINGBUF_DROPPED);

@@ -22,7 +22,6 @@
 #define GM_MAX_TARGETS 8192
 #define GM_MAX_CGROUP_FILTERS 64		/* --cgroup/--container/--pod selections */
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
-#define GM_MAX_EXIT_VMAS 512			/* executable mappings reported at a process's end */
 #define GM_VMA_NAME_LEN 64
 #define GM_STACK_COPY_MAX 16384			/* --stack-bytes: user stack copied for DWARF */
 #define GM_STACK_COPY_DEFAULT 8192
@@ -143,6 +142,7 @@ struct gm_proc_stats {
 	__u64 by_kind[GM_KIND_COUNT];
 	__u64 first_seen_ns;
 	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call */
+	__u64 ns_pid;		/* its pid inside its own pid namespace */
 };
 
 /* Ring-buffer records; each begins with its type. */

@@ -543,6 +543,8 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 	p->nsites = 0;
 	if (!p->cgroup && p->st.cgroup_id)
 		cgroup_from_id(p);
+	if (!p->ns_pid && p->st.ns_pid)
+		p->ns_pid = (int)p->st.ns_pid;
 }
 
 static void walk_site(void *ctx, const void *key, const void *value)
