@@ -189,7 +189,10 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 		return 0;
 	}
 	if (rec->sp) {
-		if (sp < rec->sp) {
+		/* Below: a call inside the recorded one. Equal: the same call seen by a second
+		 * probe on the same code (one file reached under two inodes, overlayfs); taking
+		 * it again would lose the allocation a free already claimed. */
+		if (sp <= rec->sp) {
 			count(GM_CNT_NESTED_CALLS);
 			return 0;
 		}

@@ -1,6 +1,7 @@
 """Per-container accounting on hand-built "containers": cgroups named like Docker's and like a
 kubelet pod's, a new pid and mount namespace, and a copy of the mock runtime on an overlayfs
 mount that only that namespace sees. No container engine is needed."""
+import json
 import os
 import shutil
 import subprocess
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload, find_proc,
-                      has_proc)
+from conftest import (GPUMEM, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
+                      find_proc, has_proc)
 
 
 def cgroup2_mount():
@@ -251,3 +252,27 @@ def test_top_groups_processes_by_container_with_totals(tmp_path):
     rows = sorted(line.split()[:4] for line in holding[-1][2:])
     assert rows == [["-", "1", "1000", "1000"], [dock[:12], "2", "12288", "12288"]]
     assert holding[-1][2].endswith(f"docker {dock}")
+
+
+def test_one_library_reached_under_two_inodes_counts_once(tmp_path):
+    """An overlayfs copy and its lower file are one file to uprobes: attached both ways (by
+    --lib and when the process maps the overlay path), every call is still counted once."""
+    lower = overlay_dirs(tmp_path)
+    merged = tmp_path / "merged"
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={lower},upperdir={tmp_path}/upper,workdir={tmp_path}/work",
+                    str(merged)], check=True, timeout=10)
+    try:
+        out = tmp_path / "report.json"
+        done = subprocess.run(
+            [str(GPUMEM), "snapshot", "--json", "-o", str(out),
+             "--lib", str(lower / "libcudart.so.13"), "--lib", str(lower / "libcuda.so.1"),
+             "-c", "env", f"LD_LIBRARY_PATH={merged}", str(WORKLOAD), "threads", "2", "2000",
+             "4096"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(out.read_text())
+    finally:
+        subprocess.run(["umount", "-l", str(merged)], timeout=10)
+    proc = [p for p in report["processes"] if p["comm"] == "workload"][0]
+    assert (proc["current_bytes"], proc["alloc_count"], proc["free_count"]) == (8192, 4002, 4000)
+    assert report["lost"]["unknown_frees"] == 0
