@@ -581,8 +581,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
-	if (!wanted(tgid))
-		return 0;
+	/* Not filtered: what one process runs, a traced one may run next. */
 	emit_file(GM_REC_EXEC, tgid, 0, 0, BPF_CORE_READ(bprm, filename));
 	return 0;
 }
@@ -718,7 +717,9 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	if (!cuda_library_name(file))
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (tgid == self_tgid || !wanted(tgid))
+	/* Every process's new library is attached (a traced process may load it later, or be
+	 * moved into a traced cgroup); only a traced one is held for it. */
+	if (tgid == self_tgid)
 		return 0;
 	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
 	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
@@ -735,7 +736,7 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	e->time_ns = bpf_ktime_get_ns();
 	e->ino = key.ino;
 	e->dev = key.dev;
-	e->held = hold_new_libs && holds_enabled;
+	e->held = hold_new_libs && holds_enabled && wanted(tgid);
 	e->pad = 0;
 	bpf_probe_read_kernel_str(e->path, sizeof(e->path),
 				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
