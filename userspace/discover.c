@@ -319,8 +319,13 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	}
 	/* The very file opened: its descriptor is still open while the process is held. */
 	snprintf(path, sizeof(path), "/proc/%u/fd/%u", e->pid, e->fd);
-	if (discovery_add(d, path) != 0)
-		p_debug("cannot examine %.*s opened by PID %u", GM_PATH_LEN, e->path, e->pid);
+	if (discovery_add(d, path) != 0) {
+		/* Not held (not traced): the loader has closed it by now, but mapped it. */
+		discovery_scan_process(d, (int)e->pid);
+		if (d->stats.files == before)
+			p_debug("cannot examine %.*s opened by PID %u", GM_PATH_LEN, e->path,
+				e->pid);
+	}
 	note_late_attach(d, before, e);
 	if (e->held)
 		kill((pid_t)e->pid, SIGCONT);
