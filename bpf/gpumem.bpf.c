@@ -717,8 +717,9 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	if (!cuda_library_name(file))
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
-	/* Every process's new library is attached (a traced process may load it later, or be
-	 * moved into a traced cgroup); only a traced one is held for it. */
+	/* Every process's new library is attached before that process goes on, traced or not:
+	 * it may be moved into a traced cgroup, or its children traced (a few ms, once per
+	 * library file on the host). */
 	if (tgid == self_tgid)
 		return 0;
 	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
@@ -736,7 +737,7 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	e->time_ns = bpf_ktime_get_ns();
 	e->ino = key.ino;
 	e->dev = key.dev;
-	e->held = hold_new_libs && holds_enabled && wanted(tgid);
+	e->held = hold_new_libs && holds_enabled;
 	e->pad = 0;
 	bpf_probe_read_kernel_str(e->path, sizeof(e->path),
 				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
