@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "bare.skel.h"
+#include "uprobe_multi.h"
 #include "elf_syms.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -34,25 +35,6 @@ struct file_probes {
 	unsigned int count;
 };
 
-/* BPF_LINK_CREATE for BPF_TRACE_UPROBE_MULTI, laid out as the kernel's union bpf_attr
- * (libbpf 1.1 predates it), as userspace/probes.c does. */
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 multi_flags;
-	__u32 pid;
-	__u32 pad;
-};
-
-#define ATTACH_UPROBE_MULTI 48
-#define UPROBE_MULTI_RETURN 1
 
 static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
 			  void *ctx)
@@ -87,23 +69,6 @@ static int find_probes(const char *path, struct file_probes *fp)
 		fp->cookies[fp->count++] = i;
 	}
 	return 0;
-}
-
-static int link_multi(struct bpf_program *prog, const char *path, const struct file_probes *fp,
-		      bool ret)
-{
-	struct uprobe_multi_attr attr = {
-		.prog_fd = (__u32)bpf_program__fd(prog),
-		.attach_type = ATTACH_UPROBE_MULTI,
-		.path = (__u64)(unsigned long)path,
-		.offsets = (__u64)(unsigned long)fp->offsets,
-		.cookies = (__u64)(unsigned long)fp->cookies,
-		.cnt = fp->count,
-		.multi_flags = ret ? UPROBE_MULTI_RETURN : 0,
-	};
-	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-
-	return fd < 0 ? -errno : fd;
 }
 
 static int wait_for_stop_signal(void)
@@ -159,13 +124,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bare: %s has none of the probed symbols\n", argv[i]);
 			goto out_detach;
 		}
-		entry = link_multi(skel->progs.bare_entry, argv[i], &fp, false);
+		entry = uprobe_multi_link(skel->progs.bare_entry, argv[i], fp.offsets, fp.cookies,
+					  fp.count, false);
 		if (entry < 0) {
 			fprintf(stderr, "bare: cannot attach to %s: %s\n", argv[i], strerror(-entry));
 			goto out_detach;
 		}
 		link_fds[nlinks++] = entry;
-		ret = link_multi(skel->progs.bare_return, argv[i], &fp, true);
+		ret = uprobe_multi_link(skel->progs.bare_return, argv[i], fp.offsets, fp.cookies,
+					fp.count, true);
 		if (ret < 0) {
 			fprintf(stderr, "bare: cannot attach return probes to %s: %s\n", argv[i],
 				strerror(-ret));

@@ -12,9 +12,10 @@ $(BENCH_OUT)/bare.skel.h: $(BENCH_OUT)/bare.bpf.o
 	$(BPFTOOL) gen skeleton $< name bare_bpf > $@.tmp && mv $@.tmp $@
 
 # Symbols are found by gpumem's own ELF walker, so both attach at the same offsets.
-$(BENCH_OUT)/bare: bench/bare.c userspace/elf_syms.c userspace/elf_syms.h $(BENCH_OUT)/bare.skel.h
+$(BENCH_OUT)/bare: bench/bare.c userspace/elf_syms.c userspace/elf_syms.h userspace/uprobe_multi.c \
+		$(BENCH_OUT)/bare.skel.h
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Iuserspace -I$(BENCH_OUT) $(LDFLAGS) \
-		-o $@ bench/bare.c userspace/elf_syms.c $(LIBS)
+		-o $@ bench/bare.c userspace/elf_syms.c userspace/uprobe_multi.c $(LIBS)
 
 # Copies of the mock libraries, with inodes of their own: uprobes are per inode, so probes that
 # tests or other tools put on $(TESTS_LIB) never fire in the benchmark's workload. The files are

@@ -10,6 +10,7 @@
 #include "gpumem.skel.h"
 #include "elf_syms.h"
 #include "probes.h"
+#include "uprobe_multi.h"
 #include "util.h"
 
 #define RT GM_LAYER_RUNTIME
@@ -178,43 +179,6 @@ static int attach_one(struct gpumem_bpf *skel, struct attached_file *f, unsigned
 	return 0;
 }
 
-/* BPF_LINK_CREATE for BPF_TRACE_UPROBE_MULTI, laid out as the kernel's union bpf_attr
- * (libbpf 1.1 predates it). */
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 multi_flags;
-	__u32 pid;
-	__u32 pad;
-};
-
-#define ATTACH_UPROBE_MULTI 48
-#define UPROBE_MULTI_RETURN 1
-
-static int link_multi(struct bpf_program *prog, const char *path, const __u64 *offsets,
-		      const __u64 *cookies, unsigned int cnt, bool ret)
-{
-	struct uprobe_multi_attr attr = {
-		.prog_fd = (__u32)bpf_program__fd(prog),
-		.attach_type = ATTACH_UPROBE_MULTI,
-		.path = (__u64)(unsigned long)path,
-		.offsets = (__u64)(unsigned long)offsets,
-		.cookies = (__u64)(unsigned long)cookies,
-		.cnt = cnt,
-		.multi_flags = ret ? UPROBE_MULTI_RETURN : 0,
-	};
-	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-
-	return fd < 0 ? -errno : fd;
-}
-
 /* One link for each entry program with the probes of its shapes, one for every return. */
 static int attach_multi(struct gpumem_bpf *skel, struct attached_file *f)
 {
@@ -239,7 +203,7 @@ static int attach_multi(struct gpumem_bpf *skel, struct attached_file *f)
 		}
 		if (!cnt)
 			continue;
-		fd = link_multi(progs[i], f->path, offsets, cookies, cnt, ret);
+		fd = uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
 		if (fd < 0)
 			return fd;
 		f->multi_fds[f->nmulti++] = fd;

@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 #include "gpumem.skel.h"
 #include "tracer.h"
+#include "uprobe_multi.h"
 #include "util.h"
 
 struct record_handler {
@@ -51,7 +52,6 @@ static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 
 /* Kernels since 6.6 attach all of a file's probes in one uprobe_multi link, which also
  * detaches in one RCU grace period instead of one per probe (seconds for a library). */
-#define ATTACH_UPROBE_MULTI 48	/* BPF_TRACE_UPROBE_MULTI, newer than libbpf 1.1's headers */
 
 static void use_uprobe_multi(struct gpumem_bpf *skel)
 {

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* uprobe_multi links (kernel 6.6+), which libbpf 1.1 cannot create: every probe of one
+ * program on one file in one link, attached and detached in one RCU grace period. */
+#ifndef GPUMEM_UPROBE_MULTI_H
+#define GPUMEM_UPROBE_MULTI_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+
+#define ATTACH_UPROBE_MULTI 48	/* BPF_TRACE_UPROBE_MULTI */
+
+struct bpf_program;
+
+/* A link of prog on path at the file offsets, each with its cookie; ret: return probes.
+ * The program must have been loaded with expected attach type ATTACH_UPROBE_MULTI.
+ * Returns the link's fd (close it to detach) or -errno. */
+int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *offsets,
+		      const __u64 *cookies, unsigned int cnt, bool ret);
+
+#endif
