@@ -146,6 +146,15 @@ static int mapping_cmp(const void *a, const void *b)
 
 /* The kernel's view at exit is complete (libraries loaded after we read the maps included):
  * it replaces the earlier capture, taking paths from it and from the known-path cache. */
+static const struct mapping *same_file_in(const struct module_map *mm, const struct mapping *m)
+{
+	for (size_t i = 0; i < mm->count; i++)
+		if (mm->maps[i].ino == m->ino && mm->maps[i].dev_major == m->dev_major &&
+		    mm->maps[i].dev_minor == m->dev_minor)
+			return &mm->maps[i];
+	return NULL;
+}
+
 static void adopt_exit_map(struct state *s, struct proc_rec *p)
 {
 	struct module_map *m = &p->exit_mm;
@@ -154,10 +163,17 @@ static void adopt_exit_map(struct state *s, struct proc_rec *p)
 		return;
 	for (size_t i = 0; i < m->count; i++) {
 		struct mapping *mp = &m->maps[i];
+		const struct mapping *seen = same_file_in(&p->mm, mp);
 		const char *path = known_path_of(s, kernel_dev(mp->dev_major, mp->dev_minor),
 						 mp->ino);
 
-		if (path && mp->path[0] != '/') {
+		if (seen) {
+			/* As the live capture named it (deleted too): the symbolizer finds the
+			 * file it opened while the process lived. */
+			free(mp->path);
+			mp->path = xstrdup(seen->path);
+			mp->deleted = seen->deleted;
+		} else if (path && mp->path[0] != '/') {
 			free(mp->path);
 			mp->path = xstrdup(path);
 		}

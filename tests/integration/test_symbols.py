@@ -25,9 +25,6 @@ SYM_DL = SYM_OUT / "sym_dl"
 SYM_DL_LIB = SYM_OUT / "libsymdl.so"
 SYM_CPP = SYM_OUT / "sym_cpp"
 
-DEEPER_NEEDS_DWARF_UNWIND = pytest.mark.xfail(
-    strict=False, reason="frames below the immediate caller of code built without frame "
-                         "pointers need DWARF unwinding")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -107,7 +104,6 @@ def test_no_frame_pointer_build_names_the_immediate_caller_with_its_line():
     assert_frame(inl[1], "sym_inline_caller", "sym_levels.c", "sym_inline_caller")
 
 
-@DEEPER_NEEDS_DWARF_UNWIND
 def test_no_frame_pointer_build_names_every_level():
     proc = snapshot(SYM_NOFP)
     frames = site_from(proc, "sym_level3")["frames"]
@@ -181,8 +177,6 @@ def test_library_deleted_after_loading_resolves_while_the_process_lives(tmp_path
     assert_dl_levels(site_from(proc, "symdl_level3")["frames"], lib)
 
 
-@pytest.mark.xfail(strict=False, reason="a deleted file must be opened while its process "
-                   "lives: symbolizer_prefetch() is not called by the model yet")
 def test_library_deleted_after_loading_resolves_after_the_process_ends(tmp_path):
     lib = lib_copy(tmp_path, "libsymdl-gone.so")
     proc = snapshot(SYM_DL, lib, "--delete", env={"LD_LIBRARY_PATH": str(MOCK_LIB_DIR)})
