@@ -16,7 +16,7 @@ unit_mods_json := json
 unit_mods_procs := procs
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs
-unit_mods_probes := probes elf_syms util
+unit_mods_probes := probes elf_syms uprobe_multi util
 unit_mods_state := state symbolize elf_syms procs unwind container util
 unit_mods_container := container
 
