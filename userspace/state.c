@@ -276,7 +276,8 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 		/* Perhaps code loaded since the map was read: read it again, once. */
 		struct module_map fresh = { 0 };
 
-		if (module_map_read(p->pid, &fresh) == 0) {
+		/* A zombie reads as empty: never trade a capture for that. */
+		if (module_map_read(p->pid, &fresh) == 0 && fresh.count) {
 			module_map_free(&p->mm);
 			p->mm = fresh;
 			remember_paths(s, &p->mm);
@@ -284,6 +285,8 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 			unwinder_free(p->unwinder);
 			p->unwinder = unwinder_new(p->pid, &p->mm);
 			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
+		} else {
+			module_map_free(&fresh);
 		}
 	}
 	if (ds.nips < 2)

@@ -28,9 +28,11 @@ static void resolve(struct session *s, int pid, uint64_t ip, struct frame *f, un
 	if (!module_map_find(&p->mm, ip) && p->alive) {
 		struct module_map fresh = { 0 };
 
-		if (module_map_read(pid, &fresh) == 0) {
+		if (module_map_read(pid, &fresh) == 0 && fresh.count) {
 			module_map_free(&p->mm);
 			p->mm = fresh;
+		} else {
+			module_map_free(&fresh);	/* a zombie's maps are empty */
 		}
 	}
 	got = symbolize_frames(s->state->sym, pid, &p->mm, ip, true, f, max);

@@ -108,7 +108,8 @@ static void judge_site(struct proc_verdict *pv, struct site_verdict *sv)
 	} else {
 		const struct hist_fit *f = &sv->fit;
 
-		sv->rate = f->slope;
+		/* A slope the line does not fit (a plateau sampled mid-cycle) is no rate. */
+		sv->rate = f->r2 >= LEAKS_MIN_R2 ? f->slope : 0;
 		sv->verdict = f->slope > 0 && f->r2 >= LEAKS_MIN_R2 && f->growth > 0 &&
 					      f->recent_growth > 0
 				      ? V_GROWING
