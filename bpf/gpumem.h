@@ -18,7 +18,6 @@
 #define GM_DEFAULT_MAX_SITES 65536		/* --max-sites */
 #define GM_DEFAULT_MAX_PROCS 8192		/* --max-procs */
 #define GM_DEFAULT_RINGBUF_BYTES (8u << 20)	/* --ringbuf-mb */
-#define GM_MAX_INFLIGHT 65536			/* threads inside a probed call at once */
 #define GM_MAX_TARGETS 8192
 #define GM_MAX_CGROUP_FILTERS 64		/* --cgroup/--container/--pod selections */
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
@@ -72,7 +71,7 @@ enum gm_counter {
 	GM_CNT_UNKNOWN_FREES,		/* free of an address never seen alloc'd */
 	GM_CNT_SITE_MAP_FULL,		/* call-site aggregate not updated: --max-sites */
 	GM_CNT_PROC_MAP_FULL,		/* process aggregate not updated: --max-procs */
-	GM_CNT_INFLIGHT_FULL,		/* call entry not recorded: too many threads in calls */
+	GM_CNT_INFLIGHT_FULL,		/* call entry not recorded: no memory for its thread record */
 	GM_CNT_NESTED_CALLS,		/* calls inside another probed call (not accounted) */
 	GM_CNT_STALE_INFLIGHT,		/* in-flight records replaced (return never fired) */
 	GM_CNT_FAILED_FREES,		/* free calls that returned an error (nothing freed) */

@@ -34,7 +34,6 @@ struct discovery {
 	size_t nfiles, cap;
 	struct discovery_stats stats;
 	bool multi;
-	bool started;
 };
 
 static const char *const std_dirs[] = {
@@ -287,7 +286,6 @@ void discovery_scan_system(struct discovery *d)
 	}
 	scan_ld_cache(d);
 	scan_processes(d);
-	d->started = true;
 }
 
 static void note_late_attach(struct discovery *d, unsigned int files_before,

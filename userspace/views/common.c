@@ -191,7 +191,7 @@ static const struct {
 	{ GM_CNT_UNKNOWN_FREES, "unknown_frees", "allocated before gpumem attached" },
 	{ GM_CNT_SITE_MAP_FULL, "site_map_full", "raise --max-sites" },
 	{ GM_CNT_PROC_MAP_FULL, "proc_map_full", "raise --max-procs" },
-	{ GM_CNT_INFLIGHT_FULL, "inflight_full", "too many threads inside CUDA calls" },
+	{ GM_CNT_INFLIGHT_FULL, "inflight_full", "the kernel had no memory for a thread record" },
 	{ GM_CNT_REPLACED_ALLOCS, "replaced_allocs", "freed by an API gpumem does not probe" },
 };
 

@@ -247,24 +247,3 @@ const struct view_ops snapshot_view = {
 	.stream_calls = false,
 	.finish = snapshot_finish,
 };
-
-/* `gpumem top` until the interactive screen exists: the snapshot table every interval. */
-static void top_tick(struct session *s)
-{
-	char when[32];
-	time_t now = time(NULL);
-	struct tm tm;
-
-	localtime_r(&now, &tm);
-	strftime(when, sizeof(when), "%H:%M:%S", &tm);
-	fprintf(s->out, "gpumem %s\n", when);
-	snapshot_finish(s);
-	fputc('\n', s->out);
-	fflush(s->out);
-}
-
-const struct view_ops top_batch_view = {
-	.name = "top",
-	.tick = top_tick,
-	.finish = snapshot_finish,
-};
