@@ -47,6 +47,7 @@ void state_free(struct state *s)
 	for (size_t i = 0; i < s->nprocs; i++)
 		proc_rec_free(s->procs[i]);
 	free(s->procs);
+	free(s->by_pid);
 	free(s->failures);
 	free(s->pending_exits);
 	for (size_t i = 0; i < s->npaths; i++)
@@ -57,13 +58,44 @@ void state_free(struct state *s)
 	free(s);
 }
 
+/* Every ring-buffer record looks its process up: a hash, not a walk over every process
+ * seen (ended ones stay for the report), which grows without bound system-wide. */
+static size_t pid_slot(struct proc_rec *const *table, size_t cap, int pid)
+{
+	size_t i = ((size_t)(unsigned int)pid * 2654435761u) & (cap - 1);
+
+	while (table[i] && table[i]->pid != pid)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+/* Makes p the record that state_find(p->pid) returns: a reused pid finds its newest one. */
+static void index_proc(struct state *s, struct proc_rec *p)
+{
+	size_t i;
+
+	if (2 * (s->by_pid_used + 1) > s->by_pid_cap) {
+		size_t cap = s->by_pid_cap ? 2 * s->by_pid_cap : 256;
+		struct proc_rec **table = xcalloc(cap, sizeof(*table));
+
+		for (size_t j = 0; j < s->by_pid_cap; j++)
+			if (s->by_pid[j])
+				table[pid_slot(table, cap, s->by_pid[j]->pid)] = s->by_pid[j];
+		free(s->by_pid);
+		s->by_pid = table;
+		s->by_pid_cap = cap;
+	}
+	i = pid_slot(s->by_pid, s->by_pid_cap, p->pid);
+	if (!s->by_pid[i])
+		s->by_pid_used++;
+	s->by_pid[i] = p;
+}
+
 struct proc_rec *state_find(struct state *s, int pid)
 {
-	/* Newest first: a reused pid finds its living process, not an ended one. */
-	for (size_t i = s->nprocs; i-- > 0;)
-		if (s->procs[i]->pid == pid)
-			return s->procs[i];
-	return NULL;
+	if (!s->by_pid_cap)
+		return NULL;
+	return s->by_pid[pid_slot(s->by_pid, s->by_pid_cap, pid)];
 }
 
 static uint64_t kernel_dev(uint32_t major, uint32_t minor)
@@ -228,6 +260,7 @@ struct proc_rec *state_proc(struct state *s, int pid)
 	p->pid = pid;
 	p->alive = true;
 	s->procs[s->nprocs++] = p;
+	index_proc(s, p);
 	read_identity(s, p);
 	return p;
 }

@@ -71,6 +71,8 @@ struct state {
 	struct state_fds fd;
 	struct proc_rec **procs;	/* every process seen, alive or ended */
 	size_t nprocs, procs_cap;
+	struct proc_rec **by_pid;	/* open addressing: each pid's newest record */
+	size_t by_pid_cap, by_pid_used;
 	struct failure_rec *failures;
 	size_t nfailures, failures_cap;
 	int *pending_exits;
