@@ -167,8 +167,6 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 	mp->path = path ? xstrdup(path) : strndup(e->name, GM_VMA_NAME_LEN);
 }
 
-void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
-
 static int mapping_cmp(const void *a, const void *b)
 {
 	const struct mapping *x = a, *y = b;
@@ -286,6 +284,27 @@ static const struct dwarf_stack *dwarf_stack_of(const struct proc_rec *p, int32_
 	return NULL;
 }
 
+bool state_reread_maps(struct state *s, struct proc_rec *p)
+{
+	struct module_map fresh = { 0 };
+
+	if (!p->alive)
+		return false;
+	/* A zombie reads as empty: never trade a capture for that. */
+	if (module_map_read(p->pid, &fresh) || !fresh.count) {
+		module_map_free(&fresh);
+		return false;
+	}
+	module_map_free(&p->mm);
+	p->mm = fresh;
+	p->have_mm = true;
+	remember_paths(s, &p->mm);
+	symbolizer_prefetch(s->sym, p->pid, &p->mm);
+	unwinder_free(p->unwinder);	/* made again, over the new map, when next needed */
+	p->unwinder = NULL;
+	return true;
+}
+
 void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid);
@@ -307,19 +326,9 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 	ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
 	if (ds.nips < 2 && p->alive) {
 		/* Perhaps code loaded since the map was read: read it again, once. */
-		struct module_map fresh = { 0 };
-
-		/* A zombie reads as empty: never trade a capture for that. */
-		if (module_map_read(p->pid, &fresh) == 0 && fresh.count) {
-			module_map_free(&p->mm);
-			p->mm = fresh;
-			remember_paths(s, &p->mm);
-			symbolizer_prefetch(s->sym, p->pid, &p->mm);
-			unwinder_free(p->unwinder);
+		if (state_reread_maps(s, p)) {
 			p->unwinder = unwinder_new(p->pid, &p->mm);
 			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
-		} else {
-			module_map_free(&fresh);
 		}
 	}
 	if (ds.nips < 2)

@@ -109,6 +109,9 @@ int state_refresh_counts(struct state *s);
 /* The user stack of a site of pid, innermost first: unwound with CFI where it was, else the
  * frame-pointer stack of stack_id. Returns the frame count (0: none). */
 uint32_t state_stack(struct state *s, int pid, int32_t stack_id, uint64_t *ips);
+/* Reads a living process's maps again (code loaded since); false if it cannot, and then its
+ * captured map stays. */
+bool state_reread_maps(struct state *s, struct proc_rec *p);
 /* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
 void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
 

@@ -25,16 +25,8 @@ static void resolve(struct session *s, int pid, uint64_t ip, struct frame *f, un
 	if (!p || !p->have_mm)
 		return;
 	/* A library loaded after the map was captured: look again while the process lives. */
-	if (!module_map_find(&p->mm, ip) && p->alive) {
-		struct module_map fresh = { 0 };
-
-		if (module_map_read(pid, &fresh) == 0 && fresh.count) {
-			module_map_free(&p->mm);
-			p->mm = fresh;
-		} else {
-			module_map_free(&fresh);	/* a zombie's maps are empty */
-		}
-	}
+	if (!module_map_find(&p->mm, ip))
+		state_reread_maps(s->state, p);
 	got = symbolize_frames(s->state->sym, pid, &p->mm, ip, true, f, max);
 	if (got > 0)
 		*n = (unsigned int)got;
