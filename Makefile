@@ -14,10 +14,15 @@ ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf -Iuserspace -I$(BUILD)
+# One folder a layer (DESIGN.md, "one model, many outputs"); each is on the include path.
+USER_DIRS := userspace $(sort $(dir $(wildcard userspace/*/*.c userspace/*/*/*.c)))
+USER_INC := $(patsubst %/,%,$(addprefix -I,$(USER_DIRS)))
+# -MMD -MP: the compiler lists each object's headers, so editing one rebuilds what uses it.
+DEPFLAGS := -MMD -MP
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(BUILD)
 LIBS := -lbpf -ldw -lelf -lz -lncursesw -ldl -lm
 
-USER_SRCS := $(wildcard userspace/*.c userspace/views/*.c)
+USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
 .PHONY: all deps run test unit-test unit-test-asan integration bench bench-discovery clean
@@ -34,9 +39,10 @@ $(BUILD)/gpumem.bpf.o: bpf/gpumem.bpf.c bpf/gpumem.h vmlinux/vmlinux.h
 $(BUILD)/gpumem.skel.h: $(BUILD)/gpumem.bpf.o
 	$(BPFTOOL) gen skeleton $< name gpumem_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/userspace/%.o: userspace/%.c $(BUILD)/gpumem.skel.h $(wildcard userspace/*.h) bpf/gpumem.h
+# The skeleton is generated: it must exist before the first compile lists it as a dependency.
+$(BUILD)/userspace/%.o: userspace/%.c | $(BUILD)/gpumem.skel.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/gpumem: $(USER_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -66,3 +72,5 @@ bench-discovery: deps all test-progs bench-progs
 
 clean:
 	rm -rf $(BUILD)
+
+-include $(USER_OBJS:.o=.d)

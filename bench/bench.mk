@@ -12,10 +12,10 @@ $(BENCH_OUT)/bare.skel.h: $(BENCH_OUT)/bare.bpf.o
 	$(BPFTOOL) gen skeleton $< name bare_bpf > $@.tmp && mv $@.tmp $@
 
 # Symbols are found by gpumem's own ELF walker, so both attach at the same offsets.
-$(BENCH_OUT)/bare: bench/bare.c userspace/elf_syms.c userspace/elf_syms.h userspace/uprobe_multi.c \
-		$(BENCH_OUT)/bare.skel.h
-	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Iuserspace -I$(BENCH_OUT) $(LDFLAGS) \
-		-o $@ bench/bare.c userspace/elf_syms.c userspace/uprobe_multi.c $(LIBS)
+$(BENCH_OUT)/bare: bench/bare.c userspace/discover/elf_syms.c userspace/discover/elf_syms.h \
+		userspace/core/uprobe_multi.c $(BENCH_OUT)/bare.skel.h
+	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE $(USER_INC) -I$(BENCH_OUT) $(LDFLAGS) \
+		-o $@ bench/bare.c userspace/discover/elf_syms.c userspace/core/uprobe_multi.c $(LIBS)
 
 # Copies of the mock libraries, with inodes of their own: uprobes are per inode, so probes that
 # tests or other tools put on $(TESTS_LIB) never fire in the benchmark's workload. The files are
@@ -43,11 +43,12 @@ bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_MOCK_LIBS)
 bench: bench-progs
 
 # Symbolization throughput (frames/s, cold and warm) over a real binary: gpumem itself.
-$(BENCH_OUT)/symbench: bench/symbench.c userspace/symbolize.c userspace/elf_syms.c \
-		userspace/procs.c $(wildcard userspace/*.h)
+BENCH_SYM_SRCS := userspace/symbols/symbolize.c userspace/discover/elf_syms.c \
+	userspace/model/procs.c
+$(BENCH_OUT)/symbench: bench/symbench.c $(BENCH_SYM_SRCS) $(wildcard userspace/*/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Iuserspace $(LDFLAGS) -o $@ \
-		bench/symbench.c userspace/symbolize.c userspace/elf_syms.c userspace/procs.c \
+	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE $(USER_INC) $(LDFLAGS) -o $@ \
+		bench/symbench.c $(BENCH_SYM_SRCS) \
 		-ldw -lelf -lz -ldl
 
 bench-progs: $(BENCH_OUT)/symbench

@@ -11,7 +11,7 @@
 #include "select.h"
 #include "session.h"
 #include "util.h"
-#include "views/common.h"
+#include "common.h"
 
 static const struct {
 	const char *name;

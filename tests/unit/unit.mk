@@ -9,7 +9,6 @@ UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl
 UNIT_TESTS := json procs elf symbolize probes state container
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
-UNIT_HDRS := $(wildcard userspace/*.h) bpf/gpumem.h
 
 # The userspace modules each test links.
 unit_mods_json := json
@@ -20,15 +19,17 @@ unit_mods_probes := probes elf_syms uprobe_multi util
 unit_mods_state := state symbolize elf_syms procs unwind container util
 unit_mods_container := container
 
-$(UNIT_OUT)/mod/%.o: userspace/%.c $(UNIT_HDRS)
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+# A module is named by its file's base name, wherever it lives under userspace/.
+unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
 
-$(UNIT_OUT)/mod/probes.o: $(BUILD)/gpumem.skel.h
-
-$(UNIT_OUT)/obj/test_%.o: $(UNIT_DIR)/test_%.c $(UNIT_HDRS)
+.SECONDEXPANSION:
+$(UNIT_OUT)/mod/%.o: $$(call unit_src,$$*) | $(BUILD)/gpumem.skel.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(UNIT_OUT)/obj/test_%.o: $(UNIT_DIR)/test_%.c | $(BUILD)/gpumem.skel.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 define unit_link_rule
 $(UNIT_OUT)/test_$(1): $(UNIT_OUT)/obj/test_$(1).o $(patsubst %,$(UNIT_OUT)/mod/%.o,$(unit_mods_$(1)))
@@ -53,3 +54,5 @@ unit-test: $(UNIT_BINS) $(UNIT_LIBSYMS)
 	done; \
 	if [ -n "$$failed" ]; then echo "unit tests FAILED:$$failed"; exit 1; fi; \
 	echo "unit tests passed"
+
+-include $(wildcard $(UNIT_OUT)/mod/*.d $(UNIT_OUT)/obj/*.d)
