@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include "gpumem.h"
 #include "select.h"
+#include "options.h"
 #include "tracer.h"
 
 struct session;
@@ -22,31 +23,6 @@ struct view_ops {
 	void (*tick)(struct session *s);	/* every --interval, or every tick_s */
 	int (*finish)(struct session *s);
 	double tick_s;		/* >0: tick this often whatever --interval says (the view paces) */
-};
-
-/* What a row of top stands for. */
-enum top_group { GROUP_PROCESS, GROUP_SITE, GROUP_CONTAINER };
-
-struct options {
-	const struct view_ops *view;
-	bool json;
-	bool all_frames;	/* CUDA libraries' own frames too */
-	bool no_demangle;	/* C++ names as the binary spells them */
-	int *pids;
-	size_t npids;
-	char **cmd_argv;	/* -c CMD [ARGS...] */
-	char **libs;		/* --lib */
-	size_t nlibs;
-	double duration_s;	/* 0: until Ctrl-C (or CMD's end) */
-	double interval_s;	/* 0: the view's default */
-	struct selection *selections;	/* --cgroup, --container, --pod */
-	size_t nselections;
-	const char *output;	/* -o: the report goes there, not to stdout (CMD keeps stdout) */
-	bool batch;		/* -b: plain text every interval, never the full-screen table */
-	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */
-	enum top_group group;	/* --group: top's rows at start (the 'c' and 's' keys change it) */
-	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
-	struct tracer_opts tracer;
 };
 
 struct session {
