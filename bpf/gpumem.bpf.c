@@ -437,6 +437,8 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	skey.kind = kind;
 	ps = proc_stats(tgid, now);
 	ss = site_stats(&skey, &new_site);
+	if (new_site && ps)
+		ps->cgroup_id = bpf_get_current_cgroup_id();	/* followed if it moved */
 	if (new_site && stack_mode == GM_STACKS_DWARF && stack_id >= 0)
 		emit_stack_copy(ctx, tgid, tid, stack_id);
 

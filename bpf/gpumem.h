@@ -140,7 +140,7 @@ struct gm_proc_stats {
 	__u64 failed_count;
 	__u64 by_kind[GM_KIND_COUNT];
 	__u64 first_seen_ns;
-	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call */
+	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call, or its last new site */
 	__u64 ns_pid;		/* its pid inside its own pid namespace */
 };
 
@@ -173,6 +173,15 @@ struct gm_call_event {
 	__u8 layer;
 	char comm[GM_COMM_LEN];
 };
+
+/* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry
+ * it): one definition for both sides. */
+#define GM_DEV_MINOR_BITS 20
+#define GM_DEV_MINOR_MASK ((1u << GM_DEV_MINOR_BITS) - 1)
+static inline __u64 gm_kernel_dev(__u32 major, __u32 minor)
+{
+	return ((__u64)major << GM_DEV_MINOR_BITS) | minor;
+}
 
 struct gm_file_key {
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */

@@ -25,7 +25,7 @@
 #define API_CU_MEM_ALLOC 13
 
 struct fixture {
-	struct state_fds fds;
+	struct model_maps fds;
 	struct state *s;
 };
 
@@ -43,9 +43,9 @@ static int create_map(enum bpf_map_type type, const char *name, __u32 ksz, __u32
 	return fd;
 }
 
-static void close_fds(struct state_fds *f)
+static void close_fds(struct model_maps *f)
 {
-	int fds[] = { f->procs, f->sites, f->allocs, f->stacks };
+	int fds[] = { f->procs, f->sites, f->allocs, f->stacks, f->counters };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)
@@ -65,12 +65,15 @@ static int setup(void **state)
 				   sizeof(struct gm_alloc_info));
 	fx.fds.stacks = create_map(BPF_MAP_TYPE_STACK_TRACE, "gm_stacks", sizeof(__u32),
 				   GM_MAX_STACK_DEPTH * sizeof(__u64));
-	if (fx.fds.procs < 0 || fx.fds.sites < 0 || fx.fds.allocs < 0 || fx.fds.stacks < 0) {
+	fx.fds.counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "gm_counters", sizeof(__u32),
+				     sizeof(__u64));
+	if (fx.fds.procs < 0 || fx.fds.sites < 0 || fx.fds.allocs < 0 || fx.fds.stacks < 0 ||
+	    fx.fds.counters < 0) {
 		close_fds(&fx.fds);
 		*state = NULL;
 		return 0;
 	}
-	fx.s = state_new(&fx.fds);
+	fx.s = state_new(&fx.fds, NULL);
 	*state = &fx;
 	return 0;
 }
@@ -169,7 +172,7 @@ static void fill_maps(const struct fixture *fx)
 						     BPF_NOEXIST), 0);
 }
 
-static void assert_site(const struct site_snap *ss, size_t row, uint64_t oldest_ns)
+static void assert_site(const struct site_rec *ss, size_t row, uint64_t oldest_ns)
 {
 	assert_memory_equal(&ss->key, &sites[row].k, sizeof(ss->key));
 	assert_memory_equal(&ss->st, &sites[row].v, sizeof(ss->st));
@@ -231,7 +234,7 @@ static void test_refresh_gives_each_process_its_stats_and_sites(void **state)
 	struct proc_rec *a, *b;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(fx->s->nprocs, 2);
 	a = state_find(fx->s, PID_A);
 	b = state_find(fx->s, PID_B);
@@ -249,7 +252,7 @@ static void test_refresh_counts_map_entries(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(fx->s->map_procs, 2);
 	assert_int_equal(fx->s->map_sites, 5);
 	assert_int_equal(fx->s->map_allocs, 5);
@@ -260,8 +263,8 @@ static void test_refresh_twice_does_not_repeat_sites(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(fx->s->nprocs, 2);
 	assert_a_numbers(state_find(fx->s, PID_A));
 	assert_b_numbers(state_find(fx->s, PID_B));
@@ -274,7 +277,7 @@ static void test_reap_keeps_final_numbers_of_ended_process(void **state)
 	struct proc_rec *a;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	end_process(fx->s, PID_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	a = state_find(fx->s, PID_A);
@@ -297,7 +300,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	__u32 pid = PID_A;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	end_process(fx->s, PID_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 
@@ -309,7 +312,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	assert_b_entries_untouched(fx);
 
 	/* A later refresh sees only B's entries and leaves A's final record as it was. */
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(fx->s->map_procs, 1);
 	assert_int_equal(fx->s->map_sites, NSITES_B);
 	assert_int_equal(fx->s->map_allocs, 2);
@@ -323,7 +326,7 @@ static void test_reap_counts_the_entries_left_in_the_maps(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	end_process(fx->s, PID_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(fx->s->map_procs, 1);
@@ -349,7 +352,7 @@ static void test_reused_pid_gets_a_new_record(void **state)
 	__u32 pid = PID_A;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	end_process(fx->s, PID_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	old = state_find(fx->s, PID_A);
@@ -368,7 +371,7 @@ static void test_reused_pid_gets_a_new_record(void **state)
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_new, BPF_NOEXIST), 0);
 	assert_int_equal(bpf_map_update_elem(fx->fds.sites, &site_new, &site_new_stats, BPF_NOEXIST),
 			 0);
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(fx->s->nprocs, 3);
 	assert_memory_equal(&now->st, &stats_new, sizeof(stats_new));
 	assert_false(old->alive);
@@ -389,7 +392,7 @@ static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state
 		struct gm_site_key k = { PID_A, 100 + i, 0, 0 };
 		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &k, &v, BPF_NOEXIST), 0);
 	}
-	assert_int_equal(state_refresh(fx->s), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(state_find(fx->s, PID_A)->nsites, 100);
 	end_process(fx->s, PID_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);

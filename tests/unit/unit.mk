@@ -5,8 +5,8 @@
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
-UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl
-UNIT_TESTS := json procs elf symbolize probes state container
+UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm
+UNIT_TESTS := json procs elf symbolize probes state container analysis
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -16,8 +16,10 @@ unit_mods_procs := procs
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs
 unit_mods_probes := probes elf_syms uprobe_multi util
-unit_mods_state := state symbolize elf_syms procs unwind container util
+unit_mods_state := state stacks publish snapshot retention cgroups nvml symbolize elf_syms procs unwind \
+	container probes uprobe_multi util
 unit_mods_container := container
+unit_mods_analysis := history leaks trends oom snapshot util
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "history.h"
+#include "snapshot.h"
 #include "util.h"
 
 struct history {
@@ -29,8 +30,8 @@ void history_free(struct history *h)
 
 static int key_cmp(const struct hist_key *a, const struct hist_key *b)
 {
-	if (a->pid != b->pid)
-		return a->pid < b->pid ? -1 : 1;
+	if (a->serial != b->serial)
+		return a->serial < b->serial ? -1 : 1;
 	if (a->stack_id != b->stack_id)
 		return a->stack_id < b->stack_id ? -1 : 1;
 	if (a->api != b->api)
@@ -41,7 +42,7 @@ static int key_cmp(const struct hist_key *a, const struct hist_key *b)
 }
 
 /* Index of key, or where it would go. */
-static size_t lower_bound(struct history *h, const struct hist_key *key)
+static size_t lower_bound(const struct history *h, const struct hist_key *key)
 {
 	size_t lo = 0, hi = h->n;
 
@@ -56,7 +57,7 @@ static size_t lower_bound(struct history *h, const struct hist_key *key)
 	return lo;
 }
 
-struct hist_series *history_find(struct history *h, const struct hist_key *key)
+struct hist_series *history_find(const struct history *h, const struct hist_key *key)
 {
 	size_t i = lower_bound(h, key);
 
@@ -80,6 +81,70 @@ struct hist_series *history_get(struct history *h, const struct hist_key *key)
 	h->v[i] = s;
 	h->n++;
 	return s;
+}
+
+size_t history_count(const struct history *h)
+{
+	return h->n;
+}
+
+struct hist_key hist_key_proc(const struct snap_proc *p)
+{
+	return (struct hist_key){ .serial = p->serial, .stack_id = HIST_PROCESS };
+}
+
+struct hist_key hist_key_site(const struct snap_proc *p, const struct snap_site *ss)
+{
+	return (struct hist_key){ .serial = p->serial, .stack_id = ss->stack_id, .api = ss->api,
+				  .kind = ss->kind };
+}
+
+static int serial_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Drops the series of every process not in the sorted serials. */
+static void forget_absent(struct history *h, const uint64_t *serials, size_t n)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (bsearch(&h->v[i]->key.serial, serials, n, sizeof(*serials), serial_cmp))
+			h->v[kept++] = h->v[i];
+		else
+			free(h->v[i]);
+	}
+	h->n = kept;
+}
+
+void history_observe(struct history *h, const struct snapshot *snap)
+{
+	uint64_t *serials = xcalloc(snap->nprocs ? snap->nprocs : 1, sizeof(*serials));
+
+	for (size_t i = 0; i < snap->nprocs; i++) {
+		const struct snap_proc *p = &snap->procs[i];
+		uint64_t t = p->alive ? snap->time_ns : p->end_ns;
+		struct hist_key k = hist_key_proc(p);
+
+		serials[i] = p->serial;
+		if (!(p->valid & SP_STATS))
+			continue;
+		history_add(history_get(h, &k), t, p->st.current_bytes, p->st.alloc_count,
+			    p->st.free_count);
+		for (size_t j = 0; j < p->nsites; j++) {
+			const struct snap_site *ss = &p->sites[j];
+
+			k = hist_key_site(p, ss);
+			history_add(history_get(h, &k), t, ss->st.current_bytes, ss->st.alloc_count,
+				    ss->st.free_count);
+		}
+	}
+	qsort(serials, snap->nprocs, sizeof(*serials), serial_cmp);
+	forget_absent(h, serials, snap->nprocs);
+	free(serials);
 }
 
 static const struct hist_sample *at(const struct hist_series *s, unsigned int i)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Time series the views keep between refreshes: bytes held, allocations and frees of each
- * process and call site, and what can be read off them (growth fit, rates, step period). */
+/* Time series of the snapshots over time: bytes held, allocations and frees of each process
+ * and call site, and what can be read off them (growth fit, rates, step period). A process's
+ * series go when it leaves the snapshots. */
 #ifndef GPUMEM_HISTORY_H
 #define GPUMEM_HISTORY_H
 
@@ -12,7 +13,7 @@
 #define HIST_PROCESS (-0x7fffffff - 1)	/* stack_id of a series for a whole process */
 
 struct hist_key {
-	int32_t pid;
+	uint64_t serial;	/* the process record's (a reused pid is another process) */
 	int32_t stack_id;	/* HIST_PROCESS: the process's totals */
 	uint32_t api, kind;
 };
@@ -46,7 +47,18 @@ struct history *history_new(void);
 void history_free(struct history *h);
 /* The series of key, created empty if new. */
 struct hist_series *history_get(struct history *h, const struct hist_key *key);
-struct hist_series *history_find(struct history *h, const struct hist_key *key);
+struct hist_series *history_find(const struct history *h, const struct hist_key *key);
+/* Series in the history (for tests and the churn benchmark). */
+size_t history_count(const struct history *h);
+
+struct snapshot;
+struct snap_proc;
+struct snap_site;
+/* One sample of every process and site of snap (an ended process once more, at its end);
+ * then the series of processes that are no longer in snap go. */
+void history_observe(struct history *h, const struct snapshot *snap);
+struct hist_key hist_key_proc(const struct snap_proc *p);
+struct hist_key hist_key_site(const struct snap_proc *p, const struct snap_site *ss);
 /* Appends a sample; one no later than the last is ignored. */
 void history_add(struct hist_series *s, uint64_t t_ns, uint64_t bytes, uint64_t allocs,
 		 uint64_t frees);

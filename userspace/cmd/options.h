@@ -33,6 +33,8 @@ struct options {
 	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */
 	enum top_group group;	/* --group: top's rows at start (the 'c' and 's' keys change it) */
 	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
+	uint32_t keep_ended;	/* --keep-ended: ended processes kept (0: the default) */
+	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: the default) */
 	struct tracer_opts tracer;
 };
 

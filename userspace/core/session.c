@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* One run: load and attach, start or find the targets, dispatch ring-buffer records to the
- * model and the view, stop on Ctrl-C, --duration or the end of CMD, detach everything. */
+ * model, publish the model's snapshots when they are due and hand them to the view, stop on
+ * Ctrl-C, --duration or the end of CMD, detach everything. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,9 +10,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
-#include "gpumem.skel.h"
 #include "discover.h"
+#include "history.h"
+#include "nvml.h"
 #include "select.h"
 #include "session.h"
 #include "state.h"
@@ -47,79 +48,153 @@ static int exit_status(int status)
 	return 1;
 }
 
-static int on_record(void *ctx, const void *data, size_t size)
-{
-	struct session *s = ctx;
-	const struct gm_call_event *e = data;
-	const struct view_ops *v = s->opt->view;
-	__u32 type;
+#define FAILURE_SNAPSHOT_NS 50000000ull	/* a burst of failures shares one snapshot */
 
-	if (size < sizeof(type)) {
-		s->bad_records++;
-		return 0;
+/* A snapshot of the model now, with what the session adds (discovery), observed by the
+ * history when the view keeps one. */
+static struct snapshot *publish(struct session *s, unsigned int wants)
+{
+	struct snapshot *snap = state_publish(s->state, wants);
+
+	if (snap->error)
+		p_err("cannot read the BPF maps: %s", strerror(-snap->error));
+	discovery_get_stats(s->disc, &snap->disc);
+	if (s->hist)
+		history_observe(s->hist, snap);
+	return snap;
+}
+
+/* The snapshot a failure is shown with: the process's sites at this instant. */
+static const struct snapshot *failure_snapshot(struct session *s)
+{
+	uint64_t now = now_ns();
+
+	if (!s->last_failure_snap || now - s->last_failure_snap_ns >= FAILURE_SNAPSHOT_NS) {
+		snapshot_put(s->last_failure_snap);
+		s->last_failure_snap = publish(s, SNAP_DEVICES);
+		s->last_failure_snap_ns = now;
 	}
-	type = *(const __u32 *)data;
+	return s->last_failure_snap;
+}
+
+static void on_call(struct session *s, const struct gm_call_event *e)
+{
+	const struct view_ops *v = s->opt->view;
+	struct snap_event se;
+
+	if (e->type == GM_REC_ALLOC_FAILED)
+		state_on_failure(s->state, e);
+	if (!v->on_event && !(v->on_failure && e->type == GM_REC_ALLOC_FAILED))
+		return;
+	state_describe_event(s->state, e, &se);
+	if (v->on_event)
+		v->on_event(s, &se);
+	if (v->on_failure && e->type == GM_REC_ALLOC_FAILED)
+		v->on_failure(s, &se, failure_snapshot(s));
+	snap_event_release(&se);
+}
+
+static void on_exit_record(struct session *s, const struct gm_call_event *e)
+{
+	struct gm_call_event ev = *e;
+	struct snap_event se;
+
+	ev.error = exit_status(e->error);	/* the kernel's wait status */
+	state_on_process_exit(s->state, &ev);
+	if (!s->opt->view->on_event)
+		return;
+	state_describe_event(s->state, &ev, &se);
+	s->opt->view->on_event(s, &se);
+	snap_event_release(&se);
+}
+
+/* The size each record type must have at least. */
+static size_t record_size(__u32 type)
+{
 	switch (type) {
 	case GM_REC_ALLOC:
 	case GM_REC_FREE:
 	case GM_REC_UNKNOWN_FREE:
 	case GM_REC_ALLOC_FAILED:
-		if (size < sizeof(*e))
-			break;
-		if (type == GM_REC_ALLOC_FAILED)
-			state_on_failure(s->state, e);
-		if (v->on_call)
-			v->on_call(s, e);
-		return 0;
 	case GM_REC_PROCESS_NEW:
-		if (size < sizeof(*e))
-			break;
-		state_on_process_new(s->state, e);
-		if (s->opt->tracer.hold_new_procs)
-			kill((pid_t)e->pid, SIGCONT);	/* held by the BPF side (if still holding) */
-		return 0;
-	case GM_REC_PROCESS_EXIT: {
-		struct gm_call_event ev;
-
-		if (size < sizeof(*e))
-			break;
-		ev = *e;
-		ev.error = exit_status(e->error);	/* the kernel's wait status */
-		state_on_process_exit(s->state, &ev);
-		if (v->on_exit)
-			v->on_exit(s, &ev);
-		return 0;
-	}
+	case GM_REC_PROCESS_EXIT:
+		return sizeof(struct gm_call_event);
 	case GM_REC_EXEC:
 	case GM_REC_LIB_OPEN:
-		if (size < sizeof(struct gm_file_event))
-			break;
-		if (type == GM_REC_EXEC)
-			state_on_exec(s->state, (int)((const struct gm_file_event *)data)->pid);
-		discovery_on_file_event(s->disc, data);
-		return 0;
+		return sizeof(struct gm_file_event);
 	case GM_REC_STACK_COPY:
-		if (size < sizeof(struct gm_stack_event))
-			break;
-		state_on_stack_copy(s->state, data);
-		return 0;
+		return sizeof(struct gm_stack_event);
 	case GM_REC_EXIT_VMA:
-		if (size < sizeof(struct gm_vma_event))
-			break;
-		state_on_exit_vma(s->state, data);
-		return 0;
-	default:
-		p_err("unknown ring-buffer record type %u (size %zu): BPF object and binary differ?",
-		      type, size);
-		break;
+		return sizeof(struct gm_vma_event);
 	}
-	s->bad_records++;
 	return 0;
 }
 
-void session_counters(struct session *s, uint64_t out[GM_CNT_COUNT])
+static int on_record(void *ctx, const void *data, size_t size)
 {
-	tracer_counters(s->tracer, out);
+	struct session *s = ctx;
+	__u32 type = size >= sizeof(type) ? *(const __u32 *)data : 0;
+	size_t need = record_size(type);
+
+	if (!need)
+		p_err("unknown ring-buffer record type %u (size %zu): BPF object and binary differ?",
+		      type, size);
+	if (!need || size < need) {
+		state_on_bad_record(s->state);
+		return 0;
+	}
+	switch (type) {
+	case GM_REC_PROCESS_NEW:
+		state_on_process_new(s->state, data);
+		if (s->opt->tracer.hold_new_procs)	/* held by the BPF side (if still holding) */
+			kill((pid_t)((const struct gm_call_event *)data)->pid, SIGCONT);
+		break;
+	case GM_REC_PROCESS_EXIT:
+		on_exit_record(s, data);
+		break;
+	case GM_REC_EXEC:
+		state_on_exec(s->state, (int)((const struct gm_file_event *)data)->pid);
+		discovery_on_file_event(s->disc, data);
+		break;
+	case GM_REC_LIB_OPEN:
+		discovery_on_file_event(s->disc, data);
+		break;
+	case GM_REC_STACK_COPY:
+		state_on_stack_copy(s->state, data);
+		break;
+	case GM_REC_EXIT_VMA:
+		state_on_exit_vma(s->state, data);
+		break;
+	default:
+		on_call(s, data);
+		break;
+	}
+	return 0;
+}
+
+void session_report_now(struct session *s, unsigned int wants)
+{
+	struct snapshot *snap = publish(s, s->opt->view->report_wants | wants);
+
+	if (s->opt->view->on_report)
+		s->opt->view->on_report(s, snap);
+	snapshot_put(snap);
+}
+
+void session_set_report_interval(struct session *s, double seconds)
+{
+	s->report_s = seconds;
+	s->next_report = now_ns() + (uint64_t)(seconds * 1e9);
+}
+
+void session_request_stop(struct session *s)
+{
+	s->stop = true;
+}
+
+const struct history *session_history(const struct session *s)
+{
+	return s->hist;
 }
 
 /* Starts CMD held before exec: it runs only when release() writes to the pipe. */
@@ -188,17 +263,39 @@ static void drain(struct session *s)
 	state_reap(s->state);
 }
 
+static double view_interval(double (*fn)(const struct options *), const struct options *o)
+{
+	return fn ? fn(o) : 0;
+}
+
+/* Samples (for the history) and reports, each when due; a report is a sample too. */
+static void publish_due(struct session *s)
+{
+	const struct view_ops *v = s->opt->view;
+	double sample_s = view_interval(v->sample_interval, s->opt);
+	uint64_t now = now_ns();
+
+	if (s->report_s > 0 && now >= s->next_report) {
+		session_report_now(s, 0);
+		while (s->next_report <= now)
+			s->next_report += (uint64_t)(s->report_s * 1e9);
+		s->next_sample = now + (uint64_t)(sample_s * 1e9);
+	} else if (sample_s > 0 && now >= s->next_sample) {
+		snapshot_put(publish(s, v->sample_wants));
+		while (s->next_sample <= now)
+			s->next_sample += (uint64_t)(sample_s * 1e9);
+	}
+}
 
 static int run_loop(struct session *s)
 {
 	const struct options *o = s->opt;
+	const struct view_ops *v = o->view;
 	uint64_t deadline = o->duration_s > 0 ? s->start_mono_ns + (uint64_t)(o->duration_s * 1e9) : 0;
-	double tick_s = o->view->tick_s > 0 ? o->view->tick_s : o->interval_s > 0 ? o->interval_s : 2.0;
-	uint64_t interval = (uint64_t)(tick_s * 1e9);
-	uint64_t next_tick = s->start_mono_ns + interval;
+	uint64_t tick = (uint64_t)(v->tick_s * 1e9), next_tick = s->start_mono_ns;
 	int status = 0, err;
 
-	while (!stop_requested) {
+	while (!stop_requested && !s->stop) {
 		err = tracer_poll(s->tracer, 100);
 		if (err < 0) {
 			p_err("reading the ring buffer failed: %s", strerror(-err));
@@ -212,9 +309,10 @@ static int run_loop(struct session *s)
 		}
 		if (deadline && now_ns() >= deadline)
 			break;
-		if (o->view->tick && now_ns() >= next_tick) {
-			o->view->tick(s);
-			next_tick += interval;
+		publish_due(s);
+		if (v->on_tick && tick && now_ns() >= next_tick) {
+			v->on_tick(s);
+			next_tick = now_ns() + tick;
 		}
 	}
 	if (s->child > 0) {
@@ -293,10 +391,51 @@ static void announce(struct session *s)
 			? "until the duration ends or Ctrl-C" : "Ctrl-C to stop");
 }
 
+/* The model, and the history of its snapshots when the view reads one. */
+static void open_model(struct session *s)
+{
+	const struct options *o = s->opt;
+	struct model_maps maps = tracer_model_maps(s->tracer);
+	struct state_opts so = { .all_frames = o->all_frames, .no_demangle = o->no_demangle,
+				 .keep_ended = o->keep_ended, .keep_ended_s = o->keep_ended_s };
+
+	s->state = state_new(&maps, &so);
+	s->state->exit_wants = o->view->exit_wants;
+	if (o->view->keeps_history)
+		s->hist = history_new();
+}
+
+/* Starts the clocks of samples and reports once tracing has begun. */
+static void start_clocks(struct session *s)
+{
+	const struct view_ops *v = s->opt->view;
+
+	s->start_mono_ns = now_ns();
+	s->report_s = view_interval(v->report_interval, s->opt);
+	/* At start: after one tick, as a screen starts (what CMD prints first is not drawn over). */
+	s->next_report = s->start_mono_ns + (uint64_t)((v->report_at_start ? v->tick_s : s->report_s) *
+						       1e9);
+	s->next_sample = s->start_mono_ns + (uint64_t)(view_interval(v->sample_interval, s->opt) * 1e9);
+}
+
+/* The view's final report from the last snapshot; a write error is an error. */
+static int finish(struct session *s, int rc)
+{
+	const struct view_ops *v = s->opt->view;
+	struct snapshot *snap;
+	int err = 0;
+
+	if (!v->finish)
+		return rc;
+	snap = publish(s, v->report_wants);
+	err = v->finish(s, snap) || snap->error;
+	snapshot_put(snap);
+	return rc ? rc : err ? 1 : 0;
+}
+
 int session_run(const struct options *o)
 {
 	struct session s = { .opt = o };
-	struct state_fds fds;
 	int release_fd = -1, rc = 1;
 	char go = 1;
 
@@ -314,20 +453,15 @@ int session_run(const struct options *o)
 	install_signals();
 	if (open_tracer(&s))
 		return 1;
-	fds.procs = bpf_map__fd(tracer_skel(s.tracer)->maps.procs);
-	fds.sites = bpf_map__fd(tracer_skel(s.tracer)->maps.sites);
-	fds.allocs = bpf_map__fd(tracer_skel(s.tracer)->maps.allocs);
-	fds.stacks = bpf_map__fd(tracer_skel(s.tracer)->maps.stacks);
-	s.state = state_new(&fds);
-	s.disc = discovery_new(tracer_skel(s.tracer), tracer_uses_multi(s.tracer));
+	open_model(&s);
+	s.disc = discovery_new(s.tracer);
 	for (size_t i = 0; i < o->nlibs; i++)
 		if (discovery_add_required(s.disc, o->libs[i]))
 			goto out;
 	discovery_scan_system(s.disc);
 	if (start_targets(&s, &release_fd))
 		goto out_kill;
-	s.start_mono_ns = now_ns();
-	s.mono_to_real_ns = realtime_ns() - s.start_mono_ns;
+	start_clocks(&s);
 	announce(&s);
 	if (release_fd >= 0) {
 		if (write(release_fd, &go, 1) != 1)
@@ -339,8 +473,7 @@ int session_run(const struct options *o)
 	/* No process may stay held: stop holding, then answer the holds still queued. */
 	tracer_stop_watching(s.tracer);
 	drain(&s);
-	if (o->view->finish && o->view->finish(&s))
-		rc = rc ? rc : 1;
+	rc = finish(&s, rc);
 	goto out;
 
 out_kill:
@@ -349,7 +482,10 @@ out_kill:
 		waitpid(s.child, NULL, 0);
 	}
 out:
+	snapshot_put(s.last_failure_snap);
+	nvml_close();
 	discovery_free(s.disc);
+	history_free(s.hist);
 	state_free(s.state);
 	tracer_close(s.tracer);
 	if (s.out != stdout && fclose(s.out)) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* One run of gpumem: options, the tracer, discovery, the model, and the view that prints. */
+/* One run of gpumem: the tracer, discovery, the model, the history of its snapshots, and the
+ * view that formats them. The session decides when the model publishes; views only format. */
 #ifndef GPUMEM_SESSION_H
 #define GPUMEM_SESSION_H
 
@@ -8,21 +9,34 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "gpumem.h"
-#include "select.h"
 #include "options.h"
+#include "snapshot.h"
 #include "tracer.h"
 
 struct session;
+struct history;
 
-/* What a view does with the run; any callback may be NULL. */
+/* What a view needs and how it formats; any callback may be NULL. */
 struct view_ops {
 	const char *name;
-	bool stream_calls;		/* needs an event per allocation and free */
-	void (*on_call)(struct session *s, const struct gm_call_event *e);
-	void (*on_exit)(struct session *s, const struct gm_call_event *e);
-	void (*tick)(struct session *s);	/* every --interval, or every tick_s */
-	int (*finish)(struct session *s);
-	double tick_s;		/* >0: tick this often whatever --interval says (the view paces) */
+	bool stream_calls;	/* needs an event per allocation and free */
+	bool keeps_history;	/* its reports read the history of the snapshots */
+	unsigned int sample_wants;	/* enum snap_want of the periodic samples */
+	unsigned int report_wants;	/* and of the snapshots it reports (the last one too) */
+	unsigned int exit_wants;	/* what to capture of a process when it ends */
+	/* Seconds between samples (history only) and between reports; 0: none. */
+	double (*sample_interval)(const struct options *o);
+	double (*report_interval)(const struct options *o);
+	bool report_at_start;	/* the first report as soon as tracing begins */
+	void (*on_event)(struct session *s, const struct snap_event *e);
+	/* A failed allocation, with a snapshot taken when it arrived (a burst shares one). */
+	void (*on_failure)(struct session *s, const struct snap_event *e,
+			   const struct snapshot *snap);
+	void (*on_report)(struct session *s, const struct snapshot *snap);
+	void (*on_tick)(struct session *s);	/* every tick_s: a screen's keys */
+	double tick_s;
+	/* The final report, from the last snapshot; returns non-zero on a write error. */
+	int (*finish)(struct session *s, const struct snapshot *snap);
 };
 
 struct session {
@@ -30,16 +44,25 @@ struct session {
 	struct tracer *tracer;
 	struct discovery *disc;
 	struct state *state;
+	struct history *hist;	/* view->keeps_history */
 	FILE *out;
 	pid_t child;
 	uint64_t start_mono_ns;
-	uint64_t mono_to_real_ns;	/* add to a bpf_ktime_get_ns() time for wall-clock time */
-	uint64_t bad_records;
+	double report_s;	/* the view's report interval (a screen may change it) */
+	uint64_t next_report, next_sample;
+	bool stop;
+	struct snapshot *last_failure_snap;
+	uint64_t last_failure_snap_ns;
 };
 
 /* Runs the whole session; returns the process exit status. */
 int session_run(const struct options *opt);
-/* Sums of the loss and health counters, bad ring-buffer records included. */
-void session_counters(struct session *s, uint64_t out[GM_CNT_COUNT]);
+/* A report now, with wants (a screen that drills down needs ages). */
+void session_report_now(struct session *s, unsigned int wants);
+/* The interval between reports from now on. */
+void session_set_report_interval(struct session *s, double seconds);
+/* Ends the run as Ctrl-C would (top's q, -n N reached). */
+void session_request_stop(struct session *s);
+const struct history *session_history(const struct session *s);
 
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The one file that owns the BPF skeleton: open, size maps from options, load, attach the
- * lifecycle programs, and run the ring-buffer loop. Uprobes are attached by probes.c. */
+/* The one owner of the BPF skeleton and its fds: open, size maps from options, load, attach
+ * the lifecycle programs, lend the uprobe programs to probes.c, hand the accounting maps to
+ * the model (their only reader), and run the ring-buffer loop. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "gpumem.skel.h"
+#include "probes.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
 #include "util.h"
@@ -206,9 +208,38 @@ void tracer_close(struct tracer *t)
 	free(t);
 }
 
-struct gpumem_bpf *tracer_skel(struct tracer *t)
+struct model_maps tracer_model_maps(const struct tracer *t)
 {
-	return t->skel;
+	return (struct model_maps){
+		.procs = bpf_map__fd(t->skel->maps.procs),
+		.sites = bpf_map__fd(t->skel->maps.sites),
+		.allocs = bpf_map__fd(t->skel->maps.allocs),
+		.stacks = bpf_map__fd(t->skel->maps.stacks),
+		.counters = bpf_map__fd(t->skel->maps.counters),
+	};
+}
+
+int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out)
+{
+	const struct probe_programs pp = {
+		.enter_alloc = t->skel->progs.enter_alloc,
+		.enter_alloc_pitch = t->skel->progs.enter_alloc_pitch,
+		.enter_free = t->skel->progs.enter_free,
+		.call_return = t->skel->progs.call_return,
+		.multi = t->multi,
+	};
+
+	return attach_file(&pp, path, out);
+}
+
+int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino)
+{
+	struct gm_file_key key = { .dev = dev, .ino = ino };
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_files), &key, &one, BPF_ANY))
+		return -errno;
+	return 0;
 }
 
 int tracer_add_target(struct tracer *t, int pid)
@@ -237,30 +268,9 @@ int tracer_poll(struct tracer *t, int timeout_ms)
 	return n == -EINTR ? 0 : n;
 }
 
-void tracer_counters(struct tracer *t, uint64_t out[GM_CNT_COUNT])
-{
-	int ncpu = libbpf_num_possible_cpus();
-	int fd = bpf_map__fd(t->skel->maps.counters);
-	__u64 *vals = xcalloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*vals));
-
-	for (__u32 i = 0; i < GM_CNT_COUNT; i++) {
-		out[i] = 0;
-		if (bpf_map_lookup_elem(fd, &i, vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			out[i] += vals[c];
-	}
-	free(vals);
-}
-
 bool tracer_watches_opens(const struct tracer *t)
 {
 	return t->watches_opens;
-}
-
-bool tracer_uses_multi(const struct tracer *t)
-{
-	return t->multi;
 }
 
 void tracer_stop_watching(struct tracer *t)

@@ -28,21 +28,28 @@ struct tracer_opts {
 typedef int (*record_fn)(void *ctx, const void *data, size_t size);
 
 struct tracer;
-struct gpumem_bpf;
+struct attached_file;
+
+/* The accounting maps and the loss counters, for the model: their only reader. */
+struct model_maps {
+	int procs, sites, allocs, stacks, counters;
+};
 
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		struct tracer **out);
 void tracer_close(struct tracer *t);
-struct gpumem_bpf *tracer_skel(struct tracer *t);
+struct model_maps tracer_model_maps(const struct tracer *t);
+/* Attaches the probe table's programs to the CUDA functions path defines (probes.c). */
+int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out);
+/* Tells the BPF side a file was examined: opening it again holds nobody. dev: the kernel's
+ * encoding (gm_kernel_dev). */
+int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino);
 int tracer_add_target(struct tracer *t, int pid);
 int tracer_remove_target(struct tracer *t, int pid);
 /* Returns records handled, or -errno. */
 int tracer_poll(struct tracer *t, int timeout_ms);
-void tracer_counters(struct tracer *t, uint64_t out[GM_CNT_COUNT]);
 bool tracer_watches_opens(const struct tracer *t);
 /* Stops holding processes that map new CUDA libraries; a drain after it answers every hold. */
 void tracer_stop_watching(struct tracer *t);
-/* Probes go in one uprobe_multi link per program and file (else one perf event each). */
-bool tracer_uses_multi(const struct tracer *t);
 
 #endif

@@ -4,7 +4,6 @@
  * are opened or exec'd later. Every file is attached once per (device, inode). */
 #include <dirent.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <glob.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,12 +13,10 @@
 #include <signal.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include "gpumem.skel.h"
 #include "discover.h"
 #include "elf_syms.h"
 #include "probes.h"
+#include "tracer.h"
 #include "util.h"
 
 struct file_id {
@@ -29,11 +26,10 @@ struct file_id {
 };
 
 struct discovery {
-	struct gpumem_bpf *skel;
+	struct tracer *tracer;
 	struct file_id *files;
 	size_t nfiles, cap;
 	struct discovery_stats stats;
-	bool multi;
 };
 
 static const char *const std_dirs[] = {
@@ -47,12 +43,11 @@ static const char *const std_dirs[] = {
 	"/usr/lib/wsl/lib",
 };
 
-struct discovery *discovery_new(struct gpumem_bpf *skel, bool multi)
+struct discovery *discovery_new(struct tracer *tracer)
 {
 	struct discovery *d = xcalloc(1, sizeof(*d));
 
-	d->skel = skel;
-	d->multi = multi;
+	d->tracer = tracer;
 	return d;
 }
 
@@ -66,15 +61,6 @@ void discovery_free(struct discovery *d)
 	free(d);
 }
 
-/* "libcuda.so", "libcuda.so.1", "libcudart.so.13.0.48", ... */
-static bool cuda_library_name(const char *path)
-{
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return fnmatch("libcuda.so*", base, 0) == 0 || fnmatch("libcudart.so*", base, 0) == 0;
-}
-
 static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 {
 	for (size_t i = 0; i < d->nfiles; i++)
@@ -86,13 +72,7 @@ static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 /* Tells the BPF side this file was examined: opening it again need not hold anyone. */
 static void mark_known(struct discovery *d, dev_t dev, ino_t ino)
 {
-	struct gm_file_key key = {
-		.dev = ((__u64)major(dev) << 20) | minor(dev),
-		.ino = ino,
-	};
-	__u8 one = 1;
-
-	if (bpf_map_update_elem(bpf_map__fd(d->skel->maps.known_files), &key, &one, BPF_ANY))
+	if (tracer_mark_known_file(d->tracer, gm_kernel_dev(major(dev), minor(dev)), ino))
 		p_debug("known-file map full: later opens of this file are reported again");
 }
 
@@ -109,6 +89,7 @@ static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
 
 static int add_file(struct discovery *d, const char *path, bool *attached)
 {
+	struct attached_file *attached_file = NULL;
 	struct file_id *id;
 	struct stat st;
 	int err;
@@ -123,12 +104,13 @@ static int add_file(struct discovery *d, const char *path, bool *attached)
 		*attached = id->attached != NULL;
 		return 0;
 	}
-	id = remember(d, st.st_dev, st.st_ino);
-	err = attach_file(d->skel, path, d->multi, &id->attached);
-	if (err == -ENOEXEC || err == -ENOENT)
-		return 0;	/* not an ELF file we can read: nothing to attach */
+	err = tracer_attach_file(d->tracer, path, &attached_file);
+	if (err == -ENOEXEC)
+		err = 0;	/* not an ELF file: examined, nothing to attach */
 	if (err)
-		return err;
+		return err;	/* not examined (gone, or the attach failed): tried again later */
+	id = remember(d, st.st_dev, st.st_ino);
+	id->attached = attached_file;
 	if (id->attached) {
 		*attached = true;
 		d->stats.files++;
@@ -175,7 +157,7 @@ static void scan_dir(struct discovery *d, const char *pattern)
 	if (glob(buf, 0, NULL, &g))
 		return;
 	for (size_t i = 0; i < g.gl_pathc; i++)
-		if (cuda_library_name(g.gl_pathv[i]))
+		if (is_cuda_library_path(g.gl_pathv[i]))
 			discovery_add(d, g.gl_pathv[i]);
 	globfree(&g);
 }
@@ -207,7 +189,7 @@ static void scan_ld_cache(struct discovery *d)
 			continue;
 		path += 3;
 		path[strcspn(path, "\n")] = 0;
-		if (cuda_library_name(path))
+		if (is_cuda_library_path(path))
 			discovery_add(d, path);
 	}
 	pclose(f);
@@ -239,7 +221,7 @@ void discovery_scan_process(struct discovery *d, int pid)
 		if (!file)
 			continue;
 		file[strcspn(file, "\n")] = 0;
-		if (!cuda_library_name(file) || sscanf(line, "%lx-%lx", &start, &end) != 2)
+		if (!is_cuda_library_path(file) || sscanf(line, "%lx-%lx", &start, &end) != 2)
 			continue;
 		/* map_files reaches the very file mapped, in a container or deleted since. */
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, start, end);

@@ -9,7 +9,7 @@
 #include "gpumem.h"
 
 struct discovery;
-struct gpumem_bpf;
+struct tracer;
 
 struct discovery_stats {
 	unsigned int files;		/* distinct files attached */
@@ -19,7 +19,7 @@ struct discovery_stats {
 	uint64_t late_attach_ns_last;
 };
 
-struct discovery *discovery_new(struct gpumem_bpf *skel, bool multi);
+struct discovery *discovery_new(struct tracer *tracer);
 void discovery_free(struct discovery *d);
 /* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */
 int discovery_add_required(struct discovery *d, const char *path);

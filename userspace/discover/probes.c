@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The probe table of DESIGN.md, and attaching its entry/return programs to one file. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "gpumem.skel.h"
 #include "elf_syms.h"
 #include "probes.h"
 #include "uprobe_multi.h"
@@ -47,6 +47,28 @@ const struct probe_def probe_table[] = {
 	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+bool is_cuda_module(const char *path)
+{
+	return path && strncmp(base_name(path), "libcuda", 7) == 0;
+}
+
+bool is_cuda_library_path(const char *path)
+{
+	const char *base;
+
+	if (!is_cuda_module(path))
+		return false;
+	base = base_name(path);
+	return fnmatch("libcuda.so*", base, 0) == 0 || fnmatch("libcudart.so*", base, 0) == 0;
+}
 
 const char *probe_api_name(unsigned int api)
 {
@@ -131,17 +153,17 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 	return 0;
 }
 
-static struct bpf_program *entry_program(struct gpumem_bpf *skel, enum gm_shape shape)
+static struct bpf_program *entry_program(const struct probe_programs *pp, enum gm_shape shape)
 {
 	switch (shape) {
 	case GM_SHAPE_ALLOC:
 	case GM_SHAPE_VMM_CREATE:
-		return skel->progs.enter_alloc;
+		return pp->enter_alloc;
 	case GM_SHAPE_ALLOC_PITCH:
-		return skel->progs.enter_alloc_pitch;
+		return pp->enter_alloc_pitch;
 	case GM_SHAPE_FREE:
 	case GM_SHAPE_VMM_RELEASE:
-		return skel->progs.enter_free;
+		return pp->enter_free;
 	}
 	return NULL;
 }
@@ -154,7 +176,7 @@ static bool offset_taken(const struct attached_file *f, unsigned int api)
 	return false;
 }
 
-static int attach_one(struct gpumem_bpf *skel, struct attached_file *f, unsigned int api)
+static int attach_one(const struct probe_programs *pp, struct attached_file *f, unsigned int api)
 {
 	const struct probe_def *p = &probe_table[api];
 	LIBBPF_OPTS(bpf_uprobe_opts, opts);
@@ -162,12 +184,12 @@ static int attach_one(struct gpumem_bpf *skel, struct attached_file *f, unsigned
 	int err;
 
 	opts.bpf_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
-	entry = bpf_program__attach_uprobe_opts(entry_program(skel, p->shape), -1, f->path,
+	entry = bpf_program__attach_uprobe_opts(entry_program(pp, p->shape), -1, f->path,
 						f->offsets[api], &opts);
 	if (!entry)
 		return -errno;
 	opts.retprobe = true;
-	ret = bpf_program__attach_uprobe_opts(skel->progs.call_return, -1, f->path,
+	ret = bpf_program__attach_uprobe_opts(pp->call_return, -1, f->path,
 					      f->offsets[api], &opts);
 	if (!ret) {
 		err = -errno;
@@ -180,14 +202,14 @@ static int attach_one(struct gpumem_bpf *skel, struct attached_file *f, unsigned
 }
 
 /* One link for each entry program with the probes of its shapes, one for every return. */
-static int attach_multi(struct gpumem_bpf *skel, struct attached_file *f)
+static int attach_multi(const struct probe_programs *pp, struct attached_file *f)
 {
-	struct bpf_program *progs[] = { skel->progs.enter_alloc, skel->progs.enter_alloc_pitch,
-					skel->progs.enter_free, skel->progs.call_return };
+	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
+					pp->call_return };
 	__u64 offsets[ARRAY_SIZE(probe_table)], cookies[ARRAY_SIZE(probe_table)];
 
 	for (unsigned int i = 0; i < ARRAY_SIZE(progs); i++) {
-		bool ret = progs[i] == skel->progs.call_return;
+		bool ret = progs[i] == pp->call_return;
 		unsigned int cnt = 0;
 		int fd;
 
@@ -196,7 +218,7 @@ static int attach_multi(struct gpumem_bpf *skel, struct attached_file *f)
 
 			if (!f->offsets[api] || offset_taken(f, api))
 				continue;
-			if (!ret && entry_program(skel, p->shape) != progs[i])
+			if (!ret && entry_program(pp, p->shape) != progs[i])
 				continue;
 			offsets[cnt] = f->offsets[api];
 			cookies[cnt++] = GM_COOKIE(api, p->kind, p->layer, p->shape);
@@ -212,7 +234,7 @@ static int attach_multi(struct gpumem_bpf *skel, struct attached_file *f)
 	return 0;
 }
 
-static int attach_each(struct gpumem_bpf *skel, struct attached_file *f)
+static int attach_each(const struct probe_programs *pp, struct attached_file *f)
 {
 	f->links = xcalloc(2 * probe_count, sizeof(*f->links));
 	for (unsigned int api = 0; api < probe_count; api++) {
@@ -220,7 +242,7 @@ static int attach_each(struct gpumem_bpf *skel, struct attached_file *f)
 
 		if (!f->offsets[api] || offset_taken(f, api))
 			continue;
-		err = attach_one(skel, f, api);
+		err = attach_one(pp, f, api);
 		if (err) {
 			p_err("cannot attach to %s:%s: %s", f->path, probe_table[api].symbol,
 			      strerror(-err));
@@ -231,8 +253,7 @@ static int attach_each(struct gpumem_bpf *skel, struct attached_file *f)
 	return 0;
 }
 
-int attach_file(struct gpumem_bpf *skel, const char *path, bool multi,
-		struct attached_file **out)
+int attach_file(const struct probe_programs *pp, const char *path, struct attached_file **out)
 {
 	struct attached_file *f = xcalloc(1, sizeof(*f));
 	int err;
@@ -242,10 +263,10 @@ int attach_file(struct gpumem_bpf *skel, const char *path, bool multi,
 	err = elf_for_each_func(path, collect_symbol, f);
 	if (err)
 		goto out_free;
-	err = multi ? attach_multi(skel, f) : attach_each(skel, f);
+	err = pp->multi ? attach_multi(pp, f) : attach_each(pp, f);
 	if (err) {
-		if (multi)
-			p_err("cannot attach to %s: %s", path, strerror(-err));
+		if (pp->multi)	/* the caller says what it does about it */
+			p_debug("cannot attach to %s: %s", path, strerror(-err));
 		goto out_detach;
 	}
 	if (!f->nprobes)

@@ -18,6 +18,12 @@ struct probe_def {
 extern const struct probe_def probe_table[];
 extern const unsigned int probe_count;
 
+/* The one rule for "is this CUDA's code", by the file's own name: a module named libcuda*
+ * (its frames are CUDA's, hidden unless --all-frames); of those, the shared objects gpumem
+ * attaches to are libcuda.so* and libcudart.so* (bpf/gpumem.bpf.c applies the same rule to
+ * opened files; archives such as libcudart_static.a never match). */
+bool is_cuda_module(const char *path);
+bool is_cuda_library_path(const char *path);
 const char *probe_api_name(unsigned int api);
 const char *probe_layer_name(unsigned int layer);
 const char *kind_name(unsigned int kind);
@@ -26,13 +32,18 @@ int probe_find(const char *symbol);
 /* A name for a CUDA return code ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY"). */
 const char *cuda_error_name(unsigned int layer, int error);
 
-struct gpumem_bpf;
+struct bpf_program;
 struct attached_file;
 
-/* Attaches every probe-table symbol that path defines (multi: in uprobe_multi links);
- * *out is NULL when it defines none. Returns 0 or -errno. */
-int attach_file(struct gpumem_bpf *skel, const char *path, bool multi,
-		struct attached_file **out);
+/* The programs a probe-table row attaches, lent by the tracer (which owns them). */
+struct probe_programs {
+	struct bpf_program *enter_alloc, *enter_alloc_pitch, *enter_free, *call_return;
+	bool multi;	/* in uprobe_multi links (else one perf-event link per probe) */
+};
+
+/* Attaches every probe-table symbol that path defines; *out is NULL when it defines none.
+ * Returns 0 or -errno. */
+int attach_file(const struct probe_programs *pp, const char *path, struct attached_file **out);
 void detach_file(struct attached_file *f);
 unsigned int attached_probe_count(const struct attached_file *f);
 const char *attached_path(const struct attached_file *f);

@@ -3,9 +3,7 @@
  * traces tasks in those cgroups or below them (bpf_current_task_under_cgroup), so processes of
  * other containers cost only the trap. A container started after gpumem is selected only by
  * --cgroup or --pod of a parent cgroup that already exists. */
-#define _XOPEN_SOURCE 700
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +19,6 @@ struct scan {
 	char ***dirs;
 	size_t *n;
 };
-
-static struct scan scan_ctx;	/* nftw passes no context */
 
 static void add_dir(char ***dirs, size_t *n, const char *path)
 {
@@ -51,16 +47,13 @@ static bool parent_matches(const char *path, const struct selection *sel, size_t
 	return container_id_matches(&ci, sel->value);
 }
 
-static int visit(const char *path, const struct stat *st, int type, struct FTW *ftw)
+static int visit(void *ctx, const char *path, const struct stat *st)
 {
-	const struct scan *sc = &scan_ctx;
+	const struct scan *sc = ctx;
 	struct container_info ci;
 	bool match;
 
 	(void)st;
-	(void)ftw;
-	if (type != FTW_D)
-		return 0;
 	container_parse_cgroup(path + sc->mnt_len, &ci);
 	if (strcmp(sc->sel->kind, "pod") == 0)
 		match = ci.has_pod && strcasecmp(ci.pod_uid, sc->sel->value) == 0;
@@ -85,8 +78,9 @@ static int select_one(const struct selection *sel, const char *mnt, char ***dirs
 		else if (stat(sel->value, &st) == 0 && S_ISDIR(st.st_mode))
 			add_dir(dirs, n, sel->value);
 	} else {
-		scan_ctx = (struct scan){ .sel = sel, .mnt_len = strlen(mnt), .dirs = dirs, .n = n };
-		nftw(mnt, visit, 32, FTW_PHYS);
+		struct scan sc = { .sel = sel, .mnt_len = strlen(mnt), .dirs = dirs, .n = n };
+
+		cgroup_walk(mnt, visit, &sc);
 	}
 	if (*n == before) {
 		p_err("no cgroup matches --%s %s (looked under %s)", sel->kind, sel->value, mnt);

@@ -2,8 +2,10 @@
 /* Container runtime, container id, pod UID and QoS class from a cgroup v2 path; the pid inside
  * a process's own pid namespace; the cgroup v2 mount and the cgroup id of a cgroup directory. */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -510,4 +512,46 @@ int cgroup_id_of_path(const char *cgroup_fs_path, uint64_t *id)
 	/* kernfs gives each node a 64-bit id and uses it as the inode number (Linux 5.5+) */
 	*id = st.st_ino;
 	return 0;
+}
+
+/* Depth-first, each directory once (no symlinks followed: cgroupfs has none). */
+static int walk_dir(char *path, size_t len, size_t cap, unsigned int depth, cgroup_visit_fn fn,
+		    void *ctx)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *dir;
+	int stop;
+
+	if (lstat(path, &st) || !S_ISDIR(st.st_mode))
+		return 0;
+	stop = fn(ctx, path, &st);
+	if (stop || depth >= CGROUP_WALK_MAX_DEPTH)
+		return stop;
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while (!stop && (de = readdir(dir))) {
+		int n;
+
+		if (de->d_type != DT_DIR || !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		n = snprintf(path + len, cap - len, "/%s", de->d_name);
+		if (n < 0 || (size_t)n >= cap - len)
+			continue;
+		stop = walk_dir(path, len + (size_t)n, cap, depth + 1, fn, ctx);
+		path[len] = 0;
+	}
+	closedir(dir);
+	return stop;
+}
+
+int cgroup_walk(const char *root, cgroup_visit_fn fn, void *ctx)
+{
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s", root);
+
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+	return walk_dir(path, (size_t)n, sizeof(path), 0, fn, ctx);
 }

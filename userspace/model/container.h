@@ -78,4 +78,13 @@ int cgroup_fs_path(const char *mnt, const char *mnt_root, const char *cgroup_pat
  */
 int cgroup_id_of_path(const char *cgroup_fs_path, uint64_t *id);
 
+/*
+ * The one walker of the cgroup tree: calls fn for root and every directory below it (depth
+ * first, at most CGROUP_WALK_MAX_DEPTH levels) until fn returns non-zero, which is returned.
+ */
+#define CGROUP_WALK_MAX_DEPTH 32
+struct stat;
+typedef int (*cgroup_visit_fn)(void *ctx, const char *path, const struct stat *st);
+int cgroup_walk(const char *root, cgroup_visit_fn fn, void *ctx);
+
 #endif

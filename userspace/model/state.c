@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Reading the BPF maps into the model the views print: living processes' numbers, sites and
- * allocation ages; the final numbers of processes that ended, captured before their map
- * entries are dropped; failures as they were reported. */
+/* The model's records from the BPF maps and ring-buffer records: living processes' numbers,
+ * sites and allocation ages; the final numbers of processes that ended, captured before their
+ * map entries are dropped (the only code that deletes them); failures as they were reported. */
 #include <errno.h>
-#include <ftw.h>
+#include <pwd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,29 +13,71 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "cgroups.h"
 #include "state.h"
 #include "symbolize.h"
 #include "unwind.h"
 #include "util.h"
 
-struct state *state_new(const struct state_fds *fds)
+/* Owners' names by uid: looked up once each (getpwuid reads /etc/passwd), bounded. */
+#define USER_CACHE_MAX 256
+struct user_cache {
+	struct {
+		uid_t uid;
+		char name[32];
+	} v[USER_CACHE_MAX];
+	size_t n;
+};
+
+static const char *user_name(struct user_cache *c, uid_t uid)
+{
+	struct passwd *pw;
+	size_t i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->v[i].uid == uid)
+			return c->v[i].name;
+	i = c->n < USER_CACHE_MAX ? c->n++ : uid % USER_CACHE_MAX;
+	c->v[i].uid = uid;
+	pw = getpwuid(uid);
+	if (pw)
+		snprintf(c->v[i].name, sizeof(c->v[i].name), "%s", pw->pw_name);
+	else
+		snprintf(c->v[i].name, sizeof(c->v[i].name), "%u", (unsigned int)uid);
+	return c->v[i].name;
+}
+
+struct state *state_new(const struct model_maps *maps, const struct state_opts *opt)
 {
 	struct state *s = xcalloc(1, sizeof(*s));
 
-	s->fd = *fds;
+	s->fd = *maps;
+	if (opt)
+		s->opt = *opt;
+	if (!s->opt.keep_ended)
+		s->opt.keep_ended = STATE_KEEP_ENDED_DEFAULT;
+	if (!(s->opt.keep_ended_s > 0))
+		s->opt.keep_ended_s = STATE_KEEP_ENDED_S_DEFAULT;
 	s->sym = symbolizer_new();
+	s->cgroups = cgroup_cache_new();
+	s->users = xcalloc(1, sizeof(*s->users));
 	return s;
 }
 
-static void proc_rec_free(struct proc_rec *p)
+void proc_rec_free(struct proc_rec *p)
 {
 	free(p->cmdline);
 	free(p->cgroup);
+	free(p->user);
 	module_map_free(&p->mm);
 	module_map_free(&p->exit_mm);
 	unwinder_free(p->unwinder);
 	free(p->dwarf_stacks);
 	free(p->pending_copies);
+	for (size_t i = 0; i < p->nnamed; i++)
+		snap_stack_put(p->named[i].stack);
+	free(p->named);
 	free(p->sites);
 	free(p);
 }
@@ -48,7 +90,11 @@ void state_free(struct state *s)
 		proc_rec_free(s->procs[i]);
 	free(s->procs);
 	free(s->by_pid);
+	for (size_t i = 0; i < s->nfailures; i++)
+		snap_stack_put(s->failures[i].stack);
 	free(s->failures);
+	cgroup_cache_free(s->cgroups);
+	free(s->users);
 	free(s->pending_exits);
 	for (size_t i = 0; i < s->npaths; i++)
 		free(s->paths[i].path);
@@ -91,16 +137,24 @@ static void index_proc(struct state *s, struct proc_rec *p)
 	s->by_pid[i] = p;
 }
 
+void state_reindex(struct state *s)
+{
+	memset(s->by_pid, 0, s->by_pid_cap * sizeof(*s->by_pid));
+	s->by_pid_used = 0;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct proc_rec *cur = state_find(s, s->procs[i]->pid);
+
+		/* The newest record of a pid wins: a later one in procs, or the living one. */
+		if (!cur || s->procs[i]->alive || !cur->alive)
+			index_proc(s, s->procs[i]);
+	}
+}
+
 struct proc_rec *state_find(struct state *s, int pid)
 {
 	if (!s->by_pid_cap)
 		return NULL;
 	return s->by_pid[pid_slot(s->by_pid, s->by_pid_cap, pid)];
-}
-
-static uint64_t kernel_dev(uint32_t major, uint32_t minor)
-{
-	return ((uint64_t)major << 20) | minor;
 }
 
 static const char *known_path_of(struct state *s, uint64_t dev, uint64_t ino)
@@ -115,6 +169,15 @@ static void remember_path(struct state *s, uint64_t dev, uint64_t ino, const cha
 {
 	if (!ino || known_path_of(s, dev, ino))
 		return;
+	if (s->npaths == STATE_MAX_KNOWN_PATHS) {
+		/* The oldest half goes: a file seen long ago is rarely the one an exit names. */
+		size_t half = STATE_MAX_KNOWN_PATHS / 2;
+
+		for (size_t i = 0; i < half; i++)
+			free(s->paths[i].path);
+		memmove(s->paths, s->paths + half, (s->npaths - half) * sizeof(*s->paths));
+		s->npaths -= half;
+	}
 	if (s->npaths == s->paths_cap) {
 		s->paths_cap = s->paths_cap ? 2 * s->paths_cap : 64;
 		s->paths = xrealloc(s->paths, s->paths_cap * sizeof(*s->paths));
@@ -127,7 +190,7 @@ static void remember_paths(struct state *s, const struct module_map *mm)
 {
 	for (size_t i = 0; i < mm->count; i++)
 		if (mm->maps[i].exec)
-			remember_path(s, kernel_dev(mm->maps[i].dev_major, mm->maps[i].dev_minor),
+			remember_path(s, gm_kernel_dev(mm->maps[i].dev_major, mm->maps[i].dev_minor),
 				      mm->maps[i].ino, mm->maps[i].path);
 }
 
@@ -142,7 +205,7 @@ void state_on_exec(struct state *s, int pid)
 	if (n <= 0 || stat(link, &st))
 		return;
 	path[n] = 0;
-	remember_path(s, kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino, path);
+	remember_path(s, gm_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino, path);
 }
 
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
@@ -159,8 +222,8 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 	mp->end = e->end;
 	mp->pgoff = e->pgoff * (uint64_t)sysconf(_SC_PAGESIZE);
 	mp->ino = e->ino;
-	mp->dev_major = (uint32_t)(e->dev >> 20);
-	mp->dev_minor = (uint32_t)(e->dev & 0xfffff);
+	mp->dev_major = (uint32_t)(e->dev >> GM_DEV_MINOR_BITS);
+	mp->dev_minor = (uint32_t)(e->dev & GM_DEV_MINOR_MASK);
 	mp->exec = true;
 	path = known_path_of(s, e->dev, e->ino);
 	/* Unknown for now: the file's own name, until a path turns up (adopt_exit_map). */
@@ -194,7 +257,7 @@ static void adopt_exit_map(struct state *s, struct proc_rec *p)
 	for (size_t i = 0; i < m->count; i++) {
 		struct mapping *mp = &m->maps[i];
 		const struct mapping *seen = same_file_in(&p->mm, mp);
-		const char *path = known_path_of(s, kernel_dev(mp->dev_major, mp->dev_minor),
+		const char *path = known_path_of(s, gm_kernel_dev(mp->dev_major, mp->dev_minor),
 						 mp->ino);
 
 		if (seen) {
@@ -221,10 +284,39 @@ static void adopt_exit_map(struct state *s, struct proc_rec *p)
 	p->npending_copies = 0;
 }
 
+static void read_owner(struct state *s, struct proc_rec *p)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", p->pid);
+	if (!p->user && stat(path, &st) == 0)
+		p->user = xstrdup(user_name(s->users, st.st_uid));
+}
+
+/* The cgroup BPF recorded at the process's calls: followed when it changes (a process moved
+ * into a container's cgroup after gpumem first saw it). */
+static void follow_cgroup(struct state *s, struct proc_rec *p)
+{
+	const char *path;
+
+	if (!p->st.cgroup_id || p->st.cgroup_id == p->cgroup_id)
+		return;
+	p->cgroup_id = p->st.cgroup_id;
+	path = cgroup_cache_path(s->cgroups, p->cgroup_id, p->alive ? p->pid : 0);
+	if (!path)
+		return;
+	free(p->cgroup);
+	p->cgroup = xstrdup(path);
+	container_parse_cgroup(p->cgroup, &p->container);
+}
+
 static void read_identity(struct state *s, struct proc_rec *p)
 {
 	char buf[4096];
 
+	p->identity_read = true;
+	read_owner(s, p);
 	if (!p->comm[0] && proc_read_comm(p->pid, buf, sizeof(buf)) == 0)
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, buf);
 	if (!p->cmdline && proc_read_cmdline(p->pid, buf, sizeof(buf)) == 0)
@@ -255,6 +347,7 @@ struct proc_rec *state_proc(struct state *s, int pid)
 		s->procs = xrealloc(s->procs, s->procs_cap * sizeof(*s->procs));
 	}
 	p = xcalloc(1, sizeof(*p));
+	p->serial = ++s->next_serial;
 	p->pid = pid;
 	p->alive = true;
 	s->procs[s->nprocs++] = p;
@@ -337,14 +430,15 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 	p->dwarf_stacks[p->ndwarf_stacks++] = ds;
 }
 
-uint32_t state_stack(struct state *s, int pid, int32_t stack_id, uint64_t *ips)
+uint32_t state_stack_ips(struct state *s, const struct proc_rec *p, int32_t stack_id,
+			 uint64_t *ips)
 {
 	const struct dwarf_stack *ds;
 	uint32_t n = 0;
 
 	if (stack_id < 0)
 		return 0;
-	ds = dwarf_stack_of(state_find(s, pid), stack_id);
+	ds = dwarf_stack_of(p, stack_id);
 	if (ds) {
 		memcpy(ips, ds->ips, ds->nips * sizeof(*ips));
 		return ds->nips;
@@ -358,6 +452,7 @@ uint32_t state_stack(struct state *s, int pid, int32_t stack_id, uint64_t *ips)
 
 void state_on_failure(struct state *s, const struct gm_call_event *e)
 {
+	struct proc_rec *p = state_proc(s, (int)e->pid);
 	struct failure_rec *f;
 
 	if (s->nfailures == s->failures_cap) {
@@ -366,8 +461,30 @@ void state_on_failure(struct state *s, const struct gm_call_event *e)
 	}
 	f = &s->failures[s->nfailures++];
 	f->ev = *e;
-	f->nips = state_stack(s, (int)e->pid, e->stack_id, f->ips);
-	state_proc(s, (int)e->pid);
+	/* Named now: the process may be gone, and let go, before anyone prints it. */
+	f->stack = state_named_stack(s, p, e->stack_id);
+	f->container = p->container;
+	f->has_container = true;
+}
+
+void state_on_bad_record(struct state *s)
+{
+	s->lost[SNAP_LOST_BAD_RECORDS]++;
+}
+
+void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 *vals = xcalloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*vals));
+
+	for (__u32 i = 0; i < GM_CNT_COUNT; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(s->fd.counters, &i, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+	free(vals);
 }
 
 void state_on_process_exit(struct state *s, const struct gm_call_event *e)
@@ -441,10 +558,10 @@ static bool pid_in(const int *pids, size_t n, uint32_t pid)
 	return false;
 }
 
-static struct site_snap *add_site(struct proc_rec *p, const struct gm_site_key *k,
+static struct site_rec *add_site(struct proc_rec *p, const struct gm_site_key *k,
 				  const struct gm_site_stats *v)
 {
-	struct site_snap *ss;
+	struct site_rec *ss;
 
 	p->sites = xrealloc(p->sites, (p->nsites + 1) * sizeof(*p->sites));
 	ss = &p->sites[p->nsites++];
@@ -469,21 +586,22 @@ static int site_cmp(const void *a, const void *b)
 }
 
 struct age_note {
-	struct site_snap *site;
+	struct site_rec *site;
 	uint64_t time_ns;
 };
 
-static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_info *a)
+static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_info *a,
+		     bool median)
 {
 	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .stack_id = a->stack_id,
 				 .api = a->api, .kind = a->kind };
-	struct site_snap *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
+	struct site_rec *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 
 	if (!ss)
 		return;
 	if (!ss->oldest_ns || a->time_ns < ss->oldest_ns)
 		ss->oldest_ns = a->time_ns;
-	if (!s->want_median_ages)
+	if (!median)
 		return;
 	if (s->nages == s->ages_cap) {
 		s->ages_cap = s->ages_cap ? 2 * s->ages_cap : 1024;
@@ -520,6 +638,7 @@ static void assign_median_ages(struct state *s)
 /* Pass context: which processes a walk is for, and what it collects. */
 struct walk {
 	struct state *s;
+	bool median;		/* collect (site, time) pairs for median ages */
 	const int *pids;	/* NULL: every living process */
 	size_t npids;
 	void *del_keys;		/* keys to delete after the walk */
@@ -556,37 +675,6 @@ static void delete_queued(int fd, struct walk *w)
 	w->ndel = w->del_cap = 0;
 }
 
-/* A process that ended before /proc told its cgroup: find the directory whose inode is the
- * cgroup id the BPF side recorded at its first call. */
-static uint64_t wanted_cgroup_id;
-static char *found_cgroup;
-static size_t cgroup_mnt_len;
-
-static int match_cgroup_dir(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)ftw;
-	if (type != FTW_D || st->st_ino != wanted_cgroup_id)
-		return 0;
-	found_cgroup = xstrdup(path[cgroup_mnt_len] ? path + cgroup_mnt_len : "/");
-	return 1;
-}
-
-static void cgroup_from_id(struct proc_rec *p)
-{
-	char mnt[PATH_MAX];
-
-	if (cgroup_v2_mount(mnt, sizeof(mnt)))
-		return;
-	wanted_cgroup_id = p->st.cgroup_id;
-	cgroup_mnt_len = strlen(mnt);
-	found_cgroup = NULL;
-	nftw(mnt, match_cgroup_dir, 32, FTW_PHYS);
-	if (!found_cgroup)
-		return;
-	p->cgroup = found_cgroup;
-	container_parse_cgroup(p->cgroup, &p->container);
-}
-
 static void walk_proc(void *ctx, const void *key, const void *value)
 {
 	struct walk *w = ctx;
@@ -602,8 +690,7 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 	p->st = *(const struct gm_proc_stats *)value;
 	p->have_stats = true;
 	p->nsites = 0;
-	if (!p->cgroup && p->st.cgroup_id)
-		cgroup_from_id(p);
+	follow_cgroup(w->s, p);
 	if (!p->ns_pid && p->st.ns_pid)
 		p->ns_pid = (int)p->st.ns_pid;
 }
@@ -630,7 +717,7 @@ static void walk_alloc(void *ctx, const void *key, const void *value)
 	w->seen++;
 	if (!walk_wants(w, k->tgid, &p) || !p->alive)
 		return;
-	note_age(w->s, p, value);
+	note_age(w->s, p, value, w->median);
 	queue_delete(w, key);
 }
 
@@ -638,7 +725,7 @@ static void sort_sites(struct state *s)
 {
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (s->procs[i]->nsites > 1)
-			qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_snap),
+			qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_rec),
 			      site_cmp);
 }
 
@@ -651,7 +738,7 @@ static void sum_sites(struct proc_rec *p)
 	st->current_allocs = st->alloc_count = st->free_count = st->alloc_bytes_total = 0;
 	memset(st->by_kind, 0, sizeof(st->by_kind));
 	for (size_t i = 0; i < p->nsites; i++) {
-		const struct site_snap *ss = &p->sites[i];
+		const struct site_rec *ss = &p->sites[i];
 
 		st->alloc_count += ss->st.alloc_count;
 		st->free_count += ss->st.free_count;
@@ -678,10 +765,26 @@ static bool holds_allocations(struct state *s, const int *pids, size_t npids)
 	return false;
 }
 
-/* One pass over procs, sites and allocs for the given processes (NULL: all living). */
-static int read_maps(struct state *s, const int *pids, size_t npids, bool need_ages)
+/* Which records a walk was for: their ages are now as known as the walk made them. */
+static void mark_ages(struct state *s, const int *pids, size_t npids, bool walked, bool median)
 {
-	struct walk w = { .s = s, .pids = pids, .npids = npids };
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct proc_rec *p = s->procs[i];
+
+		if (!p->alive || (pids && !pid_in(pids, npids, (uint32_t)p->pid)))
+			continue;
+		/* An ending process that held nothing has no ages to find: they are known. */
+		p->ages_known = walked || pids;
+		p->medians_known = (walked && median) || (pids && !walked);
+	}
+}
+
+/* One pass over procs, sites and allocs for the given processes (NULL: all living). */
+static int read_maps(struct state *s, const int *pids, size_t npids, unsigned int wants)
+{
+	struct walk w = { .s = s, .pids = pids, .npids = npids,
+			  .median = wants & SNAP_MEDIAN_AGES };
+	bool need_ages = wants & (SNAP_AGES | SNAP_MEDIAN_AGES);
 	int err;
 
 	w.ksz = sizeof(__u32);
@@ -712,9 +815,11 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 		err = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
 			       sizeof(struct gm_alloc_info), walk_alloc, &w);
 		s->map_allocs = w.seen - w.ndel;
+		s->map_allocs_valid = true;
 		assign_median_ages(s);
 		delete_queued(s->fd.allocs, &w);
 	}
+	mark_ages(s, pids, npids, need_ages, w.median);
 	if (pids) {
 		for (size_t i = 0; i < npids; i++) {
 			__u32 key = (__u32)pids[i];
@@ -726,10 +831,10 @@ static int read_maps(struct state *s, const int *pids, size_t npids, bool need_a
 	return err;
 }
 
-static int refresh(struct state *s, bool ages)
+int state_refresh(struct state *s, unsigned int wants)
 {
 	uint64_t now = now_ns();
-	int err = read_maps(s, NULL, 0, ages);
+	int err = read_maps(s, NULL, 0, wants);
 
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (s->procs[i]->alive)
@@ -737,34 +842,34 @@ static int refresh(struct state *s, bool ages)
 	return err;
 }
 
-int state_refresh(struct state *s)
-{
-	return refresh(s, true);
-}
-
-int state_refresh_counts(struct state *s)
-{
-	return refresh(s, false);
-}
-
 size_t state_reap(struct state *s)
 {
 	size_t n = s->npending;
+	uint64_t now = now_ns();
 
 	if (!n)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		state_proc(s, s->pending_exits[i]);	/* a record even if it never allocated */
-	read_maps(s, s->pending_exits, n, false);
+	read_maps(s, s->pending_exits, n, s->exit_wants);
 	for (size_t i = 0; i < n; i++) {
 		struct proc_rec *p = state_find(s, s->pending_exits[i]);
 
 		if (p && p->alive) {
 			p->alive = false;
+			p->reaped = true;
+			p->reaped_ns = now;
 			if (!p->end_ns)
-				p->end_ns = now_ns();
+				p->end_ns = now;
+			/* Unwinding is over: its map and named stacks are all it still needs. */
+			unwinder_free(p->unwinder);
+			p->unwinder = NULL;
+			free(p->pending_copies);
+			p->pending_copies = NULL;
+			p->npending_copies = 0;
 		}
 	}
 	s->npending = 0;
+	state_retain(s, now);
 	return n;
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The model the views read: processes (alive or ended, with their final numbers), their call
- * sites, failures; built from the BPF maps and the rare ring-buffer records. */
+/* The model: every process seen (alive, or ended with its final numbers, for a bounded time),
+ * its call sites and failures, filled from the BPF maps and the rare ring-buffer records. It
+ * is the only reader of the accounting maps and the only code that deletes their entries;
+ * outputs read the snapshots it publishes (snapshot.h), never the model itself. */
 #ifndef GPUMEM_STATE_H
 #define GPUMEM_STATE_H
 
@@ -10,39 +12,20 @@
 #include "gpumem.h"
 #include "container.h"
 #include "procs.h"
-
-struct site_snap {
-	struct gm_site_key key;
-	struct gm_site_stats st;
-	uint64_t oldest_ns;	/* allocation time of its oldest live allocation; 0: none */
-	uint64_t median_ns;	/* that of its median live allocation (want_median_ages); 0: none */
-};
-
-struct proc_rec {
-	int pid;
-	bool alive;
-	bool have_stats;
-	char comm[GM_COMM_LEN + 1];
-	char *cmdline;
-	char *cgroup;
-	struct container_info container;	/* parsed from cgroup */
-	int ns_pid;		/* its pid in its own pid namespace; 0: unknown */
-	struct module_map mm;	/* captured while the process lived */
-	bool have_mm;
-	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */
-	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
-	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
-	size_t ndwarf_stacks;
-	struct gm_stack_event *pending_copies;	/* to unwind once a module map arrives */
-	size_t npending_copies;
-	struct gm_proc_stats st;
-	struct site_snap *sites;
-	size_t nsites;
-	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
-	int exit_code;
-};
+#include "snapshot.h"
+#include "tracer.h"
 
 #define STATE_MAX_PENDING_COPIES 16
+#define STATE_KEEP_ENDED_DEFAULT 1000		/* --keep-ended */
+#define STATE_KEEP_ENDED_S_DEFAULT 300.0	/* --keep-ended-for */
+#define STATE_MAX_KNOWN_PATHS 4096		/* (dev, inode) -> path, for exit-time maps */
+
+struct site_rec {
+	struct gm_site_key key;
+	struct gm_site_stats st;
+	uint64_t oldest_ns;	/* of its oldest live allocation; 0: none (or not walked) */
+	uint64_t median_ns;	/* of its median one (SNAP_MEDIAN_AGES); 0: none */
+};
 
 /* A site's stack as DWARF unwinding saw it at the site's first allocation. */
 struct dwarf_stack {
@@ -51,10 +34,53 @@ struct dwarf_stack {
 	uint64_t ips[GM_MAX_STACK_DEPTH];
 };
 
+/* A stack named for one process, kept while the process is. */
+struct named_stack {
+	int32_t stack_id;
+	bool complete;		/* every frame found its module: never named again */
+	uint64_t named_ns;
+	struct snap_stack *stack;
+};
+
+struct proc_rec {
+	uint64_t serial;
+	int pid;
+	bool alive;
+	bool have_stats;
+	bool identity_read;
+	char comm[GM_COMM_LEN + 1];
+	char *cmdline;
+	char *cgroup;
+	uint64_t cgroup_id;	/* the id cgroup was taken from; 0: from /proc */
+	struct container_info container;	/* parsed from cgroup */
+	int ns_pid;		/* its pid in its own pid namespace; 0: unknown */
+	char *user;		/* the owner's name; NULL: unknown */
+	struct module_map mm;	/* captured while the process lived */
+	bool have_mm;
+	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */
+	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
+	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
+	size_t ndwarf_stacks;
+	struct gm_stack_event *pending_copies;	/* to unwind once a module map arrives */
+	size_t npending_copies;
+	struct named_stack *named;	/* by stack_id */
+	size_t nnamed;
+	struct gm_proc_stats st;
+	struct site_rec *sites;	/* by key (site_cmp), for the walk over allocations */
+	size_t nsites;
+	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
+	int exit_code;
+	bool reaped;		/* ended and its entries dropped from the maps */
+	uint64_t reaped_ns;	/* when: --keep-ended-for counts from here */
+	bool ages_known;	/* sites' oldest_ns are as the last walk of allocs found them */
+	bool medians_known;
+};
+
 struct failure_rec {
 	struct gm_call_event ev;
-	uint32_t nips;
-	uint64_t ips[GM_MAX_STACK_DEPTH];
+	struct snap_stack *stack;
+	struct container_info container;
+	bool has_container;
 };
 
 /* Where a file (kernel dev, inode) was seen, for mappings known only by inode at exit. */
@@ -63,13 +89,22 @@ struct known_path {
 	char *path;
 };
 
-struct state_fds {
-	int procs, sites, allocs, stacks;
+struct state_opts {
+	bool all_frames;	/* keep the CUDA libraries' own frames */
+	bool no_demangle;
+	uint32_t keep_ended;	/* 0: STATE_KEEP_ENDED_DEFAULT */
+	double keep_ended_s;	/* 0: STATE_KEEP_ENDED_S_DEFAULT */
 };
 
+struct age_note;
+struct cgroup_cache;
+struct user_cache;
+
 struct state {
-	struct state_fds fd;
-	struct proc_rec **procs;	/* every process seen, alive or ended */
+	struct model_maps fd;
+	struct state_opts opt;
+	uint64_t next_serial;
+	struct proc_rec **procs;	/* every process kept, alive or ended */
 	size_t nprocs, procs_cap;
 	struct proc_rec **by_pid;	/* open addressing: each pid's newest record */
 	size_t by_pid_cap, by_pid_used;
@@ -78,20 +113,24 @@ struct state {
 	int *pending_exits;
 	size_t npending, pending_cap;
 	struct symbolizer *sym;
+	struct cgroup_cache *cgroups;
+	struct user_cache *users;
 	struct known_path *paths;
 	size_t npaths, paths_cap;
 	/* Entries in the maps at the last refresh: capacity in use, and proof of cleanup. */
 	uint64_t map_procs, map_sites, map_allocs;
-	bool want_median_ages;	/* set by a view: walks also find each site's median age */
+	bool map_allocs_valid;	/* map_allocs was counted (a walk of allocs happened) */
+	unsigned int exit_wants;	/* enum snap_want: what to capture of a process at its end */
 	struct age_note *ages;	/* scratch for the median: (site, time) of live allocations */
 	size_t nages, ages_cap;
+	uint64_t lost[SNAP_LOST_COUNT];
 };
 
-struct state *state_new(const struct state_fds *fds);
+struct state *state_new(const struct model_maps *maps, const struct state_opts *opt);
 void state_free(struct state *s);
 struct proc_rec *state_proc(struct state *s, int pid);	/* finds or creates */
 struct proc_rec *state_find(struct state *s, int pid);
-/* Identity and module map of a process that just started allocating. */
+/* Ring-buffer records. */
 void state_on_process_new(struct state *s, const struct gm_call_event *e);
 void state_on_failure(struct state *s, const struct gm_call_event *e);
 /* A process exec'd: remember where its executable is while it can still be asked. */
@@ -100,19 +139,36 @@ void state_on_exec(struct state *s, int pid);
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
-/* Handles queued exits in one pass over the maps; returns how many processes ended. */
+/* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
+void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
+void state_on_bad_record(struct state *s);
+/* Handles queued exits in one pass over the maps, then lets go of ended processes past
+ * --keep-ended / --keep-ended-for; returns how many processes ended. */
 size_t state_reap(struct state *s);
-/* Reads the maps into the records of living processes (numbers, sites, ages). */
-int state_refresh(struct state *s);
-/* The same without the walk over every live allocation: numbers and sites, ages left 0. */
-int state_refresh_counts(struct state *s);
-/* The user stack of a site of pid, innermost first: unwound with CFI where it was, else the
- * frame-pointer stack of stack_id. Returns the frame count (0: none). */
-uint32_t state_stack(struct state *s, int pid, int32_t stack_id, uint64_t *ips);
+/* Reads the maps into the records of living processes; wants: SNAP_AGES, SNAP_MEDIAN_AGES. */
+int state_refresh(struct state *s, unsigned int wants);
+/* The named stack of a site of p (a new reference; NULL only when out of memory). */
+struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id);
+/* The raw user stack of a site of p, innermost first (CFI-unwound where it was). */
+uint32_t state_stack_ips(struct state *s, const struct proc_rec *p, int32_t stack_id,
+			 uint64_t *ips);
 /* Reads a living process's maps again (code loaded since); false if it cannot, and then its
  * captured map stays. */
 bool state_reread_maps(struct state *s, struct proc_rec *p);
-/* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
-void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
+/* The kernel's loss and health counters, summed over CPUs. */
+void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT]);
+
+/* Publishing (publish.c): one snapshot of everything kept, after a refresh with wants. */
+struct snapshot *state_publish(struct state *s, unsigned int wants);
+/* One call event, its process's container and its stack named (release with
+ * snap_event_release). */
+void state_describe_event(struct state *s, const struct gm_call_event *e, struct snap_event *out);
+void snap_event_release(struct snap_event *e);
+
+/* Letting go (retention.c): ended processes beyond the bounds, oldest end first. */
+void state_retain(struct state *s, uint64_t now);
+void proc_rec_free(struct proc_rec *p);
+/* Rebuilds the pid index after records were dropped. */
+void state_reindex(struct state *s);
 
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The escaping JSON writer, and the plain-text sanitizer for readable views. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,6 +227,29 @@ void jw_i64(struct json_writer *w, int64_t v)
 	fprintf(w->out, "%" PRId64, v);
 }
 
+void jw_double(struct json_writer *w, double v)
+{
+	char buf[32];
+
+	if (!isfinite(v)) {
+		jw_null(w);	/* JSON has no NaN or infinity */
+		return;
+	}
+	jw_separate(w);
+	/* The shortest form that reads back the same, as JSON allows it (no "1e+05" quirks). */
+	snprintf(buf, sizeof(buf), "%.17g", v);
+	for (int prec = 1; prec < 17; prec++) {
+		char try[32];
+
+		snprintf(try, sizeof(try), "%.*g", prec, v);
+		if (strtod(try, NULL) == v) {
+			memcpy(buf, try, sizeof(buf));
+			break;
+		}
+	}
+	fputs(buf, w->out);
+}
+
 void jw_bool(struct json_writer *w, bool v)
 {
 	jw_separate(w);
@@ -260,6 +284,12 @@ void jw_kv_i64(struct json_writer *w, const char *key, int64_t v)
 {
 	jw_key(w, key);
 	jw_i64(w, v);
+}
+
+void jw_kv_double(struct json_writer *w, const char *key, double v)
+{
+	jw_key(w, key);
+	jw_double(w, v);
 }
 
 void jw_kv_bool(struct json_writer *w, const char *key, bool v)

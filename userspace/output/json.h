@@ -27,6 +27,8 @@ void jw_string(struct json_writer *w, const char *s);
 void jw_string_len(struct json_writer *w, const char *s, size_t len);
 void jw_u64(struct json_writer *w, uint64_t v);
 void jw_i64(struct json_writer *w, int64_t v);
+/* A number; NaN and infinities (which JSON cannot say) write null. */
+void jw_double(struct json_writer *w, double v);
 void jw_bool(struct json_writer *w, bool v);
 void jw_null(struct json_writer *w);
 /* A string "0x1a2b". */
@@ -35,6 +37,7 @@ void jw_hex(struct json_writer *w, uint64_t v);
 void jw_kv_string(struct json_writer *w, const char *key, const char *s);
 void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v);
 void jw_kv_i64(struct json_writer *w, const char *key, int64_t v);
+void jw_kv_double(struct json_writer *w, const char *key, double v);
 void jw_kv_bool(struct json_writer *w, const char *key, bool v);
 void jw_kv_hex(struct json_writer *w, const char *key, uint64_t v);
 void jw_kv_null(struct json_writer *w, const char *key);

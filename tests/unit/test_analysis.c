@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0
+/* analysis/ on synthetic snapshots, with no BPF: growth fits and rates, leak verdicts and the
+ * loop's step, the context of a failure, and the history letting go of ended processes. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "analysis.h"
+
+#define SEC 1000000000ull
+#define KIB 1024ull
+
+/* A snapshot of one process with sites; each site's numbers set by the test. */
+struct fake {
+	struct snapshot snap;
+	struct snap_proc proc[2];
+	struct snap_site sites[2][4];
+};
+
+static void fake_init(struct fake *f, size_t nprocs, size_t nsites)
+{
+	memset(f, 0, sizeof(*f));
+	f->snap.refs = 1;
+	f->snap.procs = f->proc;
+	f->snap.nprocs = nprocs;
+	for (size_t i = 0; i < nprocs; i++) {
+		f->proc[i].serial = 100 + i;
+		f->proc[i].pid = 4000 + (int)i;
+		f->proc[i].alive = true;
+		f->proc[i].valid = SP_STATS | SP_COMM;
+		f->proc[i].sites = f->sites[i];
+		f->proc[i].nsites = nsites;
+		for (size_t j = 0; j < nsites; j++)
+			f->sites[i][j].stack_id = (int32_t)j + 1;
+	}
+}
+
+/* Sets the time, and each process's totals from its sites. */
+static void fake_at(struct fake *f, uint64_t t)
+{
+	f->snap.time_ns = t;
+	for (size_t i = 0; i < f->snap.nprocs; i++) {
+		struct snap_proc *p = &f->proc[i];
+
+		p->end_ns = t;
+		memset(&p->st, 0, sizeof(p->st));
+		for (size_t j = 0; j < p->nsites; j++) {
+			p->st.current_bytes += p->sites[j].st.current_bytes;
+			p->st.alloc_count += p->sites[j].st.alloc_count;
+			p->st.free_count += p->sites[j].st.free_count;
+		}
+	}
+}
+
+/* A site that allocates size once per step and frees nothing (steps 0..n-1, period_s). */
+static void leak_step(struct snap_site *ss, uint64_t step, uint64_t size)
+{
+	ss->st.current_bytes = (step + 1) * size;
+	ss->st.current_allocs = step + 1;
+	ss->st.alloc_count = step + 1;
+	ss->st.alloc_bytes_total = (step + 1) * size;
+}
+
+/* A site that allocates and frees k scratch buffers a step: flat. */
+static void scratch_step(struct snap_site *ss, uint64_t step, uint64_t k, uint64_t size)
+{
+	ss->st.current_bytes = size;
+	ss->st.current_allocs = 1;
+	ss->st.alloc_count = (step + 1) * k;
+	ss->st.free_count = (step + 1) * k - 1;
+}
+
+static void test_trend_of_a_line_is_its_slope_and_rates(void **state)
+{
+	struct history *h = history_new();
+	struct fake f;
+	struct hist_key k;
+	struct trend t;
+
+	(void)state;
+	fake_init(&f, 1, 1);
+	for (uint64_t i = 0; i < 20; i++) {
+		leak_step(&f.sites[0][0], i, 4 * KIB);	/* +4 KiB and one allocation a second */
+		fake_at(&f, (i + 1) * SEC);
+		history_observe(h, &f.snap);
+	}
+	k = hist_key_site(&f.proc[0], &f.sites[0][0]);
+	t = trend_of(h, &k, 20 * SEC, 5.0, 60.0);
+	assert_true(fabs(t.growth_per_s - 4096.0) < 1e-6);
+	assert_true(fabs(t.alloc_rate - 1.0) < 1e-9);
+	assert_true(fabs(t.free_rate) < 1e-9);
+	history_free(h);
+}
+
+static void test_leak_grows_per_step_scratch_is_steady(void **state)
+{
+	struct history *h = history_new();
+	struct leak_report r;
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 1, 2);
+	/* A step every 0.5 s: the leak keeps 8 KiB a step, the scratch site allocates 3 a step. */
+	for (uint64_t i = 0; i < 40; i++) {
+		leak_step(&f.sites[0][0], i, 8 * KIB);
+		scratch_step(&f.sites[0][1], i, 3, 64 * KIB);
+		fake_at(&f, i * SEC / 2 + SEC);
+		history_observe(h, &f.snap);
+	}
+	leaks_judge(&f.snap, h, &r);
+	assert_int_equal(r.nprocs, 1);
+	assert_int_equal(r.procs[0].growing, 1);
+	assert_true(fabs(r.procs[0].step_rate - 2.0) < 0.05);	/* two steps a second */
+	/* Suspects first: the leak, growing by 16 KiB/s, 8 KiB a step, a perfect fit. */
+	assert_ptr_equal(r.procs[0].sites[0].ss, &f.sites[0][0]);
+	assert_int_equal(r.procs[0].sites[0].verdict, LEAK_GROWING);
+	assert_false(r.procs[0].sites[0].lifetime);
+	assert_true(fabs(r.procs[0].sites[0].rate - 16384.0) < 1.0);
+	assert_true(fabs(r.procs[0].sites[0].per_step - 8192.0) < 200.0);
+	assert_true(r.procs[0].sites[0].fit.r2 > 0.999);
+	assert_int_equal(r.procs[0].sites[1].verdict, LEAK_STEADY);
+	leak_report_free(&r);
+	history_free(h);
+}
+
+static void test_site_that_freed_everything_is_freed(void **state)
+{
+	struct history *h = history_new();
+	struct leak_report r;
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 1, 1);
+	for (uint64_t i = 0; i < 10; i++) {
+		f.sites[0][0].st.alloc_count = i + 1;
+		f.sites[0][0].st.free_count = i + 1;
+		fake_at(&f, (i + 1) * SEC);
+		history_observe(h, &f.snap);
+	}
+	leaks_judge(&f.snap, h, &r);
+	assert_int_equal(r.procs[0].sites[0].verdict, LEAK_FREED);
+	assert_int_equal(r.procs[0].growing, 0);
+	leak_report_free(&r);
+	history_free(h);
+}
+
+static void test_short_run_is_judged_on_lifetime_totals(void **state)
+{
+	struct history *h = history_new();
+	struct leak_report r;
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 1, 1);
+	leak_step(&f.sites[0][0], 4, KIB);	/* 5 allocations of 1 KiB, none freed, in 2 s */
+	f.proc[0].st.first_seen_ns = SEC;
+	fake_at(&f, 3 * SEC);
+	f.proc[0].st.first_seen_ns = SEC;
+	history_observe(h, &f.snap);
+	leaks_judge(&f.snap, h, &r);
+	assert_true(r.procs[0].sites[0].lifetime);
+	assert_int_equal(r.procs[0].sites[0].verdict, LEAK_GROWING);
+	assert_true(fabs(r.procs[0].sites[0].rate - 2560.0) < 1e-6);	/* 5 KiB in 2 s */
+	leak_report_free(&r);
+	history_free(h);
+}
+
+static void test_step_rate_is_the_common_frequency_of_recurring_sites(void **state)
+{
+	const double rates[] = { 10.0, 20.0, 30.3 };
+	const double none[] = { 0.0, 0.0 };
+
+	(void)state;
+	assert_true(fabs(history_step_rate(rates, 3) - 10.0) < 1e-9);
+	assert_true(history_step_rate(none, 2) == 0.0);
+}
+
+static void test_oom_context_lists_largest_holders_first(void **state)
+{
+	struct oom_context c;
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 2, 4);
+	f.sites[1][0].st.current_bytes = 1 * KIB;
+	f.sites[1][1].st.current_bytes = 0;	/* holds nothing: not listed */
+	f.sites[1][2].st.current_bytes = 9 * KIB;
+	f.sites[1][3].st.current_bytes = 3 * KIB;
+	fake_at(&f, SEC);
+	oom_context_of(&f.snap, f.proc[1].pid, &c);
+	assert_ptr_equal(c.p, &f.proc[1]);
+	assert_int_equal(c.ntop, 3);
+	assert_ptr_equal(c.top[0], &f.sites[1][2]);
+	assert_ptr_equal(c.top[1], &f.sites[1][3]);
+	assert_ptr_equal(c.top[2], &f.sites[1][0]);
+	oom_context_of(&f.snap, 12345, &c);	/* not in the snapshot */
+	assert_null(c.p);
+	assert_int_equal(c.ntop, 0);
+}
+
+static void test_history_forgets_a_process_that_left_the_snapshots(void **state)
+{
+	struct history *h = history_new();
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 2, 2);
+	fake_at(&f, SEC);
+	history_observe(h, &f.snap);
+	assert_int_equal(history_count(h), 6);	/* per process: its totals and two sites */
+	f.snap.nprocs = 1;			/* the second one was let go */
+	fake_at(&f, 2 * SEC);
+	history_observe(h, &f.snap);
+	assert_int_equal(history_count(h), 3);
+	f.proc[0].serial = 999;		/* the pid's new owner: another process, another series */
+	fake_at(&f, 3 * SEC);
+	history_observe(h, &f.snap);
+	assert_int_equal(history_count(h), 3);
+	assert_non_null(history_find(h, &(struct hist_key){ .serial = 999,
+							      .stack_id = HIST_PROCESS }));
+	history_free(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trend_of_a_line_is_its_slope_and_rates),
+		cmocka_unit_test(test_leak_grows_per_step_scratch_is_steady),
+		cmocka_unit_test(test_site_that_freed_everything_is_freed),
+		cmocka_unit_test(test_short_run_is_judged_on_lifetime_totals),
+		cmocka_unit_test(test_step_rate_is_the_common_frequency_of_recurring_sites),
+		cmocka_unit_test(test_oom_context_lists_largest_holders_first),
+		cmocka_unit_test(test_history_forgets_a_process_that_left_the_snapshots),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

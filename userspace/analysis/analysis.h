@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What the snapshots say over time, as functions of snapshots and their history: rates and
+ * growth (trends), leak verdicts with the loop's step, and the context of a failed allocation.
+ * No BPF and no /proc: unit tests feed them synthetic snapshots. */
+#ifndef GPUMEM_ANALYSIS_H
+#define GPUMEM_ANALYSIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "history.h"
+#include "snapshot.h"
+
+/* ---- trends: rates and growth of one process or site ---- */
+
+struct trend {
+	double alloc_rate, free_rate;	/* per second, over the rate window */
+	double growth_per_s;		/* least-squares slope over the growth window */
+};
+
+struct trend trend_of(const struct history *h, const struct hist_key *key, uint64_t now_ns,
+		      double rate_window_s, double growth_window_s);
+
+/* ---- leaks ---- */
+
+#define LEAKS_WINDOW_S 60.0	/* the growth fit looks this far back */
+#define LEAKS_MIN_SAMPLES 3	/* fewer: judged on the process's lifetime totals */
+#define LEAKS_MIN_SPAN_S 1.0
+#define LEAKS_MIN_R2 0.8	/* a fit below this is not steady growth */
+
+enum leak_verdict { LEAK_GROWING, LEAK_STEADY, LEAK_FREED };
+
+struct site_verdict {
+	const struct snap_site *ss;
+	enum leak_verdict verdict;
+	struct hist_fit fit;
+	bool lifetime;		/* too few samples: judged on totals since the process began */
+	double rate;		/* bytes per second */
+	double per_step;	/* bytes per step; NAN when no step was found */
+};
+
+struct proc_verdict {
+	const struct snap_proc *p;
+	struct site_verdict *sites;	/* suspects first */
+	size_t nsites;
+	uint64_t now;		/* the end of the window: the last sample (or the exit) */
+	double step_rate;	/* steps per second; 0: no recurring allocations */
+	bool step_lifetime;
+	size_t growing;
+};
+
+struct leak_report {
+	struct proc_verdict *procs;	/* processes that allocate, suspects first */
+	size_t nprocs;
+};
+
+const char *leak_verdict_name(enum leak_verdict v);
+/* Judges every process of snap that allocated, from its series in h. */
+void leaks_judge(const struct snapshot *snap, const struct history *h, struct leak_report *out);
+void leak_report_free(struct leak_report *r);
+
+/* ---- oom: what a failed allocation happened in ---- */
+
+#define OOM_TOP_SITES 5
+
+struct oom_context {
+	const struct snap_proc *p;	/* NULL: not in the snapshot (ended and let go) */
+	const struct snap_site *top[OOM_TOP_SITES];	/* what it held most, largest first */
+	size_t ntop;
+};
+
+void oom_context_of(const struct snapshot *snap, int pid, struct oom_context *out);
+
+#endif

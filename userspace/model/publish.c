@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Publishing the model: one immutable snapshot per tick, read from the maps in one pass, with
+ * every string copied and every stack named, so it outlives the records it came from. */
+#include <stdlib.h>
+#include <string.h>
+#include "nvml.h"
+#include "state.h"
+#include "util.h"
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct snap_proc *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->alive != y->alive)
+		return x->alive - y->alive;	/* an ended process before the pid's new owner */
+	return (x->serial > y->serial) - (x->serial < y->serial);
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct snap_site *x = a, *y = b;
+
+	if (x->st.current_bytes != y->st.current_bytes)
+		return x->st.current_bytes > y->st.current_bytes ? -1 : 1;
+	if (x->st.alloc_bytes_total != y->st.alloc_bytes_total)
+		return x->st.alloc_bytes_total > y->st.alloc_bytes_total ? -1 : 1;
+	return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
+}
+
+static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *out)
+{
+	out->sites = xcalloc(p->nsites ? p->nsites : 1, sizeof(*out->sites));
+	out->nsites = p->nsites;
+	for (size_t i = 0; i < p->nsites; i++) {
+		const struct site_rec *r = &p->sites[i];
+		struct snap_site *ss = &out->sites[i];
+
+		ss->api = r->key.api;
+		ss->kind = r->key.kind;
+		ss->stack_id = r->key.stack_id;
+		ss->st = r->st;
+		ss->oldest_ns = r->oldest_ns;
+		ss->median_ns = r->median_ns;
+		if (p->ages_known && r->oldest_ns)
+			ss->valid |= SS_OLDEST;
+		if (p->medians_known && r->median_ns)
+			ss->valid |= SS_MEDIAN;
+		ss->stack = state_named_stack(s, p, r->key.stack_id);
+	}
+	if (out->nsites > 1)
+		qsort(out->sites, out->nsites, sizeof(*out->sites), by_bytes);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out)
+{
+	out->serial = p->serial;
+	out->pid = p->pid;
+	out->alive = p->alive;
+	out->end_ns = p->end_ns;
+	memcpy(out->comm, p->comm, sizeof(out->comm));
+	out->cmdline = dup_or_null(p->cmdline);
+	out->cgroup = dup_or_null(p->cgroup);
+	out->user = dup_or_null(p->user);
+	out->container = p->container;
+	out->ns_pid = p->ns_pid;
+	out->valid = (p->comm[0] ? SP_COMM : 0) | (p->cmdline ? SP_CMDLINE : 0) |
+		     (p->cgroup ? SP_CGROUP : 0) | (p->ns_pid ? SP_NS_PID : 0) |
+		     (p->user ? SP_USER : 0);
+	if (!p->alive) {
+		out->exit_code = p->exit_code;
+		out->valid |= SP_EXIT_CODE;
+	}
+	if (p->have_stats) {
+		out->st = p->st;
+		out->valid |= SP_STATS;
+		copy_sites(s, p, out);
+	}
+}
+
+static void copy_failures(struct state *s, struct snapshot *snap)
+{
+	snap->failures = xcalloc(s->nfailures ? s->nfailures : 1, sizeof(*snap->failures));
+	snap->nfailures = s->nfailures;
+	for (size_t i = 0; i < s->nfailures; i++) {
+		const struct failure_rec *f = &s->failures[i];
+
+		snap->failures[i] = (struct snap_failure){
+			.ev = f->ev, .stack = snap_stack_get(f->stack), .container = f->container,
+			.has_container = f->has_container,
+		};
+	}
+}
+
+struct snapshot *state_publish(struct state *s, unsigned int wants)
+{
+	struct snapshot *snap = xcalloc(1, sizeof(*snap));
+
+	snap->refs = 1;
+	snap->wants = wants;
+	snap->error = state_refresh(s, wants);
+	snap->time_ns = now_ns();
+	snap->mono_to_real_ns = realtime_ns() - snap->time_ns;
+	state_retain(s, snap->time_ns);
+	state_counters(s, snap->counters);
+	memcpy(snap->lost, s->lost, sizeof(snap->lost));
+	snap->map_procs = s->map_procs;
+	snap->map_sites = s->map_sites;
+	snap->map_allocs = s->map_allocs;
+	snap->map_allocs_valid = s->map_allocs_valid;
+	snap->procs = xcalloc(s->nprocs ? s->nprocs : 1, sizeof(*snap->procs));
+	snap->nprocs = s->nprocs;
+	for (size_t i = 0; i < s->nprocs; i++)
+		copy_proc(s, s->procs[i], &snap->procs[i]);
+	if (snap->nprocs > 1)
+		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), by_pid);
+	if (wants & SNAP_FAILURES)
+		copy_failures(s, snap);
+	if (wants & SNAP_DEVICES) {
+		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
+		snap->devices_valid = snap->ndevices > 0;
+	}
+	return snap;
+}
+
+void state_describe_event(struct state *s, const struct gm_call_event *e, struct snap_event *out)
+{
+	struct proc_rec *p;
+
+	memset(out, 0, sizeof(*out));
+	out->ev = e;
+	out->wall_ns = e->time_ns + (realtime_ns() - now_ns());
+	if (e->type == GM_REC_PROCESS_EXIT) {
+		p = state_find(s, (int)e->pid);
+		out->container = p ? &p->container : NULL;
+		return;
+	}
+	p = state_proc(s, (int)e->pid);
+	out->container = &p->container;
+	out->stack = state_named_stack(s, p, e->stack_id);
+}
+
+void snap_event_release(struct snap_event *e)
+{
+	snap_stack_put(e->stack);
+	e->stack = NULL;
+}

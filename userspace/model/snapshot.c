@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The snapshot object: references, look-ups and the times read off it. Built by publish.c;
+ * read by every output. */
+#include <stdlib.h>
+#include "snapshot.h"
+
+struct snap_stack *snap_stack_get(struct snap_stack *st)
+{
+	if (st)
+		__atomic_add_fetch(&st->refs, 1, __ATOMIC_RELAXED);
+	return st;
+}
+
+void snap_stack_put(struct snap_stack *st)
+{
+	if (st && __atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(st);
+}
+
+struct snapshot *snapshot_get(struct snapshot *s)
+{
+	if (s)
+		__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	return s;
+}
+
+static void snap_proc_release(struct snap_proc *p)
+{
+	free(p->cmdline);
+	free(p->cgroup);
+	free(p->user);
+	for (size_t i = 0; i < p->nsites; i++)
+		snap_stack_put(p->sites[i].stack);
+	free(p->sites);
+}
+
+void snapshot_put(struct snapshot *s)
+{
+	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	for (size_t i = 0; i < s->nprocs; i++)
+		snap_proc_release(&s->procs[i]);
+	free(s->procs);
+	for (size_t i = 0; i < s->nfailures; i++)
+		snap_stack_put(s->failures[i].stack);
+	free(s->failures);
+	free(s);
+}
+
+const struct snap_proc *snapshot_find(const struct snapshot *s, int pid)
+{
+	size_t lo = 0, hi = s->nprocs;
+
+	/* The last record of pid: its newest owner. */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s->procs[mid].pid <= pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && s->procs[lo - 1].pid == pid ? &s->procs[lo - 1] : NULL;
+}
+
+uint64_t snapshot_wall_ns(const struct snapshot *s, uint64_t mono_ns)
+{
+	return mono_ns + s->mono_to_real_ns;
+}
+
+uint64_t snap_site_oldest_age(const struct snap_proc *p, const struct snap_site *ss)
+{
+	if (!(ss->valid & SS_OLDEST) || p->end_ns <= ss->oldest_ns)
+		return 0;
+	return p->end_ns - ss->oldest_ns;
+}
+
+uint64_t snap_site_median_age(const struct snap_proc *p, const struct snap_site *ss)
+{
+	if (!(ss->valid & SS_MEDIAN) || p->end_ns <= ss->median_ns)
+		return 0;
+	return p->end_ns - ss->median_ns;
+}
+

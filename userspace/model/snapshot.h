@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The published model: one immutable snapshot per tick (processes, their sites with named
+ * frames, failures, loss counters, times), read from the maps in one pass. Every output reads
+ * a snapshot; none reads the maps or /proc. What gpumem does not know has its valid bit clear
+ * and prints as "-" in text and null in JSON, never as 0 or "". */
+#ifndef GPUMEM_SNAPSHOT_H
+#define GPUMEM_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gpumem.h"
+#include "container.h"
+#include "discover.h"
+#include "nvml.h"
+
+/* What a snapshot carries beyond the counts (each costs a walk or a query). */
+enum snap_want {
+	SNAP_AGES = 1u << 0,		/* each site's oldest live allocation: a walk of allocs */
+	SNAP_MEDIAN_AGES = 1u << 1,	/* and its median one */
+	SNAP_FAILURES = 1u << 2,	/* the failure records kept so far */
+	SNAP_DEVICES = 1u << 3,		/* device memory from NVML */
+};
+
+/* One frame as the user reads it; strings live as long as the session's symbolizer. */
+struct snap_frame {
+	uint64_t addr;
+	uint64_t offset;	/* ELF vaddr in the module (see symbolize.h) */
+	uint64_t symbol_offset;	/* from the function's entry; valid when symbol && !inlined */
+	const char *module;	/* NULL: unknown */
+	const char *symbol;	/* demangled unless --no-demangle; NULL: unknown */
+	const char *file;	/* NULL: unknown */
+	uint32_t line;		/* 0: unknown */
+	bool inlined;
+};
+
+/* A call stack named once and shared by every snapshot that shows it (reference counted). */
+struct snap_stack {
+	unsigned int refs;
+	uint32_t nframes;	/* 0: no stack was recorded */
+	struct snap_frame frames[];	/* innermost (the call site) first */
+};
+
+struct snap_stack *snap_stack_get(struct snap_stack *st);
+void snap_stack_put(struct snap_stack *st);
+
+enum snap_site_valid {
+	SS_OLDEST = 1u << 0,	/* oldest_ns is known (SNAP_AGES and a live allocation) */
+	SS_MEDIAN = 1u << 1,
+};
+
+struct snap_site {
+	uint32_t api, kind;
+	int32_t stack_id;
+	unsigned int valid;
+	struct gm_site_stats st;
+	uint64_t oldest_ns, median_ns;	/* CLOCK_MONOTONIC allocation times */
+	struct snap_stack *stack;
+};
+
+enum snap_proc_valid {
+	SP_COMM = 1u << 0,
+	SP_CMDLINE = 1u << 1,
+	SP_CGROUP = 1u << 2,
+	SP_NS_PID = 1u << 3,
+	SP_USER = 1u << 4,
+	SP_STATS = 1u << 5,	/* it made a call gpumem accounted: st and sites are real */
+	SP_EXIT_CODE = 1u << 6,
+};
+
+struct snap_proc {
+	uint64_t serial;	/* unique for the session: a reused pid gets a new one */
+	int pid;
+	int ns_pid;
+	unsigned int valid;
+	bool alive;
+	int exit_code;
+	char comm[GM_COMM_LEN + 1];
+	char *cmdline, *cgroup, *user;
+	struct container_info container;
+	uint64_t end_ns;	/* exit time; alive: the snapshot's time */
+	struct gm_proc_stats st;
+	struct snap_site *sites;	/* by current bytes, then bytes allocated */
+	size_t nsites;
+};
+
+struct snap_failure {
+	struct gm_call_event ev;
+	struct snap_stack *stack;
+	struct container_info container;
+	bool has_container;	/* the process's start was seen */
+};
+
+/* Loss counters userspace keeps beside the kernel's GM_CNT_* ones. */
+enum snap_loss {
+	SNAP_LOST_BAD_RECORDS = 0,	/* ring-buffer records of an unknown type or size */
+	SNAP_LOST_ENDED_DROPPED,	/* ended processes let go: --keep-ended, --keep-ended-for */
+	SNAP_LOST_COUNT,
+};
+
+struct snapshot {
+	unsigned int refs;
+	unsigned int wants;	/* enum snap_want: what was read */
+	int error;		/* 0, or -errno when the maps could not be read (numbers are old) */
+	uint64_t time_ns;	/* CLOCK_MONOTONIC */
+	uint64_t mono_to_real_ns;	/* add to a CLOCK_MONOTONIC time for wall-clock time */
+	struct snap_proc *procs;	/* by pid; an ended process before its pid's new owner */
+	size_t nprocs;
+	struct snap_failure *failures;	/* SNAP_FAILURES */
+	size_t nfailures;
+	uint64_t counters[GM_CNT_COUNT];	/* the kernel's loss and health counters */
+	uint64_t lost[SNAP_LOST_COUNT];
+	uint64_t map_procs, map_sites, map_allocs;	/* entries in the maps */
+	bool map_allocs_valid;	/* the allocation map was walked (SNAP_AGES) */
+	struct discovery_stats disc;
+	struct nvml_device devices[NVML_MAX_DEVICES];
+	unsigned int ndevices;
+	bool devices_valid;	/* SNAP_DEVICES and NVML answered */
+};
+
+struct snapshot *snapshot_get(struct snapshot *s);
+void snapshot_put(struct snapshot *s);
+/* The process record of pid (its newest, alive or not), or NULL. */
+const struct snap_proc *snapshot_find(const struct snapshot *s, int pid);
+/* Wall-clock time of a CLOCK_MONOTONIC one. */
+uint64_t snapshot_wall_ns(const struct snapshot *s, uint64_t mono_ns);
+/* A site's age at its process's end (or the snapshot): 0 when not valid. */
+uint64_t snap_site_oldest_age(const struct snap_proc *p, const struct snap_site *ss);
+uint64_t snap_site_median_age(const struct snap_proc *p, const struct snap_site *ss);
+
+/* One ring-buffer call event with its process's container and its stack named. */
+struct snap_event {
+	const struct gm_call_event *ev;
+	struct snap_stack *stack;	/* NULL for a process exit */
+	const struct container_info *container;	/* NULL: its start was not seen */
+	uint64_t wall_ns;
+};
+
+#endif

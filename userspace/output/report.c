@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Frames, sites, containers, call events and loss counters, as JSON and as text: the one
+ * place each is written. */
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+#include "probes.h"
+#include "report.h"
+
+/* ---- JSON ---- */
+
+void json_frames(struct json_writer *w, const struct snap_stack *st)
+{
+	jw_array_begin(w);
+	for (uint32_t i = 0; st && i < st->nframes; i++) {
+		const struct snap_frame *f = &st->frames[i];
+
+		jw_object_begin(w);
+		jw_kv_hex(w, "addr", f->addr);
+		jw_kv_string(w, "module", f->module);
+		jw_kv_string(w, "symbol", f->symbol);
+		jw_kv_u64(w, "offset", f->offset);
+		if (f->symbol && !f->inlined)
+			jw_kv_u64(w, "symbol_offset", f->symbol_offset);
+		jw_kv_string(w, "file", f->file);
+		if (f->line)
+			jw_kv_u64(w, "line", f->line);
+		else
+			jw_kv_null(w, "line");
+		if (f->inlined)
+			jw_kv_bool(w, "inlined", true);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+}
+
+void json_container(struct json_writer *w, const struct container_info *ci)
+{
+	jw_kv_string(w, "container", ci && ci->has_id ? ci->id : NULL);
+	jw_kv_string(w, "pod", ci && ci->has_pod ? ci->pod_uid : NULL);
+}
+
+void json_container_full(struct json_writer *w, const struct container_info *ci)
+{
+	json_container(w, ci);
+	jw_kv_string(w, "container_runtime", ci && ci->runtime[0] ? ci->runtime : NULL);
+	jw_kv_string(w, "pod_qos", ci && ci->has_pod && ci->qos[0] ? ci->qos : NULL);
+}
+
+void json_kv_known(struct json_writer *w, const char *key, const char *s, bool valid)
+{
+	jw_kv_string(w, key, valid ? s : NULL);
+}
+
+void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
+{
+	jw_kv_string(w, "api", probe_api_name(ss->api));
+	jw_kv_string(w, "kind", kind_name(ss->kind));
+	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
+	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
+	jw_kv_u64(w, "alloc_count", ss->st.alloc_count);
+	jw_kv_u64(w, "free_count", ss->st.free_count);
+	jw_kv_u64(w, "alloc_bytes_total", ss->st.alloc_bytes_total);
+	jw_kv_u64(w, "failed_count", ss->st.failed_count);
+	/* 0 when it holds nothing, as the contract has it; unknown (not walked) is null. */
+	if ((ss->valid & SS_OLDEST) || !ss->st.current_allocs)
+		jw_kv_u64(w, "oldest_age_ns", snap_site_oldest_age(p, ss));
+	else
+		jw_kv_null(w, "oldest_age_ns");
+	jw_kv_i64(w, "stack_id", ss->stack_id);
+	jw_key(w, "frames");
+	json_frames(w, ss->stack);
+}
+
+void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns)
+{
+	char comm[GM_COMM_LEN + 1];
+
+	snprintf(comm, sizeof(comm), "%.*s", GM_COMM_LEN, e->comm);
+	jw_kv_u64(w, "time_ns", wall_ns);
+	jw_kv_i64(w, "pid", e->pid);
+	jw_kv_i64(w, "tid", e->tid);
+	jw_kv_string(w, "comm", comm);
+	jw_kv_string(w, "api", probe_api_name(e->api));
+	jw_kv_string(w, "layer", probe_layer_name(e->layer));
+	jw_kv_string(w, "kind", e->type == GM_REC_UNKNOWN_FREE ? NULL : kind_name(e->kind));
+	jw_kv_u64(w, "size", e->size);
+	jw_kv_i64(w, "error", e->error);
+	if (e->type == GM_REC_ALLOC_FAILED)
+		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));
+}
+
+void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f)
+{
+	jw_object_begin(w);
+	json_call_fields(w, &f->ev, snapshot_wall_ns(snap, f->ev.time_ns));
+	json_container(w, f->has_container ? &f->container : NULL);
+	jw_kv_u64(w, "process_bytes_at_failure", f->ev.process_bytes);
+	jw_key(w, "frames");
+	json_frames(w, f->stack);
+	jw_object_end(w);
+}
+
+static const struct {
+	enum gm_counter which;
+	const char *name;
+	const char *fix;
+} kernel_losses[] = {
+	{ GM_CNT_ALLOC_MAP_FULL, "alloc_map_full", "raise --max-allocs" },
+	{ GM_CNT_STACK_ERRORS, "stack_errors", "raise --max-stacks" },
+	{ GM_CNT_RINGBUF_DROPPED, "ringbuf_dropped", "raise --ringbuf-mb" },
+	{ GM_CNT_UNKNOWN_FREES, "unknown_frees", "allocated before gpumem attached" },
+	{ GM_CNT_SITE_MAP_FULL, "site_map_full", "raise --max-sites" },
+	{ GM_CNT_PROC_MAP_FULL, "proc_map_full", "raise --max-procs" },
+	{ GM_CNT_INFLIGHT_FULL, "inflight_full", "the kernel had no memory for a thread record" },
+	{ GM_CNT_REPLACED_ALLOCS, "replaced_allocs", "freed by an API gpumem does not probe" },
+};
+
+static const struct {
+	enum snap_loss which;
+	const char *name;
+	const char *fix;
+} user_losses[] = {
+	{ SNAP_LOST_BAD_RECORDS, "bad_records", "BPF object and binary differ" },
+	{ SNAP_LOST_ENDED_DROPPED, "ended_procs_dropped", "raise --keep-ended or --keep-ended-for" },
+};
+
+void json_lost(struct json_writer *w, const struct snapshot *snap)
+{
+	jw_object_begin(w);
+	for (size_t i = 0; i < sizeof(kernel_losses) / sizeof(kernel_losses[0]); i++)
+		jw_kv_u64(w, kernel_losses[i].name, snap->counters[kernel_losses[i].which]);
+	for (size_t i = 0; i < sizeof(user_losses) / sizeof(user_losses[0]); i++)
+		jw_kv_u64(w, user_losses[i].name, snap->lost[user_losses[i].which]);
+	jw_object_end(w);
+}
+
+/* ---- text ---- */
+
+static void frame_text(FILE *out, const struct snap_frame *f)
+{
+	char name[512], file[256];
+	const char *base;
+
+	if (f->symbol) {
+		text_sanitize(name, sizeof(name), f->symbol);
+		if (f->file) {
+			base = strrchr(f->file, '/');
+			text_sanitize(file, sizeof(file), base ? base + 1 : f->file);
+			if (f->line)
+				fprintf(out, "%s (%s:%u)", name, file, f->line);
+			else
+				fprintf(out, "%s (%s)", name, file);
+		} else if (f->inlined) {
+			fputs(name, out);
+		} else {
+			fprintf(out, "%s+0x%" PRIx64, name, f->symbol_offset);
+		}
+		if (f->inlined)
+			fputs(" [inlined]", out);
+	} else if (f->module) {
+		base = strrchr(f->module, '/');
+		text_sanitize(name, sizeof(name), base ? base + 1 : f->module);
+		fprintf(out, "%s+0x%" PRIx64, name, f->offset);
+	} else {
+		fprintf(out, "0x%" PRIx64, f->addr);
+	}
+}
+
+void text_frames(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max)
+{
+	if (!st || !st->nframes) {
+		fputs("[no stack]", out);
+		return;
+	}
+	for (uint32_t i = 0; i < st->nframes && i < max; i++) {
+		if (i)
+			fputs(sep, out);
+		frame_text(out, &st->frames[i]);
+	}
+	if (st->nframes > max)
+		fprintf(out, "%s...", sep);
+}
+
+void text_lost(FILE *out, const struct snapshot *snap)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < sizeof(kernel_losses) / sizeof(kernel_losses[0]); i++) {
+		uint64_t v = snap->counters[kernel_losses[i].which];
+
+		if (!v)
+			continue;
+		fprintf(out, "%s %s=%" PRIu64 " (%s)", any ? "," : "lost:", kernel_losses[i].name, v,
+			kernel_losses[i].fix);
+		any = true;
+	}
+	for (size_t i = 0; i < sizeof(user_losses) / sizeof(user_losses[0]); i++) {
+		uint64_t v = snap->lost[user_losses[i].which];
+
+		if (!v)
+			continue;
+		fprintf(out, "%s %s=%" PRIu64 " (%s)", any ? "," : "lost:", user_losses[i].name, v,
+			user_losses[i].fix);
+		any = true;
+	}
+	if (any)
+		fputc('\n', out);
+}
+
+void text_lost_line(const struct snapshot *snap, char *buf, size_t len)
+{
+	FILE *f = fmemopen(buf, len, "w");
+
+	buf[0] = 0;
+	if (!f)
+		return;
+	text_lost(f, snap);
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+const char *container_short(const struct container_info *ci, char *buf, size_t len)
+{
+	if (ci && ci->has_id)
+		snprintf(buf, len, "%.*s", CONTAINER_SHORT_LEN, ci->id);
+	else if (ci && ci->has_pod)
+		snprintf(buf, len, "pod:%.8s", ci->pod_uid);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+void text_clock(char *buf, size_t len, uint64_t wall_ns, bool micros)
+{
+	time_t secs = (time_t)(wall_ns / 1000000000ull);
+	char hms[16];
+	struct tm tm;
+
+	localtime_r(&secs, &tm);
+	strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
+	if (micros)
+		snprintf(buf, len, "%s.%06" PRIu64, hms, (wall_ns / 1000) % 1000000);
+	else
+		snprintf(buf, len, "%s", hms);
+}
+
+const char *text_known(char *buf, size_t len, const char *s, bool valid)
+{
+	if (!valid || !s || !s[0])
+		snprintf(buf, len, "-");
+	else
+		text_sanitize(buf, len, s);
+	return buf;
+}

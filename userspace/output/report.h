@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The pieces every output writes the same way, each written once: frames, sites, containers,
+ * call events and loss counters, in JSON (through the escaping writer) and as text. */
+#ifndef GPUMEM_REPORT_H
+#define GPUMEM_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "json.h"
+#include "snapshot.h"
+
+/* ---- JSON ---- */
+
+/* "frames": an array, innermost first. A NULL stack is an empty array. */
+void json_frames(struct json_writer *w, const struct snap_stack *st);
+/* "container" and "pod" (null when not known; ci NULL: the process was not seen). */
+void json_container(struct json_writer *w, const struct container_info *ci);
+/* The same with "container_runtime" and "pod_qos". */
+void json_container_full(struct json_writer *w, const struct container_info *ci);
+/* A site's own fields (api, kind, numbers, oldest age, stack id, frames), inside an object
+ * the caller opens: views add theirs around them. */
+void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss);
+/* The fields of a call event that trace, oom and failure records share: time, pid, tid, comm,
+ * api, layer, kind, size, error and its name. */
+void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns);
+/* A failure record of the snapshot contract, as one object. */
+void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f);
+/* "lost": every loss counter, zero or not. */
+void json_lost(struct json_writer *w, const struct snapshot *snap);
+/* A string whose value gpumem may not know: null when !valid. */
+void json_kv_known(struct json_writer *w, const char *key, const char *s, bool valid);
+
+/* ---- text ---- */
+
+/* `func (file.c:42) <- caller (main.c:7)`, at most max frames; "[no stack]" when empty. */
+void text_frames(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max);
+/* The non-zero loss counters on one line, each with the option that fixes it; nothing when
+ * all are zero. */
+void text_lost(FILE *out, const struct snapshot *snap);
+/* The same into buf (empty when all are zero), for screens. */
+void text_lost_line(const struct snapshot *snap, char *buf, size_t len);
+/* What a narrow column shows: the container id's first 12 hex digits, else "pod:" and the
+ * pod UID's first 8, else "-". ci NULL: "-". */
+const char *container_short(const struct container_info *ci, char *buf, size_t len);
+#define CONTAINER_SHORT_LEN 12
+/* "HH:MM:SS.uuuuuu" of a wall-clock time. */
+void text_clock(char *buf, size_t len, uint64_t wall_ns, bool micros);
+/* A string gpumem may not know, sanitized for a terminal: "-" when !valid or empty. */
+const char *text_known(char *buf, size_t len, const char *s, bool valid);
+
+#endif

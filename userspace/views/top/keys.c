@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0
+/* top's keys: a table from key to action; each action returns whether the rows must be
+ * rebuilt. Typing a filter takes every key until Enter or Esc. */
+#include <curses.h>
+#include <string.h>
+#include "top.h"
+#include "util.h"
+
+static bool act_quit(struct session *s)
+{
+	top_quit(s);
+	return false;
+}
+
+static bool act_help(struct session *s)
+{
+	(void)s;
+	top.help = true;
+	return false;
+}
+
+static bool act_pause(struct session *s)
+{
+	(void)s;
+	top.paused = !top.paused;
+	return false;
+}
+
+static bool act_slower(struct session *s)
+{
+	top.interval = top.interval * 2 > 60 ? 60 : top.interval * 2;
+	session_set_report_interval(s, top.interval);
+	return false;
+}
+
+static bool act_faster(struct session *s)
+{
+	top.interval = top.interval / 2 < 0.25 ? 0.25 : top.interval / 2;
+	session_set_report_interval(s, top.interval);
+	return false;
+}
+
+static bool act_filter(struct session *s)
+{
+	(void)s;
+	top.typing = true;
+	top.filter[0] = 0;
+	return true;
+}
+
+static bool act_sites(struct session *s)
+{
+	(void)s;
+	top.group = top.group == GROUP_SITE ? GROUP_PROCESS : GROUP_SITE;
+	top.selected = top.scroll = 0;
+	return true;
+}
+
+static bool act_next_group(struct session *s)
+{
+	(void)s;
+	top.group = (top.group + 1) % (GROUP_CONTAINER + 1);
+	top.drill_pid = 0;
+	top.in_group = false;
+	top.selected = top.scroll = 0;
+	return true;
+}
+
+/* Into the selected container's processes, or the selected process's sites. */
+static bool act_enter(struct session *s)
+{
+	if (top.selected >= (int)top.nrows)
+		return true;
+	if (top.group == GROUP_CONTAINER && !top.drill_pid) {
+		snprintf(top.group_key, sizeof(top.group_key), "%s", top.rows[top.selected].group);
+		top.in_group = true;
+		top.group = GROUP_PROCESS;
+		top.selected = top.scroll = 0;
+	} else if (!top.drill_pid) {
+		top.drill_pid = top.rows[top.selected].p->pid;
+		top.selected = top.scroll = 0;
+		top_refresh(s);
+	}
+	return true;
+}
+
+static bool act_back(struct session *s)
+{
+	(void)s;
+	if (top.drill_pid) {
+		top.drill_pid = 0;
+	} else if (top.in_group) {
+		top.in_group = false;
+		top.group = GROUP_CONTAINER;
+	}
+	top.selected = top.scroll = 0;
+	return true;
+}
+
+static bool act_up(struct session *s)
+{
+	(void)s;
+	top.selected--;
+	return false;
+}
+
+static bool act_down(struct session *s)
+{
+	(void)s;
+	top.selected++;
+	return false;
+}
+
+static bool act_page_up(struct session *s)
+{
+	(void)s;
+	top.selected -= LINES - 6;
+	return false;
+}
+
+static bool act_page_down(struct session *s)
+{
+	(void)s;
+	top.selected += LINES - 6;
+	return false;
+}
+
+static bool act_home(struct session *s)
+{
+	(void)s;
+	top.selected = 0;
+	return false;
+}
+
+static bool act_end(struct session *s)
+{
+	(void)s;
+	top.selected = (int)top.nrows - 1;
+	return false;
+}
+
+/* The sort key dir columns further along those the current layout shows. */
+static void sort_step(int dir)
+{
+	enum col_id ids[TOP_MAX_COLUMNS];
+	int spark_w, name_w, cur = -1, k = 0;
+	size_t n = top_layout(COLS, ids, &spark_w, &name_w);
+	char keys[TOP_MAX_COLUMNS];
+
+	for (size_t i = 0; i < n; i++) {
+		if (!top_columns[ids[i]].key)
+			continue;
+		if (top_columns[ids[i]].key == top.sort_key)
+			cur = k;
+		keys[k++] = top_columns[ids[i]].key;
+	}
+	if (!k)
+		return;
+	cur = cur < 0 ? 0 : (cur + dir + k) % k;
+	top.sort_key = keys[cur];
+}
+
+static bool act_sort_prev(struct session *s)
+{
+	(void)s;
+	sort_step(-1);
+	return true;
+}
+
+static bool act_sort_next(struct session *s)
+{
+	(void)s;
+	sort_step(1);
+	return true;
+}
+
+static bool act_reverse(struct session *s)
+{
+	(void)s;
+	top.sort_reverse = !top.sort_reverse;
+	return true;
+}
+
+static bool act_nothing(struct session *s)
+{
+	(void)s;
+	return false;
+}
+
+static const struct {
+	int key;
+	bool (*action)(struct session *s);
+} key_table[] = {
+	{ 'q', act_quit },		{ 'h', act_help },	     { '?', act_help },
+	{ ' ', act_pause },		{ '+', act_slower },	     { '=', act_slower },
+	{ '-', act_faster },		{ '/', act_filter },	     { 's', act_sites },
+	{ 'g', act_sites },		{ 'c', act_next_group },     { '\n', act_enter },
+	{ KEY_ENTER, act_enter },	{ KEY_RIGHT, act_enter },    { 27, act_back },
+	{ KEY_LEFT, act_back },		{ KEY_BACKSPACE, act_back }, { KEY_UP, act_up },
+	{ KEY_DOWN, act_down },		{ KEY_PPAGE, act_page_up },  { KEY_NPAGE, act_page_down },
+	{ KEY_HOME, act_home },		{ KEY_END, act_end },	     { '<', act_sort_prev },
+	{ '>', act_sort_next },		{ 'r', act_reverse },	     { KEY_RESIZE, act_nothing },
+};
+
+/* A key while typing the filter. */
+static bool filter_key(int ch)
+{
+	size_t len = strlen(top.filter);
+
+	if (ch == '\n' || ch == KEY_ENTER) {
+		top.typing = false;
+	} else if (ch == 27) {
+		top.typing = false;
+		top.filter[0] = 0;
+	} else if ((ch == KEY_BACKSPACE || ch == 127 || ch == 8) && len) {
+		top.filter[len - 1] = 0;
+	} else if (ch >= 32 && ch < 127 && len + 1 < sizeof(top.filter)) {
+		top.filter[len] = (char)ch;
+		top.filter[len + 1] = 0;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+bool top_on_key(struct session *s, int ch)
+{
+	if (top.help) {
+		top.help = false;
+		return false;
+	}
+	if (top.typing)
+		return filter_key(ch);
+	for (size_t i = 0; i < ARRAY_SIZE(key_table); i++)
+		if (key_table[i].key == ch)
+			return key_table[i].action(s);
+	if (ch > 0 && ch < 128 && strchr("PUCMKLAFGXON", ch)) {
+		top.sort_key = (char)ch;	/* sort by the column with this letter */
+		return true;
+	}
+	return false;
+}

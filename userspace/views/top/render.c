@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0
+/* top's rows as text: the columns a width allows, cells, the sparkline, header and summary
+ * lines; printed as a plain table (batch) or drawn on the full screen (ncurses). */
+#include <curses.h>
+#include <inttypes.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "history.h"
+#include "json.h"
+#include "probes.h"
+#include "report.h"
+#include "top.h"
+#include "units.h"
+#include "util.h"
+
+const struct column top_columns[C_COUNT] = {
+	[C_PID] = { "PID", 7, false, 'P' },
+	[C_USER] = { "USER", 8, true, 'U' },
+	[C_CONT] = { "CONTAINER", 12, true, 0 },
+	[C_NPROCS] = { "PROCS", 5, false, 'N' },
+	[C_CUR] = { "CURRENT", 9, false, 'M' },
+	[C_PEAK] = { "PEAK", 9, false, 'K' },
+	[C_LIVE] = { "LIVE", 7, false, 'L' },
+	[C_ARATE] = { "ALLOC/s", 7, false, 'A' },
+	[C_FRATE] = { "FREE/s", 7, false, 'F' },
+	[C_GROWTH] = { "GROW/min", 9, false, 'G' },
+	[C_FAIL] = { "FAIL", 5, false, 'X' },
+	[C_OLDEST] = { "OLDEST", 7, false, 'O' },
+	[C_SPARK] = { "LAST MINUTE", 10, true, 0 },
+	[C_COMM] = { "COMMAND", 0, true, 'C' },
+	[C_SITE] = { "CALL SITE", 0, true, 0 },
+	[C_GROUP] = { "CONTAINER / POD", 0, true, 0 },
+};
+
+/* The columns this mode shows at this width, and the width left for the last one. */
+size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w)
+{
+	size_t n = 0;
+	int used = 0;
+
+	*spark_w = 0;
+	if (top.drill_pid) {
+		static const enum col_id drill[] = { C_CUR, C_LIVE, C_ARATE, C_FRATE, C_GROWTH,
+						     C_FAIL, C_OLDEST };
+		memcpy(ids, drill, sizeof(drill));
+		n = ARRAY_SIZE(drill);
+	} else if (top.group == GROUP_CONTAINER) {
+		static const enum col_id cont[] = { C_CONT, C_NPROCS, C_CUR, C_PEAK, C_ARATE,
+						    C_FRATE, C_FAIL };
+		memcpy(ids, cont, sizeof(cont));
+		n = ARRAY_SIZE(cont);
+	} else if (top.group == GROUP_SITE) {
+		static const enum col_id site[] = { C_PID, C_CUR, C_LIVE, C_ARATE, C_FRATE,
+						    C_GROWTH, C_FAIL };
+		memcpy(ids, site, sizeof(site));
+		n = ARRAY_SIZE(site);
+	} else {
+		static const enum col_id proc[] = { C_PID, C_USER, C_CUR, C_PEAK, C_ARATE,
+						    C_FRATE, C_GROWTH, C_FAIL };
+		memcpy(ids, proc, sizeof(proc));
+		n = ARRAY_SIZE(proc);
+		if (width >= 130) {
+			memmove(&ids[3], &ids[2], (n - 2) * sizeof(*ids));
+			ids[2] = C_CONT;
+			n++;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		used += top_columns[ids[i]].width + 1;
+	if (width >= 100 && !top.drill_pid && top.group != GROUP_CONTAINER) {
+		*spark_w = (width - 100) / 2 + 10;
+		if (*spark_w > TOP_SPARK_MAX)
+			*spark_w = TOP_SPARK_MAX;
+		ids[n++] = C_SPARK;
+		used += *spark_w + 1;
+	}
+	if (top.drill_pid || top.group == GROUP_SITE)
+		ids[n++] = C_SITE;
+	else
+		ids[n++] = top.group == GROUP_CONTAINER ? C_GROUP : C_COMM;
+	*name_w = width - used - 1;
+	if (*name_w < 8)
+		*name_w = 8;
+	return n;
+}
+
+static void put_cell(char **pos, char *end, const char *text, int width, bool left)
+{
+	int n = snprintf(*pos, (size_t)(end - *pos), left ? "%-*.*s " : "%*.*s ", width, width,
+			 text);
+
+	if (n > 0)
+		*pos += n < end - *pos ? n : end - *pos - 1;
+}
+
+static void spark(const struct row *r, int width, char *out, size_t len)
+{
+	static const char *const blocks[] = { "\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83",
+		"\xe2\x96\x84", "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88" };
+	static const char ascii[] = "_.-~=+*#";
+	uint64_t bins[TOP_SPARK_MAX], max;
+	size_t o = 0;
+
+	const struct hist_series *h = r->has_series ? history_find(top.hist, &r->key) : NULL;
+
+	if (!h) {
+		snprintf(out, len, "%*s", width, "");
+		return;
+	}
+	max = history_bins(h, top.now, TOP_SPARK_WINDOW_S, bins, (unsigned int)width);
+	for (int i = 0; i < width && o + 4 < len; i++) {
+		int level = max ? (int)((bins[i] * 7 + max - 1) / max) : 0;
+
+		if (!bins[i]) {
+			out[o++] = ' ';
+		} else if (top.utf8 && top.curses) {
+			memcpy(out + o, blocks[level], 3);
+			o += 3;
+		} else {
+			out[o++] = ascii[level];
+		}
+	}
+	out[o] = 0;
+}
+
+static void format_row(const struct row *r, const enum col_id *ids, size_t n, int spark_w,
+		       int name_w, char *buf, size_t len)
+{
+	bool exact = top.exact;
+	char cell[TOP_SPARK_MAX * 3 + 8], *pos = buf, *end = buf + len;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		int w = top_columns[ids[i]].width;
+
+		switch (ids[i]) {
+		case C_PID:
+			snprintf(cell, sizeof(cell), "%d", r->p->pid);
+			break;
+		case C_USER:
+			snprintf(cell, sizeof(cell), "%s", r->user);
+			break;
+		case C_CONT:
+			snprintf(cell, sizeof(cell), "%s", r->cont[0] ? r->cont : "-");
+			break;
+		case C_NPROCS:
+			snprintf(cell, sizeof(cell), "%u", r->nprocs);
+			break;
+		case C_CUR:
+			fmt_size(cell, sizeof(cell), r->cur, exact);
+			break;
+		case C_PEAK:
+			fmt_size(cell, sizeof(cell), r->peak, exact);
+			break;
+		case C_LIVE:
+			snprintf(cell, sizeof(cell), "%" PRIu64, r->live);
+			break;
+		case C_ARATE:
+			fmt_rate(cell, sizeof(cell), r->arate);
+			break;
+		case C_FRATE:
+			fmt_rate(cell, sizeof(cell), r->frate);
+			break;
+		case C_GROWTH:
+			fmt_delta(cell, sizeof(cell), r->growth_min, exact);
+			break;
+		case C_FAIL:
+			snprintf(cell, sizeof(cell), "%" PRIu64, r->fails);
+			break;
+		case C_OLDEST:
+			fmt_age(cell, sizeof(cell), r->oldest_age);
+			break;
+		case C_SPARK:
+			spark(r, spark_w, cell, sizeof(cell));
+			pos += snprintf(pos, (size_t)(end - pos), "%s ", cell);
+			continue;
+		case C_COMM:
+		case C_SITE:
+		case C_GROUP:
+		case C_COUNT:
+			/* A plain table is not a screen: its last column is never cut. */
+			put_cell(&pos, end, r->name, top.curses ? name_w : (int)strlen(r->name), true);
+			continue;
+		}
+		put_cell(&pos, end, cell, w, top_columns[ids[i]].left);
+	}
+	while (pos > buf && pos[-1] == ' ')
+		*--pos = 0;
+}
+
+static void format_header(const enum col_id *ids, size_t n, int spark_w, int name_w,
+			  char *buf, size_t len)
+{
+	char *pos = buf, *end = buf + len, title[32];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct column *c = &top_columns[ids[i]];
+		int w = ids[i] == C_SPARK ? spark_w : c->width ? c->width : name_w;
+
+		snprintf(title, sizeof(title), "%s", c->title);
+		put_cell(&pos, end, title, w, c->left || ids[i] == C_SPARK);
+	}
+	while (pos > buf && pos[-1] == ' ')
+		*--pos = 0;
+}
+
+static const char *sort_title(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(top_columns); i++)
+		if (top_columns[i].key == top.sort_key)
+			return top_columns[i].title;
+	return "?";
+}
+
+static void summary_line(char *buf, size_t len)
+{
+	char when[16], cur[32], host[32], ar[16], fr[16];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	localtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	fmt_size(cur, sizeof(cur), top.total_cur, top.exact);
+	fmt_size(host, sizeof(host), top.total_host, top.exact);
+	fmt_rate(ar, sizeof(ar), top.total_arate);
+	fmt_rate(fr, sizeof(fr), top.total_frate);
+	snprintf(buf, len, "gpumem top %s  %u process%s  held %s  host %s  alloc/s %s  free/s %s",
+		 when, top.nshown_procs,
+		 top.nshown_procs == 1 ? "" : "es", cur, host, ar, fr);
+}
+
+static void devices_line(char *buf, size_t len)
+{
+	const struct snapshot *snap = top.snap;
+	size_t o;
+
+	if (!snap || !snap->devices_valid) {
+		snprintf(buf, len, "GPUs: - (no NVML)");
+		return;
+	}
+	o = (size_t)snprintf(buf, len, "GPUs:");
+	for (unsigned int i = 0; i < snap->ndevices && o < len; i++) {
+		const struct nvml_device *d = &snap->devices[i];
+		char used[32], total[32];
+
+		fmt_size(used, sizeof(used), d->used, top.exact);
+		fmt_size(total, sizeof(total), d->total, top.exact);
+		o += (size_t)snprintf(buf + o, len - o, "  %u %s %s/%s", d->index, d->name, used,
+				      total);
+	}
+}
+
+static void lost_line(char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (top.snap)
+		text_lost_line(top.snap, buf, len);
+}
+
+/* ---- batch ---- */
+
+void top_batch_print(FILE *out)
+{
+	enum col_id ids[TOP_MAX_COLUMNS];
+	int spark_w, name_w, width = 80;
+	size_t n;
+	char line[1024];
+
+	if (isatty(fileno(out))) {
+		const char *cols = getenv("COLUMNS");
+
+		width = cols && atoi(cols) >= 40 ? atoi(cols) : 80;
+	}
+	n = top_layout(width, ids, &spark_w, &name_w);
+	summary_line(line, sizeof(line));
+	fprintf(out, "%s\n", line);
+	lost_line(line, sizeof(line));
+	if (line[0])
+		fprintf(out, "%s\n", line);
+	format_header(ids, n, spark_w, name_w, line, sizeof(line));
+	fprintf(out, "%s\n", line);
+	for (size_t i = 0; i < top.nrows; i++) {
+		format_row(&top.rows[i], ids, n, spark_w, name_w, line, sizeof(line));
+		fprintf(out, "%s\n", line);
+	}
+	fputc('\n', out);
+	fflush(out);
+}
+
+/* ---- screen ---- */
+
+void top_screen_start(void)
+{
+	const char *cs;
+
+	setlocale(LC_CTYPE, "");
+	cs = nl_langinfo(CODESET);
+	top.utf8 = cs && !strcmp(cs, "UTF-8");
+	initscr();
+	cbreak();
+	noecho();
+	keypad(stdscr, TRUE);
+	nodelay(stdscr, TRUE);
+	curs_set(0);
+	set_escdelay(25);
+	if (has_colors()) {
+		start_color();
+		use_default_colors();
+		init_pair(1, COLOR_BLACK, COLOR_CYAN);
+		init_pair(2, COLOR_YELLOW, -1);
+	}
+	top.curses = true;
+}
+
+void top_screen_end(void)
+{
+	if (!top.curses)
+		return;
+	endwin();
+	top.curses = false;
+}
+
+static const char *const help_text[] = {
+	"gpumem top: GPU memory of CUDA processes, from eBPF uprobes",
+	"",
+	"  q            quit",
+	"  h ?          this help (any key closes it)",
+	"  space        pause / resume refreshing",
+	"  + -          refresh interval longer / shorter",
+	"  s            group by process / by call site",
+	"  c            group by process, call site, container (or pod) in turn",
+	"  /            filter: type text, Enter keeps it, Esc clears it",
+	"  Enter        the call sites of the selected process, with their frames;",
+	"               the processes of the selected container",
+	"  Esc, Left    back from a process's call sites, or a container's processes",
+	"  Up Down PgUp PgDn Home End   move the selection",
+	"  < >          sort by the previous / next column",
+	"  P U C M K L A F G X O N   sort by PID, user, command, current, peak, live",
+	"               allocations, allocs/s, frees/s, growth per minute, failures, oldest",
+	"               age, processes (of a container)",
+	"  r            reverse the sort order",
+	"",
+	"GROW/min is a least-squares fit of the bytes held over the last minute.",
+	"LAST MINUTE is the bytes held over the last 60 s, scaled to the row's maximum.",
+	"CONTAINER is the container id's first 12 digits, else pod: and the pod UID's first 8.",
+	"A container's PEAK is the highest total seen at a refresh, or the peak of one of its",
+	"processes when that is higher (the kernel keeps exact peaks per process only).",
+};
+
+static const char *group_title(void)
+{
+	switch (top.group) {
+	case GROUP_SITE:
+		return "call site";
+	case GROUP_CONTAINER:
+		return "container";
+	case GROUP_PROCESS:
+		break;
+	}
+	return "process";
+}
+
+/* Lines under a process's sites for the frames of the selected one. */
+static int detail_lines(int rows)
+{
+	int n = rows / 3;
+
+	return n > 12 ? 12 : n < 2 ? 0 : n;
+}
+
+static void draw_frames(const struct row *r, int y, int n, int cols)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t size = 0;
+	FILE *f;
+
+	if (n < 2 || !r->ss)
+		return;
+	f = open_memstream(&text, &size);
+	if (!f)
+		return;
+	fprintf(f, "frames of the selected site (%s %s):\n  ", probe_api_name(r->ss->api),
+		kind_name(r->ss->kind));
+	text_frames(f, r->ss->stack, "\n  ", (unsigned int)n - 1);
+	fclose(f);
+	attron(A_BOLD);
+	for (line = strtok_r(text, "\n", &save); line && n > 0; line = strtok_r(NULL, "\n", &save)) {
+		mvaddnstr(y++, 0, line, cols - 1);
+		attroff(A_BOLD);
+		n--;
+	}
+	free(text);
+}
+
+/* What the table shows and how: the line above the column titles. */
+static void mode_line(char *line, size_t len)
+{
+	if (top.drill_pid) {
+		const struct snap_proc *p = top.snap ? snapshot_find(top.snap, top.drill_pid) : NULL;
+		char comm[GM_COMM_LEN + 1] = "?";
+
+		if (p)
+			text_known(comm, sizeof(comm), p->comm, p->valid & SP_COMM);
+		snprintf(line, len, "pid %d %s: call sites (Esc: back), sorted by %s%s%s%s",
+			 top.drill_pid, comm, sort_title(), top.filter[0] ? "  filter: " : "",
+			 top.filter, top.paused ? "  [paused]" : "");
+	} else if (top.in_group) {
+		snprintf(line, len, "%s %s: processes (Esc: back), sorted by %s%s%s%s",
+			 top.group_key[0] ? "container" : "host,", top.group_key[0] ? top.group_key
+			 : "in no container", sort_title(), top.filter[0] ? "  filter: " : "",
+			 top.filter, top.paused ? "  [paused]" : "");
+	} else {
+		snprintf(line, len, "by %s, sorted by %s%s, interval %.1f s%s%s%s", group_title(),
+			 sort_title(), top.sort_reverse ? " (reversed)" : "", top.interval,
+			 top.filter[0] ? "  filter: " : "", top.filter,
+			 top.paused ? "  [paused]" : "");
+	}
+}
+
+/* Summary, devices, losses and mode lines; returns the next free line. */
+static int draw_head(int cols)
+{
+	char line[2048];
+	int y = 0;
+
+	summary_line(line, sizeof(line));
+	mvaddnstr(y++, 0, line, cols - 1);
+	devices_line(line, sizeof(line));
+	mvaddnstr(y++, 0, line, cols - 1);
+	lost_line(line, sizeof(line));
+	if (line[0]) {
+		attron(COLOR_PAIR(2) | A_BOLD);
+		mvaddnstr(y++, 0, line, cols - 1);
+		attroff(COLOR_PAIR(2) | A_BOLD);
+	}
+	mode_line(line, sizeof(line));
+	mvaddnstr(y++, 0, line, cols - 1);
+	return y;
+}
+
+/* Keeps the selection on a row and in view of a body of that many lines. */
+static void clamp_selection(int body)
+{
+	if (top.selected >= (int)top.nrows)
+		top.selected = top.nrows ? (int)top.nrows - 1 : 0;
+	if (top.selected < 0)
+		top.selected = 0;
+	if (top.selected < top.scroll)
+		top.scroll = top.selected;
+	if (body > 0 && top.selected >= top.scroll + body)
+		top.scroll = top.selected - body + 1;
+}
+
+static void draw_rows(const enum col_id *ids, size_t n, int spark_w, int name_w, int y,
+		      int body, int cols)
+{
+	char line[2048];
+
+	for (int i = 0; i < body && top.scroll + i < (int)top.nrows; i++) {
+		const struct row *r = &top.rows[top.scroll + i];
+		bool selected = top.scroll + i == top.selected;
+
+		format_row(r, ids, n, spark_w, name_w, line, sizeof(line));
+		if (selected)
+			attron(has_colors() ? COLOR_PAIR(1) : A_REVERSE);
+		mvaddstr(y + i, 0, line);
+		if (selected) {
+			for (int x = getcurx(stdscr); x > 0 && x < cols - 1; x++)
+				addch(' ');
+			attroff(has_colors() ? COLOR_PAIR(1) : A_REVERSE);
+		}
+	}
+}
+
+void top_draw(void)
+{
+	enum col_id ids[TOP_MAX_COLUMNS];
+	int spark_w, name_w, rows, cols, y, body;
+	size_t n;
+	char line[2048];
+
+	getmaxyx(stdscr, rows, cols);
+	erase();
+	if (top.help) {
+		for (size_t i = 0; i < ARRAY_SIZE(help_text) && (int)i < rows; i++)
+			mvaddnstr((int)i, 0, help_text[i], cols - 1);
+		refresh();
+		return;
+	}
+	y = draw_head(cols);
+	n = top_layout(cols, ids, &spark_w, &name_w);
+	format_header(ids, n, spark_w, name_w, line, sizeof(line));
+	attron(A_REVERSE);
+	mvaddnstr(y, 0, line, cols - 1);
+	for (int x = (int)strlen(line); x < cols - 1; x++)
+		mvaddch(y, x, ' ');
+	attroff(A_REVERSE);
+	y++;
+	body = rows - y - 1;
+	if (top.drill_pid && top.nrows)
+		body -= detail_lines(rows);
+	clamp_selection(body);
+	draw_rows(ids, n, spark_w, name_w, y, body, cols);
+	if (top.drill_pid && top.selected < (int)top.nrows)
+		draw_frames(&top.rows[top.selected], y + (body > 0 ? body : 0), detail_lines(rows),
+			    cols);
+	if (top.typing)
+		snprintf(line, sizeof(line), "filter: %s_", top.filter);
+	else
+		snprintf(line, sizeof(line), "h help  q quit  / filter  s c group  Enter details  "
+			 "< > sort  space pause  +/- interval");
+	mvaddnstr(rows - 1, 0, line, cols - 1);
+	refresh();
+}

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The rows of top's table, from the last snapshot and the history of snapshots: one per
+ * process, per call site, or per container, filtered and sorted as the screen asks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "analysis.h"
+#include "json.h"
+#include "probes.h"
+#include "report.h"
+#include "top.h"
+#include "util.h"
+
+static struct row *new_row(void)
+{
+	if (top.nrows == top.cap) {
+		top.cap = top.cap ? 2 * top.cap : 64;
+		top.rows = xrealloc(top.rows, top.cap * sizeof(*top.rows));
+	}
+	memset(&top.rows[top.nrows], 0, sizeof(*top.rows));
+	return &top.rows[top.nrows++];
+}
+
+void top_rows_free(void)
+{
+	free(top.rows);
+	free(top.peaks);
+}
+
+/* The command line with its program's directory left out, as htop shows it. */
+static void command_name(const char *cmdline, char *buf, size_t len)
+{
+	size_t prog = strcspn(cmdline, " ");
+	const char *base = cmdline;
+
+	for (size_t i = 0; i < prog; i++)
+		if (cmdline[i] == '/')
+			base = cmdline + i + 1;
+	text_sanitize(buf, len, base);
+}
+
+static void fit_row(struct row *r)
+{
+	struct trend t = trend_of(top.hist, &r->key, top.now, top.interval * 1.5 + 0.5,
+				  TOP_GROWTH_WINDOW_S);
+
+	r->arate = t.alloc_rate;
+	r->frate = t.free_rate;
+	r->growth_min = t.growth_per_s * 60;
+}
+
+static void site_label(const struct snap_site *ss, char *buf, size_t len, unsigned int frames)
+{
+	FILE *f = fmemopen(buf, len, "w");
+
+	if (!f) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	fprintf(f, "%s %s ", probe_api_name(ss->api), kind_name(ss->kind));
+	text_frames(f, ss->stack, " <- ", frames);
+	fclose(f);
+	buf[len - 1] = 0;
+}
+
+static bool matches(const struct row *r)
+{
+	char pid[16];
+
+	if (!top.filter[0])
+		return true;
+	snprintf(pid, sizeof(pid), "%d", r->p->pid);
+	if (!r->has_series)	/* a container row: its ids and name only */
+		return strcasestr(r->name, top.filter) || strcasestr(r->cont, top.filter);
+	return strcasestr(r->name, top.filter) || strstr(pid, top.filter) ||
+	       strcasestr(r->user, top.filter) || strcasestr(r->p->comm, top.filter) ||
+	       strcasestr(r->cont, top.filter);
+}
+
+/* Descending for numbers, ascending for names: -1, 0 or 1. */
+#define DESC(a, b) (((a) < (b)) - ((a) > (b)))
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c = 0;
+
+	switch (top.sort_key) {
+	case 'P': c = -DESC(x->p->pid, y->p->pid); break;
+	case 'U': c = strcmp(x->user, y->user); break;
+	case 'C': c = strcmp(x->name, y->name); break;
+	case 'K': c = DESC(x->peak, y->peak); break;
+	case 'L': c = DESC(x->live, y->live); break;
+	case 'A': c = DESC(x->arate, y->arate); break;
+	case 'F': c = DESC(x->frate, y->frate); break;
+	case 'G': c = DESC(x->growth_min, y->growth_min); break;
+	case 'X': c = DESC(x->fails, y->fails); break;
+	case 'N': c = DESC(x->nprocs, y->nprocs); break;
+	case 'O': c = DESC(x->oldest_age, y->oldest_age); break;
+	}
+	if (!c)
+		c = DESC(x->cur, y->cur);
+	if (!c)
+		c = -DESC(x->p->pid, y->p->pid);
+	return top.sort_reverse ? -c : c;
+}
+
+void top_group_key(const struct snap_proc *p, char *buf, size_t len)
+{
+	if (p->container.has_id)
+		snprintf(buf, len, "%s", p->container.id);
+	else if (p->container.has_pod)
+		snprintf(buf, len, "pod:%s", p->container.pod_uid);
+	else
+		snprintf(buf, len, "%s", "");
+}
+
+/* A container row's last column: the container with its runtime, and its pod. */
+static void group_name(const struct container_info *ci, char *buf, size_t len)
+{
+	int o = 0;
+
+	if (!ci->has_id && !ci->has_pod) {
+		snprintf(buf, len, "(host: in no container)");
+		return;
+	}
+	if (ci->has_id)
+		o = snprintf(buf, len, "%s %s", ci->runtime[0] ? ci->runtime : "container", ci->id);
+	if (ci->has_pod && o >= 0 && (size_t)o < len)
+		snprintf(buf + o, len - (size_t)o, "%spod %s%s%s", o ? "  " : "", ci->pod_uid,
+			 ci->qos[0] ? " " : "", ci->qos);
+}
+
+/* The row of p's container, made at its first process. */
+static struct row *group_row(const struct snap_proc *p)
+{
+	char key[GROUP_KEY_LEN];
+	struct row *r;
+
+	top_group_key(p, key, sizeof(key));
+	for (size_t i = 0; i < top.nrows; i++)
+		if (!strcmp(top.rows[i].group, key))
+			return &top.rows[i];
+	r = new_row();
+	r->p = p;
+	snprintf(r->group, sizeof(r->group), "%s", key);
+	container_short(&p->container, r->cont, sizeof(r->cont));
+	group_name(&p->container, r->name, sizeof(r->name));
+	snprintf(r->user, sizeof(r->user), "-");
+	return r;
+}
+
+/* A container's peak as far as top can tell: the highest total seen at a refresh, or one of
+ * its processes' own (exact) peak when that is higher. */
+static uint64_t group_peak(const char *key, uint64_t seen)
+{
+	struct group_peak *g;
+
+	for (size_t i = 0; i < top.npeaks; i++) {
+		g = &top.peaks[i];
+		if (strcmp(g->key, key))
+			continue;
+		if (seen > g->peak)
+			g->peak = seen;
+		return g->peak;
+	}
+	if (top.npeaks == top.peaks_cap) {
+		top.peaks_cap = top.peaks_cap ? 2 * top.peaks_cap : 16;
+		top.peaks = xrealloc(top.peaks, top.peaks_cap * sizeof(*top.peaks));
+	}
+	g = &top.peaks[top.npeaks++];
+	snprintf(g->key, sizeof(g->key), "%s", key);
+	g->peak = seen;
+	return seen;
+}
+
+/* Adds process p (its rates in pr) to its container's row. */
+static void add_to_group(const struct snap_proc *p, const struct row *pr)
+{
+	struct row *r = group_row(p);
+
+	r->nprocs++;
+	if (p->alive)
+		r->cur += p->st.current_bytes;
+	if (p->st.peak_bytes > r->peak)
+		r->peak = p->st.peak_bytes;
+	r->live += p->st.current_allocs;
+	r->fails += p->st.failed_count;
+	r->arate += pr->arate;
+	r->frate += pr->frate;
+}
+
+/* Container rows: their peaks, then the filter. */
+static void finish_groups(void)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < top.nrows; i++) {
+		struct row *r = &top.rows[i];
+
+		r->peak = group_peak(r->group, r->cur > r->peak ? r->cur : r->peak);
+		if (matches(r))
+			top.rows[kept++] = *r;
+	}
+	top.nrows = kept;
+}
+
+static void keep_if_matches(struct row *r)
+{
+	top.total_arate += r->arate;
+	top.total_frate += r->frate;
+	if (!matches(r))
+		top.nrows--;
+}
+
+static void process_row(const struct snap_proc *p)
+{
+	struct row *r = new_row();
+
+	r->p = p;
+	r->key = hist_key_proc(p);
+	r->has_series = true;
+	container_short(&p->container, r->cont, sizeof(r->cont));
+	r->cur = p->st.current_bytes;
+	r->peak = p->st.peak_bytes;
+	r->live = p->st.current_allocs;
+	r->fails = p->st.failed_count;
+	text_known(r->user, sizeof(r->user), p->user, p->valid & SP_USER);
+	if (p->cmdline && p->cmdline[0])
+		command_name(p->cmdline, r->name, sizeof(r->name));
+	else
+		text_known(r->name, sizeof(r->name), p->comm, p->valid & SP_COMM);
+	if (!p->alive)
+		strncat(r->name, " <ended>", sizeof(r->name) - strlen(r->name) - 1);
+	fit_row(r);
+	keep_if_matches(r);
+}
+
+static void site_rows(const struct snap_proc *p)
+{
+	for (size_t j = 0; j < p->nsites; j++) {
+		const struct snap_site *ss = &p->sites[j];
+		struct row *r = new_row();
+
+		r->p = p;
+		r->ss = ss;
+		r->key = hist_key_site(p, ss);
+		r->has_series = true;
+		container_short(&p->container, r->cont, sizeof(r->cont));
+		r->cur = ss->st.current_bytes;
+		r->peak = ss->st.current_bytes;
+		r->live = ss->st.current_allocs;
+		r->fails = ss->st.failed_count;
+		r->oldest_age = snap_site_oldest_age(p, ss);
+		snprintf(r->user, sizeof(r->user), "-");
+		site_label(ss, r->name, sizeof(r->name), top.drill_pid ? 8 : 3);
+		fit_row(r);
+		keep_if_matches(r);
+	}
+}
+
+/* Whether p is on the current screen at all. */
+static bool shown(const struct snap_proc *p, bool by_group)
+{
+	char key[GROUP_KEY_LEN];
+
+	if (!(p->valid & SP_STATS))
+		return false;
+	if (!p->alive && top.now - p->end_ns >= TOP_ENDED_SHOWN_NS)
+		return false;
+	if (top.drill_pid && p->pid != top.drill_pid)
+		return false;
+	if (top.in_group && !by_group) {
+		top_group_key(p, key, sizeof(key));
+		if (strcmp(key, top.group_key))
+			return false;
+	}
+	return true;
+}
+
+void top_build_rows(void)
+{
+	bool by_group = top.group == GROUP_CONTAINER && !top.drill_pid;
+	const struct snapshot *snap = top.snap;
+
+	top.nrows = 0;
+	top.total_cur = top.total_host = 0;
+	top.total_arate = top.total_frate = 0;
+	top.nshown_procs = 0;
+	for (size_t i = 0; snap && i < snap->nprocs; i++) {
+		const struct snap_proc *p = &snap->procs[i];
+
+		if (!shown(p, by_group))
+			continue;
+		top.nshown_procs++;
+		if (p->alive) {
+			top.total_cur += p->st.current_bytes;
+			top.total_host += p->st.by_kind[GM_KIND_HOST];
+		}
+		if (by_group) {
+			struct row pr = { .key = hist_key_proc(p) };
+
+			fit_row(&pr);
+			top.total_arate += pr.arate;
+			top.total_frate += pr.frate;
+			add_to_group(p, &pr);
+		} else if (top.group != GROUP_SITE && !top.drill_pid) {
+			process_row(p);
+		} else {
+			site_rows(p);
+		}
+	}
+	if (by_group)
+		finish_groups();
+	if (top.nrows > 1)
+		qsort(top.rows, top.nrows, sizeof(*top.rows), row_cmp);
+}
