@@ -59,7 +59,7 @@ for f in "$GPUMEM" "$WORKLOAD" "$BUILD/tests/lib/libcudart.so.13" "$BUILD/tests/
 	[ -e "$f" ] || die "$f is missing: run 'make bench-churn' (it builds it)"
 done
 case $N$BASE in *[!0-9]*) die "CHURN_N and CHURN_BASE must be numbers" ;; esac
-[ "$BASE" -ge 1 ] && [ "$N" -gt "$BASE" ] || die "need 1 <= CHURN_BASE < CHURN_N"
+{ [ "$BASE" -ge 1 ] && [ "$N" -gt "$BASE" ]; } || die "need 1 <= CHURN_BASE < CHURN_N"
 
 # Every system-wide gpumem sees every process of the machine: others' count in the readings.
 others=$(pgrep -x gpumem | tr '\n' ' ')
@@ -116,7 +116,7 @@ FAILED=0
 OVER=0
 
 run_case() {
-	local name=$1 args out=/dev/null report= rss_base rss_end ratio seen total i pid
+	local name=$1 args out=/dev/null report='' rss_base=0 rss_end ratio seen total i pid
 	case $name in
 	top) args="top -b -i 1 --no-hold" ;;
 	snapshot)
