@@ -25,6 +25,11 @@ SETTLE=${CHURN_SETTLE_S:-2}
 STOP_S=${CHURN_STOP_S:-60}
 PYTHON=${PYTHON:-python3}
 TARGET=2
+MOCK_LIB=$(readlink -f "$BUILD/tests/lib")
+# System-wide, and the mock libraries named too: with --no-hold, a library gpumem finds only
+# when a process opens it is attached only if that process still runs when gpumem looks, and
+# the workload lasts a few milliseconds; without these, some runs would trace none of them.
+LIBS="--lib $MOCK_LIB/libcudart.so.13 --lib $MOCK_LIB/libcuda.so.1"
 
 CHECK=0
 CASES=()
@@ -135,7 +140,7 @@ run_case() {
 	: >"$WORK/pids"
 	rm -f "$WORK/gpumem.err" "$report"
 	# shellcheck disable=SC2086 # the view's arguments, word-split on purpose
-	"$GPUMEM" $args >"$out" 2>"$WORK/gpumem.err" &
+	"$GPUMEM" $args $LIBS >"$out" 2>"$WORK/gpumem.err" &
 	GPUMEM_PID=$!
 	for _ in $(seq 600); do
 		grep -q "gpumem: tracing:" "$WORK/gpumem.err" 2>/dev/null && break
@@ -148,6 +153,12 @@ run_case() {
 		kill -KILL "$GPUMEM_PID" 2>/dev/null
 		wait "$GPUMEM_PID" 2>/dev/null
 		GPUMEM_PID=
+		return 1
+	fi
+	# Its uprobe_multi links name the files they probe in their fdinfo.
+	if ! grep -qs "^path:[[:space:]]*$MOCK_LIB/libcudart.so.13" "/proc/$GPUMEM_PID/fdinfo/"*; then
+		echo "bench-churn: $name: gpumem has no probes on $MOCK_LIB/libcudart.so.13" >&2
+		stop_gpumem
 		return 1
 	fi
 	local rss_start
