@@ -76,6 +76,16 @@ rss_kb() {	# VmRSS of gpumem, in kB
 		"/proc/$GPUMEM_PID/status" 2>/dev/null || echo 0
 }
 
+# Where the RSS is, for the detail line: anonymous (the heap) or file pages (mapped files),
+# and the descriptors and mappings gpumem holds.
+detail() {
+	awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 }
+		END { printf "anon %.1f MB, file %.1f MB", a / 1024, f / 1024 }' \
+		"/proc/$GPUMEM_PID/status" 2>/dev/null
+	printf ', %s fds, %s mappings' "$(find "/proc/$GPUMEM_PID/fd" -mindepth 1 2>/dev/null | wc -l)" \
+		"$(wc -l <"/proc/$GPUMEM_PID/maps" 2>/dev/null)"
+}
+
 mb() {
 	awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'
 }
@@ -122,6 +132,7 @@ OVER=0
 
 run_case() {
 	local name=$1 args out=/dev/null report='' rss_base=0 rss_end ratio seen total i pid
+	local detail_base detail_end
 	case $name in
 	top) args="top -b -i 1 --no-hold" ;;
 	snapshot)
@@ -176,10 +187,12 @@ run_case() {
 		if [ "$i" = "$BASE" ]; then
 			sleep "$SETTLE"
 			rss_base=$(rss_kb)
+			detail_base=$(detail)
 		fi
 	done
 	sleep "$SETTLE"
 	rss_end=$(rss_kb)
+	detail_end=$(detail)
 	if [ "$rss_base" = 0 ] || [ "$rss_end" = 0 ]; then
 		echo "bench-churn: $name: gpumem ended during the run:" >&2
 		sed 's/^/  /' "$WORK/gpumem.err" | tail -5 >&2
@@ -207,6 +220,8 @@ run_case() {
 	awk -v a="$rss_base" -v b="$rss_end" -v n=$((N - BASE)) -v s="$rss_start" 'BEGIN {
 		printf "  at start %.1f MB; %.0f KB more for each of the last %d processes\n",
 			s / 1024, (b - a) / n, n }'
+	echo "  after $BASE: $detail_base"
+	echo "  after $N: $detail_end"
 	[ -z "$seen" ] || echo "  seen: $seen"
 	awk -v r="$ratio" -v t="$TARGET" 'BEGIN { exit !(r >= t) }' && OVER=1
 	return 0
