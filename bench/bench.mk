@@ -59,3 +59,10 @@ $(BENCH_OUT)/idle_procs: bench/idle_procs.c
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -o $@ $< -ldl
 
 bench-progs: $(BENCH_OUT)/idle_procs
+
+# What a long-running system-wide gpumem keeps per ended process: its RSS after CHURN_BASE and
+# after CHURN_N short-lived workloads, for top, snapshot and leaks (bench/churn.sh). Numbers
+# only; `make bench-churn CHURN_ARGS=--check` fails where RSS doubled.
+.PHONY: bench-churn
+bench-churn: all test-progs
+	bench/churn.sh $(CHURN_ARGS)
