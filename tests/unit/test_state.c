@@ -415,9 +415,64 @@ static void test_exit_seen_before_any_record_keeps_code_and_time(void **state)
 	assert_int_equal(a->end_ns, 9000);
 }
 
+/* A process gpumem could not ask /proc about: what it does not know is not valid, never "" or
+ * 0, and the snapshot keeps the final numbers of the ended one. */
+static void test_snapshot_marks_what_was_never_read_unknown(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	const struct snap_proc *a, *b;
+	struct snapshot *snap;
+
+	fill_maps(fx);
+	end_process(fx->s, PID_A, 9000, 3);
+	assert_int_equal(state_reap(fx->s), 1);
+	snap = state_publish(fx->s, SNAP_AGES);
+	assert_int_equal(snap->error, 0);
+	a = snapshot_find(snap, PID_A);
+	b = snapshot_find(snap, PID_B);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_false(a->valid & (SP_CMDLINE | SP_CGROUP | SP_NS_PID | SP_USER | SP_COMM));
+	assert_null(a->cmdline);
+	assert_null(a->cgroup);
+	assert_true(a->valid & SP_EXIT_CODE);
+	assert_true(a->valid & SP_STATS);
+	assert_false(a->alive);
+	assert_int_equal(a->st.current_bytes, stats_a.current_bytes);
+	assert_int_equal(a->nsites, NSITES_A);
+	assert_true(b->alive);
+	assert_false(b->valid & SP_EXIT_CODE);
+	/* Sites come sorted by bytes held, each with its stack named (none recorded here). */
+	for (size_t i = 1; i < b->nsites; i++)
+		assert_true(b->sites[i - 1].st.current_bytes >= b->sites[i].st.current_bytes);
+	assert_non_null(b->sites[0].stack);
+	snapshot_put(snap);
+}
+
+/* Past --keep-ended, the oldest ended processes go and are counted. */
+static void test_ended_processes_beyond_the_bound_are_let_go_and_counted(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	fx->s->opt.keep_ended = 1;
+	fill_maps(fx);
+	end_process(fx->s, PID_A, 9000, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	end_process(fx->s, PID_B, 9500, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	assert_null(state_find(fx->s, PID_A));	/* ended first: let go */
+	assert_non_null(state_find(fx->s, PID_B));
+	assert_int_equal(fx->s->lost[SNAP_LOST_ENDED_DROPPED], 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_snapshot_marks_what_was_never_read_unknown,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_ended_processes_beyond_the_bound_are_let_go_and_counted, setup,
+			teardown),
 
 		cmocka_unit_test_setup_teardown(test_exit_seen_before_any_record_keeps_code_and_time,
 						setup, teardown),

@@ -842,6 +842,25 @@ int state_refresh(struct state *s, unsigned int wants)
 	return err;
 }
 
+/* An ended process's sites are final: named now, they are all it needs of its module map,
+ * unwinder and stack copies, which go (an ended process kept costs a few KiB, not its maps). */
+static void compact_ended(struct state *s, struct proc_rec *p)
+{
+	for (size_t i = 0; i < p->nsites; i++)
+		snap_stack_put(state_named_stack(s, p, p->sites[i].key.stack_id));
+	unwinder_free(p->unwinder);
+	p->unwinder = NULL;
+	free(p->pending_copies);
+	p->pending_copies = NULL;
+	p->npending_copies = 0;
+	free(p->dwarf_stacks);
+	p->dwarf_stacks = NULL;
+	p->ndwarf_stacks = 0;
+	module_map_free(&p->mm);
+	module_map_free(&p->exit_mm);
+	p->have_mm = false;
+}
+
 size_t state_reap(struct state *s)
 {
 	size_t n = s->npending;
@@ -861,12 +880,7 @@ size_t state_reap(struct state *s)
 			p->reaped_ns = now;
 			if (!p->end_ns)
 				p->end_ns = now;
-			/* Unwinding is over: its map and named stacks are all it still needs. */
-			unwinder_free(p->unwinder);
-			p->unwinder = NULL;
-			free(p->pending_copies);
-			p->pending_copies = NULL;
-			p->npending_copies = 0;
+			compact_ended(s, p);
 		}
 	}
 	s->npending = 0;

@@ -101,37 +101,37 @@ void json_failure(struct json_writer *w, const struct snapshot *snap, const stru
 	jw_object_end(w);
 }
 
+/* Every loss counter, the kernel's and userspace's, with the option that fixes it. */
 static const struct {
-	enum gm_counter which;
+	bool user;		/* snapshot->lost[which], else snapshot->counters[which] */
+	unsigned int which;
 	const char *name;
 	const char *fix;
-} kernel_losses[] = {
-	{ GM_CNT_ALLOC_MAP_FULL, "alloc_map_full", "raise --max-allocs" },
-	{ GM_CNT_STACK_ERRORS, "stack_errors", "raise --max-stacks" },
-	{ GM_CNT_RINGBUF_DROPPED, "ringbuf_dropped", "raise --ringbuf-mb" },
-	{ GM_CNT_UNKNOWN_FREES, "unknown_frees", "allocated before gpumem attached" },
-	{ GM_CNT_SITE_MAP_FULL, "site_map_full", "raise --max-sites" },
-	{ GM_CNT_PROC_MAP_FULL, "proc_map_full", "raise --max-procs" },
-	{ GM_CNT_INFLIGHT_FULL, "inflight_full", "the kernel had no memory for a thread record" },
-	{ GM_CNT_REPLACED_ALLOCS, "replaced_allocs", "freed by an API gpumem does not probe" },
+} losses[] = {
+	{ false, GM_CNT_ALLOC_MAP_FULL, "alloc_map_full", "raise --max-allocs" },
+	{ false, GM_CNT_STACK_ERRORS, "stack_errors", "raise --max-stacks" },
+	{ false, GM_CNT_RINGBUF_DROPPED, "ringbuf_dropped", "raise --ringbuf-mb" },
+	{ false, GM_CNT_UNKNOWN_FREES, "unknown_frees", "allocated before gpumem attached" },
+	{ false, GM_CNT_SITE_MAP_FULL, "site_map_full", "raise --max-sites" },
+	{ false, GM_CNT_PROC_MAP_FULL, "proc_map_full", "raise --max-procs" },
+	{ false, GM_CNT_INFLIGHT_FULL, "inflight_full",
+	  "the kernel had no memory for a thread record" },
+	{ false, GM_CNT_REPLACED_ALLOCS, "replaced_allocs", "freed by an API gpumem does not probe" },
+	{ true, SNAP_LOST_BAD_RECORDS, "bad_records", "BPF object and binary differ" },
+	{ true, SNAP_LOST_ENDED_DROPPED, "ended_procs_dropped",
+	  "raise --keep-ended or --keep-ended-for" },
 };
 
-static const struct {
-	enum snap_loss which;
-	const char *name;
-	const char *fix;
-} user_losses[] = {
-	{ SNAP_LOST_BAD_RECORDS, "bad_records", "BPF object and binary differ" },
-	{ SNAP_LOST_ENDED_DROPPED, "ended_procs_dropped", "raise --keep-ended or --keep-ended-for" },
-};
+static uint64_t loss_value(const struct snapshot *snap, size_t i)
+{
+	return losses[i].user ? snap->lost[losses[i].which] : snap->counters[losses[i].which];
+}
 
 void json_lost(struct json_writer *w, const struct snapshot *snap)
 {
 	jw_object_begin(w);
-	for (size_t i = 0; i < sizeof(kernel_losses) / sizeof(kernel_losses[0]); i++)
-		jw_kv_u64(w, kernel_losses[i].name, snap->counters[kernel_losses[i].which]);
-	for (size_t i = 0; i < sizeof(user_losses) / sizeof(user_losses[0]); i++)
-		jw_kv_u64(w, user_losses[i].name, snap->lost[user_losses[i].which]);
+	for (size_t i = 0; i < sizeof(losses) / sizeof(losses[0]); i++)
+		jw_kv_u64(w, losses[i].name, loss_value(snap, i));
 	jw_object_end(w);
 }
 
@@ -186,22 +186,13 @@ void text_lost(FILE *out, const struct snapshot *snap)
 {
 	bool any = false;
 
-	for (size_t i = 0; i < sizeof(kernel_losses) / sizeof(kernel_losses[0]); i++) {
-		uint64_t v = snap->counters[kernel_losses[i].which];
+	for (size_t i = 0; i < sizeof(losses) / sizeof(losses[0]); i++) {
+		uint64_t v = loss_value(snap, i);
 
 		if (!v)
 			continue;
-		fprintf(out, "%s %s=%" PRIu64 " (%s)", any ? "," : "lost:", kernel_losses[i].name, v,
-			kernel_losses[i].fix);
-		any = true;
-	}
-	for (size_t i = 0; i < sizeof(user_losses) / sizeof(user_losses[0]); i++) {
-		uint64_t v = snap->lost[user_losses[i].which];
-
-		if (!v)
-			continue;
-		fprintf(out, "%s %s=%" PRIu64 " (%s)", any ? "," : "lost:", user_losses[i].name, v,
-			user_losses[i].fix);
+		fprintf(out, "%s %s=%" PRIu64 " (%s)", any ? "," : "lost:", losses[i].name, v,
+			losses[i].fix);
 		any = true;
 	}
 	if (any)
