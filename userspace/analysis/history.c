@@ -18,12 +18,18 @@ struct history *history_new(void)
 	return xcalloc(1, sizeof(struct history));
 }
 
+static void series_free(struct hist_series *s)
+{
+	free(s->s);
+	free(s);
+}
+
 void history_free(struct history *h)
 {
 	if (!h)
 		return;
 	for (size_t i = 0; i < h->n; i++)
-		free(h->v[i]);
+		series_free(h->v[i]);
 	free(h->v);
 	free(h);
 }
@@ -115,7 +121,7 @@ static void forget_absent(struct history *h, const uint64_t *serials, size_t n)
 		if (bsearch(&h->v[i]->key.serial, serials, n, sizeof(*serials), serial_cmp))
 			h->v[kept++] = h->v[i];
 		else
-			free(h->v[i]);
+			series_free(h->v[i]);
 	}
 	h->n = kept;
 }
@@ -149,12 +155,26 @@ void history_observe(struct history *h, const struct snapshot *snap)
 
 static const struct hist_sample *at(const struct hist_series *s, unsigned int i)
 {
-	return &s->s[(s->head + i) % HIST_CAP];
+	return &s->s[(s->head + i) % s->cap];
 }
 
 const struct hist_sample *history_last(const struct hist_series *s)
 {
 	return s->count ? at(s, s->count - 1) : NULL;
+}
+
+/* Doubles the ring (a process that ends after a few samples keeps a few), oldest first. */
+static void grow(struct hist_series *s)
+{
+	unsigned int cap = s->cap ? 2 * s->cap : 4;
+	struct hist_sample *v = xcalloc(cap > HIST_CAP ? HIST_CAP : cap, sizeof(*v));
+
+	for (unsigned int i = 0; i < s->count; i++)
+		v[i] = s->s[(s->head + i) % s->cap];
+	free(s->s);
+	s->s = v;
+	s->cap = cap > HIST_CAP ? HIST_CAP : cap;
+	s->head = 0;
 }
 
 void history_add(struct hist_series *s, uint64_t t_ns, uint64_t bytes, uint64_t allocs,
@@ -165,11 +185,13 @@ void history_add(struct hist_series *s, uint64_t t_ns, uint64_t bytes, uint64_t 
 
 	if (last && t_ns <= last->t_ns)
 		return;
-	if (s->count == HIST_CAP) {
+	if (s->count == s->cap && s->cap < HIST_CAP)
+		grow(s);
+	if (s->count == s->cap) {
 		slot = &s->s[s->head];
-		s->head = (s->head + 1) % HIST_CAP;
+		s->head = (s->head + 1) % s->cap;
 	} else {
-		slot = &s->s[(s->head + s->count) % HIST_CAP];
+		slot = &s->s[(s->head + s->count) % s->cap];
 		s->count++;
 	}
 	*slot = (struct hist_sample){ .t_ns = t_ns, .bytes = bytes, .allocs = allocs,

@@ -25,8 +25,8 @@ struct hist_sample {
 
 struct hist_series {
 	struct hist_key key;
-	struct hist_sample s[HIST_CAP];
-	unsigned int head, count;	/* s[head] is the oldest */
+	struct hist_sample *s;	/* a ring of cap samples, grown up to HIST_CAP as they come */
+	unsigned int cap, head, count;	/* s[head] is the oldest */
 };
 
 /* What a window of one series says. */
