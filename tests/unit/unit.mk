@@ -14,10 +14,10 @@ UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 unit_mods_json := json
 unit_mods_procs := procs
 unit_mods_elf := elf_syms
-unit_mods_symbolize := symbolize elf_syms procs
+unit_mods_symbolize := symbolize elf_syms procs untrusted
 unit_mods_probes := probes elf_syms uprobe_multi util
 unit_mods_state := state stacks publish snapshot retention cgroups nvml symbolize elf_syms procs unwind \
-	container probes uprobe_multi util
+	container probes uprobe_multi untrusted util
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 

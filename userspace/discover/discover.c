@@ -17,6 +17,7 @@
 #include "elf_syms.h"
 #include "probes.h"
 #include "tracer.h"
+#include "untrusted.h"
 #include "util.h"
 
 struct file_id {
@@ -87,28 +88,28 @@ static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
 	return &d->files[d->nfiles++];
 }
 
-static int add_file(struct discovery *d, const char *path, bool *attached)
+/* Examines an opened file: parsed and attached through its descriptor, so that what was
+ * checked is what is attached. -ENOEXEC: no ELF file (examined: not tried again). */
+static int add_opened(struct discovery *d, int fd, bool *attached)
 {
 	struct attached_file *attached_file = NULL;
+	char path[64];
 	struct file_id *id;
 	struct stat st;
 	int err;
 
 	*attached = false;
-	if (stat(path, &st))
+	if (fstat(fd, &st))
 		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
 	id = find_file(d, st.st_dev, st.st_ino);
 	if (id) {
 		*attached = id->attached != NULL;
 		return 0;
 	}
+	fd_path(fd, path, sizeof(path));
 	err = tracer_attach_file(d->tracer, path, &attached_file);
-	if (err == -ENOEXEC)
-		err = 0;	/* not an ELF file: examined, nothing to attach */
-	if (err)
-		return err;	/* not examined (gone, or the attach failed): tried again later */
+	if (err && err != -ENOEXEC)
+		return err;	/* not examined (the attach failed): tried again later */
 	id = remember(d, st.st_dev, st.st_ino);
 	id->attached = attached_file;
 	if (id->attached) {
@@ -116,14 +117,28 @@ static int add_file(struct discovery *d, const char *path, bool *attached)
 		d->stats.files++;
 		d->stats.probes += attached_probe_count(id->attached);
 	}
-	return 0;
+	return err;
+}
+
+/* path: absolute, or a /proc magic link; a regular file opened as untrusted.h says. */
+static int add_file(struct discovery *d, const char *path, bool *attached)
+{
+	int fd = open_untrusted(path, NULL), err;
+
+	*attached = false;
+	if (fd < 0)
+		return fd;
+	err = add_opened(d, fd, attached);
+	close(fd);
+	return err;
 }
 
 int discovery_add(struct discovery *d, const char *path)
 {
 	bool attached;
+	int err = add_file(d, path, &attached);
 
-	return add_file(d, path, &attached);
+	return err == -ENOEXEC ? 0 : err;
 }
 
 int discovery_add_required(struct discovery *d, const char *path)
@@ -137,6 +152,14 @@ int discovery_add_required(struct discovery *d, const char *path)
 		return err;
 	}
 	err = add_file(d, path, &attached);
+	if (err == -ENOEXEC) {
+		p_err("--lib %s is not an ELF file gpumem can read (corrupt or truncated?)", path);
+		return err;
+	}
+	if (err == -EINVAL) {
+		p_err("--lib %s is not a regular file", path);
+		return err;
+	}
 	if (err) {
 		p_err("cannot attach to %s: %s", path, strerror(-err));
 		return err;
@@ -204,6 +227,18 @@ static void scan_executable(struct discovery *d, int pid)
 	discovery_add(d, exe);
 }
 
+/* A library as the process sees it in its root (symlinks resolved inside that root). */
+static void add_in_root(struct discovery *d, int pid, const char *file)
+{
+	int fd = open_in_root(pid, file, NULL);
+	bool attached;
+
+	if (fd < 0)
+		return;
+	add_opened(d, fd, &attached);
+	close(fd);
+}
+
 void discovery_scan_process(struct discovery *d, int pid)
 {
 	char path[PATH_MAX], line[PATH_MAX + 256];
@@ -227,8 +262,7 @@ void discovery_scan_process(struct discovery *d, int pid)
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, start, end);
 		if (discovery_add(d, path) == 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, file);
-		discovery_add(d, path);
+		add_in_root(d, pid, file);
 	}
 	fclose(f);
 }

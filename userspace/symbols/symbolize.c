@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "elf_syms.h"
 #include "symbolize.h"
+#include "untrusted.h"
 
 #define BUILD_ID_HEX_MAX 129	/* 64 bytes of id, as hex */
 #define INLINE_SCAN_MAX 64	/* scopes looked at for one address */
@@ -285,46 +287,33 @@ static struct map_entry *map_entry_get(struct symbolizer *s, const struct mappin
 	return e;
 }
 
-/* Opens path; with want_ino, only when it is the file the process mapped. */
-static int open_checked(const char *path, uint64_t want_ino)
-{
-	struct stat st;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (want_ino && (fstat(fd, &st) || (uint64_t)st.st_ino != want_ino)) {
-		close(fd);
-		return -ESTALE;
-	}
-	return fd;
-}
-
 /*
- * The mapped file as the process saw it: its map_files link, its root, then the host path.
- * *name gets the path libdw looks beside for .gnu_debuglink files.
+ * The mapped file as the process saw it: its map_files link (the very file mapped), then the
+ * path inside its root, then the host path (device and inode checked: a file of that name on
+ * the host is not the process's). Untrusted: see untrusted.h. *name gets the path libdw looks
+ * beside for .gnu_debuglink files.
  */
 static int open_mapped_file(int pid, const struct mapping *m, char *name, size_t len)
 {
+	struct file_want ino_only = { .ino = m->ino };
+	struct file_want exact = { .ino = m->ino, .dev = makedev(m->dev_major, m->dev_minor),
+				   .check_dev = m->dev_major || m->dev_minor };
 	char path[4096 + 64];
 	int fd;
 
 	snprintf(name, len, "%s", m->path);
 	if (pid > 0) {
-		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-		snprintf(name, len, "%s", path);
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid,
 			 m->start, m->end);
-		fd = open_checked(path, 0);
-		if (fd >= 0)
-			return fd;
-		fd = open_checked(name, m->ino);
+		fd = open_untrusted(path, &ino_only);
+		if (fd < 0)
+			fd = open_in_root(pid, m->path, &ino_only);
+		snprintf(name, len, "/proc/%d/root%s", pid, m->path);
 		if (fd >= 0)
 			return fd;
 		snprintf(name, len, "%s", m->path);
 	}
-	return open_checked(m->path, m->ino);
+	return open_untrusted(m->path, &exact);
 }
 
 /* Where libdw looks for separate debug info: beside the file, GPUMEM_DEBUG_ROOT, the host's

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "unwind.h"
+#include "untrusted.h"
 #include "util.h"
 
 /* DWARF register numbers on x86-64. */
@@ -80,23 +81,27 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 };
 
 /* The file of a mapping as the process sees it: map_files reaches the very file mapped (in
- * another mount namespace, or deleted since), then its root, then the path itself. */
-static void mapping_file(int pid, const struct mapping *m, char *buf, size_t len)
+ * another mount namespace, or deleted since), then the path inside its root. Untrusted: opened
+ * as untrusted.h says, and handed to libdwfl as a descriptor. */
+static int mapping_file(int pid, const struct mapping *m, char *buf, size_t len)
 {
+	struct file_want want = { .ino = m->ino };
+	int fd;
+
 	snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
 		 (unsigned long long)m->end);
-	if (access(buf, R_OK) == 0)
-		return;
+	fd = open_untrusted(buf, &want);
+	if (fd >= 0)
+		return fd;
 	snprintf(buf, len, "/proc/%d/root%s", pid, m->path);
-	if (access(buf, R_OK) == 0)
-		return;
-	snprintf(buf, len, "%s", m->path);
+	return open_in_root(pid, m->path, &want);
 }
 
 /* One module per file, at the bias of its first mapping (as perf reports them). */
 static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
 {
 	char file[PATH_MAX];
+	int fd;
 
 	dwfl_report_begin(dwfl);
 	for (size_t i = 0; i < mm->count; i++) {
@@ -109,8 +114,13 @@ static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
 			seen = mm->maps[j].path && strcmp(mm->maps[j].path, m->path) == 0;
 		if (seen)
 			continue;
-		mapping_file(pid, m, file, sizeof(file));
-		if (!dwfl_report_elf(dwfl, m->path, file, -1, m->start - m->pgoff, false))
+		fd = mapping_file(pid, m, file, sizeof(file));
+		if (fd < 0) {
+			p_debug("unwinding PID %d: cannot open %s: %s", pid, file, strerror(-fd));
+			continue;
+		}
+		/* libdwfl takes the descriptor over. */
+		if (!dwfl_report_elf(dwfl, m->path, file, fd, m->start - m->pgoff, false))
 			p_debug("unwinding PID %d: cannot use %s: %s", pid, file, dwfl_errmsg(-1));
 	}
 	dwfl_report_end(dwfl, NULL, NULL);
