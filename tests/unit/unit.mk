@@ -6,7 +6,7 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm
-UNIT_TESTS := json procs elf symbolize probes state container analysis
+UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -20,6 +20,7 @@ unit_mods_state := state stacks publish snapshot retention cgroups nvml symboliz
 	container probes uprobe_multi untrusted util
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
+unit_mods_untrusted := untrusted
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))

@@ -428,9 +428,59 @@ static int finish(struct session *s, int rc)
 	if (!v->finish)
 		return rc;
 	snap = publish(s, v->report_wants);
-	err = v->finish(s, snap) || snap->error;
+	errno = 0;
+	if (v->finish(s, snap)) {
+		s->write_errno = errno;	/* what the failed write said */
+		err = 1;
+	}
+	err = err || snap->error;
 	snapshot_put(snap);
 	return rc ? rc : err ? 1 : 0;
+}
+
+/* -o FILE: never through a symlink (another user's link must not make root write its target);
+ * created 0644, truncated. stdout without -o. */
+static FILE *open_output(const char *path)
+{
+	FILE *f;
+	int fd;
+
+	if (!path)
+		return stdout;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			p_err("cannot write %s: it is a symbolic link, which -o does not follow",
+			      path);
+		else
+			p_err("cannot write %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		p_err("cannot write %s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	setvbuf(f, NULL, _IOLBF, 0);
+	return f;
+}
+
+/* Every write error of the report is an error, stdout's too (a full disk, a closed pipe). */
+static int close_output(FILE *f, const char *path, int write_errno)
+{
+	int err = 0;
+
+	errno = 0;
+	if (fflush(f) || ferror(f))
+		err = write_errno ? write_errno : errno ? errno : EIO;
+	if (f != stdout && fclose(f) && !err)
+		err = errno;
+	if (!err)
+		return 0;
+	p_err("cannot write the report to %s: %s", path ? path : "standard output",
+	      strerror(err));
+	return -err;
 }
 
 int session_run(const struct options *o)
@@ -441,15 +491,9 @@ int session_run(const struct options *o)
 
 	if (check_pids(o))
 		return 1;
-	s.out = stdout;
-	if (o->output) {
-		s.out = fopen(o->output, "w");
-		if (!s.out) {
-			p_err("cannot write %s: %s", o->output, strerror(errno));
-			return 1;
-		}
-		setvbuf(s.out, NULL, _IOLBF, 0);
-	}
+	s.out = open_output(o->output);
+	if (!s.out)
+		return 1;
 	install_signals();
 	if (open_tracer(&s))
 		return 1;
@@ -488,9 +532,7 @@ out:
 	history_free(s.hist);
 	state_free(s.state);
 	tracer_close(s.tracer);
-	if (s.out != stdout && fclose(s.out)) {
-		p_err("cannot write %s: %s", o->output, strerror(errno));
+	if (close_output(s.out, o->output, s.write_errno))
 		rc = rc ? rc : 1;
-	}
 	return rc;
 }

@@ -51,6 +51,7 @@ struct session {
 	double report_s;	/* the view's report interval (a screen may change it) */
 	uint64_t next_report, next_sample;
 	bool stop;
+	int write_errno;	/* the first failed write of the report */
 	struct snapshot *last_failure_snap;
 	uint64_t last_failure_snap_ns;
 };

@@ -242,7 +242,7 @@ static int report(struct session *s, const struct snapshot *snap, bool final)
 	else
 		report_text(s, snap, &r, final);
 	leak_report_free(&r);
-	return fflush(s->out) ? -1 : 0;
+	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
 static void leaks_report(struct session *s, const struct snapshot *snap)

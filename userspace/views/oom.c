@@ -142,7 +142,7 @@ static int oom_finish(struct session *s, const struct snapshot *snap)
 			failures_seen == 1 ? "" : "s");
 		text_lost(s->out, snap);
 	}
-	return fflush(s->out) ? -1 : 0;
+	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
 const struct view_ops oom_view = {

@@ -169,7 +169,7 @@ static int snapshot_finish(struct session *s, const struct snapshot *snap)
 		snapshot_json(s, snap);
 	else
 		snapshot_text(s, snap);
-	return fflush(s->out) ? -1 : 0;
+	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
 const struct view_ops snapshot_view = {

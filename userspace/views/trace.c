@@ -91,16 +91,73 @@ static void trace_event(struct session *s, const struct snap_event *se)
 	fflush(s->out);
 }
 
+/* The loss counters at the last line that carried them. */
+static struct snapshot *lost_printed;
+
+static bool losses_moved(const struct snapshot *snap)
+{
+	if (!lost_printed)
+		return true;
+	return memcmp(snap->counters, lost_printed->counters, sizeof(snap->counters)) ||
+	       memcmp(snap->lost, lost_printed->lost, sizeof(snap->lost));
+}
+
+/* JSON: a line of its own, {"event":"lost", "lost":{...}}; text: on stderr. */
+static void print_losses(struct session *s, const struct snapshot *snap, bool final)
+{
+	if (s->opt->json) {
+		struct json_writer *w = jw_new(s->out);
+
+		jw_object_begin(w);
+		jw_kv_u64(w, "time_ns", snapshot_wall_ns(snap, snap->time_ns));
+		jw_kv_string(w, "event", "lost");
+		jw_kv_bool(w, "final", final);
+		jw_key(w, "lost");
+		json_lost(w, snap);
+		jw_object_end(w);
+		jw_newline(w);
+		jw_free(w);
+	} else {
+		text_lost(stderr, snap);
+	}
+	snapshot_put(lost_printed);
+	lost_printed = snapshot_get((struct snapshot *)snap);
+}
+
+/* Every second: a line whenever a loss counter moved (the stream says what it is missing). */
+static void trace_report(struct session *s, const struct snapshot *snap)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < GM_CNT_COUNT && !any; i++)
+		any = snap->counters[i] && i != GM_CNT_NESTED_CALLS && i != GM_CNT_STALE_INFLIGHT &&
+		      i != GM_CNT_FAILED_FREES;
+	for (size_t i = 0; i < SNAP_LOST_COUNT && !any; i++)
+		any = snap->lost[i];
+	if (any && losses_moved(snap))
+		print_losses(s, snap, false);
+}
+
 static int trace_finish(struct session *s, const struct snapshot *snap)
 {
-	(void)s;
-	text_lost(stderr, snap);
-	return 0;
+	if (s->opt->json || losses_moved(snap))
+		print_losses(s, snap, true);
+	snapshot_put(lost_printed);
+	lost_printed = NULL;
+	return fflush(s->out) || ferror(s->out) ? -1 : 0;
+}
+
+static double report_interval(const struct options *o)
+{
+	(void)o;
+	return 1.0;
 }
 
 const struct view_ops trace_view = {
 	.name = "trace",
 	.stream_calls = true,
+	.report_interval = report_interval,
+	.on_report = trace_report,
 	.on_event = trace_event,
 	.finish = trace_finish,
 };

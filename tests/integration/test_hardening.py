@@ -1,0 +1,74 @@
+"""Hardening: what a hostile user or a careless operator can hand gpumem. The report never goes
+through a symlink, a write error is an error, trace --json says what it lost, and a corrupt
+--lib is called corrupt."""
+import json
+import os
+import subprocess
+
+from conftest import GPUMEM, WORKLOAD, MOCK_LIB_DIR
+
+TIMEOUT = 60
+
+
+def run(*args, cwd=None):
+    done = subprocess.run([str(GPUMEM), *map(str, args)], capture_output=True, timeout=TIMEOUT,
+                          stdin=subprocess.DEVNULL, cwd=cwd)
+    return done.returncode, done.stderr.decode(errors="replace").splitlines()
+
+
+def error_lines(stderr):
+    return [line for line in stderr if not line.startswith("gpumem: tracing:")]
+
+
+def test_output_never_follows_a_symlink_and_leaves_its_target_untouched(tmp_path):
+    target = tmp_path / "secret"
+    target.write_text("keep me\n")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    rc, stderr = run("snapshot", "--json", "-o", link, "-c", "true")
+    assert rc == 1
+    assert len(stderr) == 1 and "symbolic link" in stderr[0], stderr
+    assert target.read_text() == "keep me\n"
+
+
+def test_a_report_that_cannot_be_written_is_an_error():
+    rc, stderr = run("snapshot", "-o", "/dev/full", "-c", WORKLOAD, "leak", 2, 4096)
+    assert rc == 1
+    assert error_lines(stderr) == [
+        "gpumem: cannot write the report to /dev/full: No space left on device"], stderr
+
+
+def test_trace_json_ends_with_its_loss_counters(tmp_path):
+    out = tmp_path / "trace.json"
+    rc, stderr = run("trace", "--json", "-o", out, "--ringbuf-mb", 1, "-c", WORKLOAD,
+                     "threads", 2, 20000, 4096)
+    assert rc == 0, stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    losses = [line for line in lines if line["event"] == "lost"]
+    assert losses and losses[-1]["final"] is True, lines[-3:]
+    assert lines[-1] is losses[-1]
+    calls = sum(1 for line in lines if line["event"] in ("alloc", "free"))
+    # 2 threads x 20,000 allocations and frees: each one is in the stream or counted lost.
+    assert calls + losses[-1]["lost"]["ringbuf_dropped"] >= 2 * 2 * 20000
+    assert calls <= 2 * 2 * 20000
+
+
+def test_corrupt_lib_is_called_corrupt(tmp_path):
+    bad = tmp_path / "libcudart.so.13"
+    data = (MOCK_LIB_DIR / "libcudart.so.13").read_bytes()
+    bad.write_bytes(data[:64] + b"\xff" * 512)    # an ELF header, then garbage
+    rc, stderr = run("snapshot", "--lib", bad, "-d", 1)
+    assert rc == 1
+    assert len(stderr) == 1 and "not an ELF file" in stderr[0], stderr
+
+
+def test_a_fifo_named_like_a_library_in_gpumems_cwd_is_never_opened(tmp_path):
+    # Exit-time frames carry bare names (libc.so.6, workload): they are never opened as
+    # relative paths, so FIFOs of those names in gpumem's working directory block nothing.
+    for name in ("libc.so.6", "workload", "libcudart.so.13", "libcuda.so.1"):
+        os.mkfifo(tmp_path / name)
+    rc, stderr = run("snapshot", "--json", "-o", tmp_path / "r.json", "-c", WORKLOAD, "leak", 3,
+                     4096, cwd=tmp_path)
+    assert rc == 0, stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [p["current_bytes"] for p in report["processes"]] == [3 * 4096]
