@@ -465,9 +465,35 @@ static void test_ended_processes_beyond_the_bound_are_let_go_and_counted(void **
 	assert_int_equal(fx->s->lost[SNAP_LOST_ENDED_DROPPED], 1);
 }
 
+/* A failure storm: the first and the most recent records are kept, those between counted. */
+static void test_failure_records_keep_the_first_and_the_last(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct snapshot *snap;
+
+	fx->s->opt.keep_failures = 3;
+	for (uint32_t i = 0; i < 10; i++) {
+		struct gm_call_event e = { .type = GM_REC_ALLOC_FAILED, .pid = PID_A,
+					   .tid = PID_A, .stack_id = -1, .size = 100 + i,
+					   .error = 2 };
+
+		state_on_failure(fx->s, &e);
+	}
+	snap = state_publish(fx->s, SNAP_FAILURES);
+	assert_int_equal(snap->nfailures, 6);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(snap->failures[i].ev.size, 100 + i);
+		assert_int_equal(snap->failures[3 + i].ev.size, 107 + i);
+	}
+	assert_int_equal(snap->lost[SNAP_LOST_FAILURES_DROPPED], 4);
+	snapshot_put(snap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_failure_records_keep_the_first_and_the_last,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot_marks_what_was_never_read_unknown,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -35,6 +35,7 @@ struct options {
 	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
 	uint32_t keep_ended;	/* --keep-ended: ended processes kept (0: the default) */
 	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: the default) */
+	uint32_t keep_failures;	/* --keep-failures: first and last failure records kept */
 	struct tracer_opts tracer;
 };
 

@@ -397,7 +397,8 @@ static void open_model(struct session *s)
 	const struct options *o = s->opt;
 	struct model_maps maps = tracer_model_maps(s->tracer);
 	struct state_opts so = { .all_frames = o->all_frames, .no_demangle = o->no_demangle,
-				 .keep_ended = o->keep_ended, .keep_ended_s = o->keep_ended_s };
+				 .keep_ended = o->keep_ended, .keep_ended_s = o->keep_ended_s,
+				 .keep_failures = o->keep_failures };
 
 	s->state = state_new(&maps, &so);
 	s->state->exit_wants = o->view->exit_wants;

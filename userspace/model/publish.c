@@ -84,18 +84,24 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 	}
 }
 
+static void copy_failure(struct snap_failure *out, const struct failure_rec *f)
+{
+	*out = (struct snap_failure){
+		.ev = f->ev, .stack = snap_stack_get(f->stack), .container = f->container,
+		.has_container = f->has_container,
+	};
+}
+
 static void copy_failures(struct state *s, struct snapshot *snap)
 {
-	snap->failures = xcalloc(s->nfailures ? s->nfailures : 1, sizeof(*snap->failures));
-	snap->nfailures = s->nfailures;
-	for (size_t i = 0; i < s->nfailures; i++) {
-		const struct failure_rec *f = &s->failures[i];
+	size_t keep = s->opt.keep_failures, n = 0;
 
-		snap->failures[i] = (struct snap_failure){
-			.ev = f->ev, .stack = snap_stack_get(f->stack), .container = f->container,
-			.has_container = f->has_container,
-		};
-	}
+	snap->failures = xcalloc(s->nfailures + s->nrecent + 1, sizeof(*snap->failures));
+	for (size_t i = 0; i < s->nfailures; i++)
+		copy_failure(&snap->failures[n++], &s->failures[i]);
+	for (size_t i = 0; i < s->nrecent; i++)
+		copy_failure(&snap->failures[n++], &s->recent[(s->recent_head + i) % keep]);
+	snap->nfailures = n;
 }
 
 struct snapshot *state_publish(struct state *s, unsigned int wants)

@@ -95,6 +95,7 @@ struct snap_failure {
 enum snap_loss {
 	SNAP_LOST_BAD_RECORDS = 0,	/* ring-buffer records of an unknown type or size */
 	SNAP_LOST_ENDED_DROPPED,	/* ended processes let go: --keep-ended, --keep-ended-for */
+	SNAP_LOST_FAILURES_DROPPED,	/* failure records between the first and the last kept */
 	SNAP_LOST_COUNT,
 };
 
@@ -106,7 +107,7 @@ struct snapshot {
 	uint64_t mono_to_real_ns;	/* add to a CLOCK_MONOTONIC time for wall-clock time */
 	struct snap_proc *procs;	/* by pid; an ended process before its pid's new owner */
 	size_t nprocs;
-	struct snap_failure *failures;	/* SNAP_FAILURES */
+	struct snap_failure *failures;	/* SNAP_FAILURES: the first, then the most recent */
 	size_t nfailures;
 	uint64_t counters[GM_CNT_COUNT];	/* the kernel's loss and health counters */
 	uint64_t lost[SNAP_LOST_COUNT];

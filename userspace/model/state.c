@@ -59,6 +59,8 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 		s->opt.keep_ended = STATE_KEEP_ENDED_DEFAULT;
 	if (!(s->opt.keep_ended_s > 0))
 		s->opt.keep_ended_s = STATE_KEEP_ENDED_S_DEFAULT;
+	if (!s->opt.keep_failures)
+		s->opt.keep_failures = STATE_KEEP_FAILURES_DEFAULT;
 	s->sym = symbolizer_new();
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
@@ -92,7 +94,10 @@ void state_free(struct state *s)
 	free(s->by_pid);
 	for (size_t i = 0; i < s->nfailures; i++)
 		snap_stack_put(s->failures[i].stack);
+	for (size_t i = 0; i < s->nrecent; i++)
+		snap_stack_put(s->recent[i].stack);
 	free(s->failures);
+	free(s->recent);
 	cgroup_cache_free(s->cgroups);
 	free(s->users);
 	free(s->pending_exits);
@@ -450,16 +455,32 @@ uint32_t state_stack_ips(struct state *s, const struct proc_rec *p, int32_t stac
 	return n;
 }
 
+/* Where the next failure record goes: among the first ones, or over the oldest recent one. */
+static struct failure_rec *failure_slot(struct state *s)
+{
+	size_t keep = s->opt.keep_failures;
+	struct failure_rec *f;
+
+	if (!s->failures) {
+		s->failures = xcalloc(keep, sizeof(*s->failures));
+		s->recent = xcalloc(keep, sizeof(*s->recent));
+	}
+	if (s->nfailures < keep)
+		return &s->failures[s->nfailures++];
+	if (s->nrecent < keep)
+		return &s->recent[(s->recent_head + s->nrecent++) % keep];
+	f = &s->recent[s->recent_head];
+	s->recent_head = (s->recent_head + 1) % keep;
+	snap_stack_put(f->stack);
+	s->lost[SNAP_LOST_FAILURES_DROPPED]++;
+	return f;
+}
+
 void state_on_failure(struct state *s, const struct gm_call_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid);
-	struct failure_rec *f;
+	struct failure_rec *f = failure_slot(s);
 
-	if (s->nfailures == s->failures_cap) {
-		s->failures_cap = s->failures_cap ? 2 * s->failures_cap : 16;
-		s->failures = xrealloc(s->failures, s->failures_cap * sizeof(*s->failures));
-	}
-	f = &s->failures[s->nfailures++];
 	f->ev = *e;
 	/* Named now: the process may be gone, and let go, before anyone prints it. */
 	f->stack = state_named_stack(s, p, e->stack_id);

@@ -18,7 +18,8 @@
 #define STATE_MAX_PENDING_COPIES 16
 #define STATE_KEEP_ENDED_DEFAULT 1000		/* --keep-ended */
 #define STATE_KEEP_ENDED_S_DEFAULT 300.0	/* --keep-ended-for */
-#define STATE_MAX_KNOWN_PATHS 4096		/* (dev, inode) -> path, for exit-time maps */
+#define STATE_MAX_KNOWN_PATHS 4096
+#define STATE_KEEP_FAILURES_DEFAULT 100		/* --keep-failures: the first and the last */		/* (dev, inode) -> path, for exit-time maps */
 
 struct site_rec {
 	struct gm_site_key key;
@@ -94,6 +95,7 @@ struct state_opts {
 	bool no_demangle;
 	uint32_t keep_ended;	/* 0: STATE_KEEP_ENDED_DEFAULT */
 	double keep_ended_s;	/* 0: STATE_KEEP_ENDED_S_DEFAULT */
+	uint32_t keep_failures;	/* 0: STATE_KEEP_FAILURES_DEFAULT */
 };
 
 struct age_note;
@@ -108,8 +110,11 @@ struct state {
 	size_t nprocs, procs_cap;
 	struct proc_rec **by_pid;	/* open addressing: each pid's newest record */
 	size_t by_pid_cap, by_pid_used;
-	struct failure_rec *failures;
-	size_t nfailures, failures_cap;
+	/* Failure records: the first keep_failures, then the most recent keep_failures in a ring
+	 * (recent[recent_head] is the oldest of those); the ones between are counted, not kept.
+	 * Per-site and per-process failure counts stay exact in the maps. */
+	struct failure_rec *failures, *recent;
+	size_t nfailures, nrecent, recent_head;
 	int *pending_exits;
 	size_t npending, pending_cap;
 	struct symbolizer *sym;

@@ -120,6 +120,8 @@ static const struct {
 	{ true, SNAP_LOST_BAD_RECORDS, "bad_records", "BPF object and binary differ" },
 	{ true, SNAP_LOST_ENDED_DROPPED, "ended_procs_dropped",
 	  "raise --keep-ended or --keep-ended-for" },
+	{ true, SNAP_LOST_FAILURES_DROPPED, "failure_records_dropped",
+	  "counts stay exact; raise --keep-failures" },
 };
 
 static uint64_t loss_value(const struct snapshot *snap, size_t i)
