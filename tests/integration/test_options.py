@@ -1,6 +1,6 @@
-"""The command line: each command takes only its own options, and `COMMAND --help` lists
-exactly those. Every case here is refused (or answered) before anything loads, so each run
-takes milliseconds."""
+"""The command line: each command takes only its own options, `COMMAND --help` lists exactly
+those, and times outside their bounds are refused. Every case here is refused (or answered)
+before anything loads, so each run takes milliseconds."""
 import re
 import subprocess
 
@@ -108,6 +108,21 @@ def test_general_help_lists_the_commands_and_the_common_options():
     options = listed_options(stdout)
     assert {"--pid", "--duration", "--help"} <= options
     assert not options & {"--json", "--interval", "--batch", "--iterations", "--group"}
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e-10", "0.0009", "2e10", "0", "-1",
+                                   "abc", ""])
+@pytest.mark.parametrize("args,option", [
+    (["snapshot", "-d"], "--duration"),
+    (["snapshot", "--duration"], "--duration"),
+    (["leaks", "-i"], "--interval"),
+    (["top", "-b", "-i"], "--interval"),
+])
+def test_seconds_out_of_bounds_are_refused(args, option, value):
+    rc, stdout, stderr = run_gpumem(*args, value)
+    assert rc == 2
+    assert_usage_error(stderr, f"{option} takes a number of seconds from 0.001 to 31536000",
+                       f"'{value}'")
 
 
 @pytest.mark.parametrize("args,words", [

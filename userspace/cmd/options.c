@@ -4,12 +4,18 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "option_spec.h"
 #include "session.h"
 #include "util.h"
 #include "gpumem.h"
+
+/* Seconds (--duration, --interval): a millisecond to a year. A shorter one
+ * rounds to no time at all; a longer one overflows nanoseconds in 64 bits. */
+#define SECONDS_MIN 0.001
+#define SECONDS_MAX (365.0 * 24 * 3600)
 
 /* getopt_long's value for an option without a letter: its index in the table, past any char. */
 #define LONG_ONLY_BASE 256
@@ -61,7 +67,7 @@ static int opt_count(struct parser *p, const struct option_spec *spec, const cha
 	return parse_whole(spec, arg, field_of(p, spec));
 }
 
-/* A double field: a positive number of seconds. */
+/* A double field: seconds, finite and from SECONDS_MIN to SECONDS_MAX. */
 static int opt_seconds(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	double v;
@@ -69,8 +75,9 @@ static int opt_seconds(struct parser *p, const struct option_spec *spec, const c
 
 	errno = 0;
 	v = strtod(arg, &end);
-	if (errno || *end || end == arg || !(v > 0)) {
-		p_err("--%s takes a positive number of seconds, not '%s'", spec->name, arg);
+	if (errno || *end || end == arg || !isfinite(v) || v < SECONDS_MIN || v > SECONDS_MAX) {
+		p_err("--%s takes a number of seconds from %g to %.0f (a year), not '%s'",
+		      spec->name, SECONDS_MIN, SECONDS_MAX, arg);
 		return -EINVAL;
 	}
 	*(double *)field_of(p, spec) = v;
@@ -245,7 +252,7 @@ const struct option_spec option_specs[] = {
 	{ "output", 'o', "FILE", CMD_ALL, opt_output,
 	  .help = "write the report to FILE (CMD keeps stdout)" },
 	{ "duration", 'd', "S", CMD_ALL, opt_seconds, .field = FIELD(double, duration_s),
-	  .help = "stop after S seconds" },
+	  .help = "stop after S seconds (0.001 to a year)" },
 	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS, opt_seconds,
 	  .field = FIELD(double, interval_s),
 	  .help = "top: seconds between refreshes (default 2); leaks: a report every S seconds "
