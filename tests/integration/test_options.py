@@ -1,6 +1,6 @@
 """The command line: each command takes only its own options, `COMMAND --help` lists exactly
-those, and times outside their bounds are refused. Every case here is refused (or answered)
-before anything loads, so each run takes milliseconds."""
+those, and times and counts outside their bounds are refused. Every case here is refused (or
+answered) before anything loads, so each run takes milliseconds."""
 import re
 import subprocess
 
@@ -59,6 +59,7 @@ def test_option_the_command_does_not_take_is_refused_naming_the_command(args, co
     ["trace", "--json", "-d", 1, "--help"],
     ["leaks", "--json", "-i", 1, "--help"],
     ["oom", "--json", "-d", 1, "--help"],
+    ["snapshot", "--keep-ended", 5, "--keep-ended-for", 60, "--help"],
 ])
 def test_options_the_command_takes_are_accepted(args):
     rc, stdout, stderr = run_gpumem(*args)
@@ -95,7 +96,7 @@ def test_each_command_help_lists_exactly_its_options(command, only_here, not_her
     assert rc == 0
     options = listed_options(stdout)
     assert only_here <= options and not options & not_here, options
-    for common in ("--pid", "--duration", "--max-allocs", "--help"):
+    for common in ("--pid", "--keep-ended", "--keep-ended-for", "--max-allocs", "--help"):
         assert common in options, (common, options)
 
 
@@ -106,8 +107,9 @@ def test_general_help_lists_the_commands_and_the_common_options():
     for command in COMMANDS:
         assert re.search(rf"^  {command} ", stdout, re.MULTILINE), command
     options = listed_options(stdout)
-    assert {"--pid", "--duration", "--help"} <= options
+    assert {"--pid", "--duration", "--keep-ended", "--keep-ended-for", "--help"} <= options
     assert not options & {"--json", "--interval", "--batch", "--iterations", "--group"}
+    assert "default 1000 processes" in stdout and "default 300 s" in stdout
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e-10", "0.0009", "2e10", "0", "-1",
@@ -117,6 +119,7 @@ def test_general_help_lists_the_commands_and_the_common_options():
     (["snapshot", "--duration"], "--duration"),
     (["leaks", "-i"], "--interval"),
     (["top", "-b", "-i"], "--interval"),
+    (["snapshot", "--keep-ended-for"], "--keep-ended-for"),
 ])
 def test_seconds_out_of_bounds_are_refused(args, option, value):
     rc, stdout, stderr = run_gpumem(*args, value)
@@ -125,8 +128,17 @@ def test_seconds_out_of_bounds_are_refused(args, option, value):
                        f"'{value}'")
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "x", "4194305"])
+def test_keep_ended_needs_a_whole_number_from_one(value):
+    rc, _, stderr = run_gpumem("snapshot", "--keep-ended", value)
+    assert rc == 2
+    assert_usage_error(stderr, "--keep-ended takes a whole number from 1 to 4194304",
+                       f"'{value}'")
+
+
 @pytest.mark.parametrize("args,words", [
     (["snapshot", "--bogus"], ["unknown or ambiguous option '--bogus'", "snapshot --help"]),
+    (["snapshot", "--keep"], ["unknown or ambiguous option '--keep'"]),
     (["trace", "-x"], ["unknown option -x", "trace --help"]),
     (["snapshot", "--json=1"], ["--json takes no argument"]),
     (["snapshot", "--duration"], ["--duration needs an argument"]),
@@ -143,3 +155,12 @@ def test_bad_command_line_is_one_line_and_exit_2(args, words):
     rc, _, stderr = run_gpumem(*args)
     assert rc == 2
     assert_usage_error(stderr, *words)
+
+
+def test_keep_ended_bounds_are_accepted():
+    rc, _, stderr = run_gpumem("snapshot", "--keep-ended", 1, "--keep-ended-for", 0.001,
+                               "--help")
+    assert rc == 0, stderr
+    rc, _, stderr = run_gpumem("snapshot", "--keep-ended", 4194304, "--keep-ended-for",
+                               31536000, "--help")
+    assert rc == 0, stderr

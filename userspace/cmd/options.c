@@ -12,7 +12,7 @@
 #include "util.h"
 #include "gpumem.h"
 
-/* Seconds (--duration, --interval): a millisecond to a year. A shorter one
+/* Seconds (--duration, --interval, --keep-ended-for): a millisecond to a year. A shorter one
  * rounds to no time at all; a longer one overflows nanoseconds in 64 bits. */
 #define SECONDS_MIN 0.001
 #define SECONDS_MAX (365.0 * 24 * 3600)
@@ -266,6 +266,12 @@ const struct option_spec option_specs[] = {
 		  "processes' totals)" },
 	{ "bytes", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, exact_bytes),
 	  .help = "sizes as exact numbers of bytes" },
+	{ "keep-ended", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, keep_ended),
+	  .max = 1u << 22,
+	  .help = "ended processes kept with their final numbers, the oldest dropped first "
+		  "(default 1000 processes)" },
+	{ "keep-ended-for", 0, "S", CMD_ALL, opt_seconds, .field = FIELD(double, keep_ended_s),
+	  .help = "seconds an ended process is kept (default 300 s)" },
 	{ "max-allocs", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_allocs),
 	  .max = 1u << 28, .deflt = GM_DEFAULT_MAX_ALLOCS,
 	  .help = "live allocations tracked (default {default})" },

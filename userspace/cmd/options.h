@@ -34,6 +34,8 @@ struct options {
 	enum top_group group;	/* --group: top's rows at start (the 'c' and 's' keys change it) */
 	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
 	struct tracer_opts tracer;
+	uint32_t keep_ended;	/* --keep-ended: ended processes kept in the model (0: default) */
+	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: default) */
 	bool help;		/* -h: the help is printed, there is nothing to run */
 };
 
