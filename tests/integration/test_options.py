@@ -142,6 +142,7 @@ def test_keep_ended_needs_a_whole_number_from_one(value):
     (["trace", "-x"], ["unknown option -x", "trace --help"]),
     (["snapshot", "--json=1"], ["--json takes no argument"]),
     (["snapshot", "--duration"], ["--duration needs an argument"]),
+    (["snapshot", "--pid="], ["--pid takes a process id"]),
     (["snapshot", "-p", "1,x"], ["--pid takes a whole number", "'x'"]),
     (["snapshot", "--ringbuf-mb", 3], ["--ringbuf-mb must be a power of two"]),
     (["snapshot", "--stack-bytes", 7], ["--stack-bytes must be a multiple of 8"]),

@@ -88,6 +88,7 @@ static int opt_pids(struct parser *p, const struct option_spec *spec, const char
 {
 	struct options *o = p->o;
 	char *copy = xstrdup(arg), *tok, *save = NULL;
+	size_t before = o->npids;
 	int err = 0;
 
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -100,6 +101,11 @@ static int opt_pids(struct parser *p, const struct option_spec *spec, const char
 		o->pids[o->npids++] = (int)pid;
 	}
 	free(copy);
+	if (!err && o->npids == before) {
+		/* An empty list would silently mean every process. */
+		p_err("--pid takes a process id, or a list PID,PID,..., not '%s'", arg);
+		err = -EINVAL;
+	}
 	return err;
 }
 
