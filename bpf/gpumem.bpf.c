@@ -29,6 +29,9 @@ const volatile __u32 self_tgid = 0;		/* gpumem itself: never held */
 /* Userspace clears this before it stops reading events, so no process is held that it
  * would not resume. */
 bool holds_enabled = false;
+/* Written by userspace at every turn of its loop: a gpumem that is stopped or hung holds no
+ * one. */
+__u64 heartbeat_ns = 0;
 const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (-c only):
 						 * userspace captures its module map, then
 						 * sends SIGCONT */
@@ -100,6 +103,14 @@ static __always_inline void count(enum gm_counter which)
 		*v += 1;
 }
 
+/* Every hold of every instance, so that the next one to start resumes an ended one's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_HOLDS);
+	__type(key, __u32);			/* tgid held */
+	__type(value, struct gm_hold);
+} holds SEC(".maps");
+
 static __always_inline bool is_gpu_kind(__u32 kind)
 {
 	return kind != GM_KIND_HOST;
@@ -119,6 +130,27 @@ static __always_inline bool in_selected_cgroup(void)
 		if (bpf_current_task_under_cgroup(&cgroup_filter, i) == 1)
 			return true;
 	return false;
+}
+
+/* Only this instance's own targets are ever paused: -p / -c processes and their children, or
+ * those in the cgroups --cgroup/--container/--pod selected; and only while its consumer is
+ * alive (a fresh heartbeat). The hold is recorded before the signal. */
+static __always_inline bool hold(__u32 tgid)
+{
+	struct gm_hold h = { .holder = self_tgid };
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!holds_enabled || now - heartbeat_ns > GM_HEARTBEAT_FRESH_NS)
+		return false;
+	if (filter_pids ? !bpf_map_lookup_elem(&targets, &tgid)
+			: !filter_cgroups || !in_selected_cgroup())
+		return false;
+	h.time_ns = now;
+	if (bpf_map_update_elem(&holds, &tgid, &h, BPF_ANY))
+		return false;
+	bpf_send_signal(19 /* SIGSTOP */);
+	count(GM_CNT_HOLDS);
+	return true;
 }
 
 /* The filters run first, so untraced processes and containers cost only the trap. */
@@ -257,8 +289,8 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 
 		if (e) {
 			/* Only with an event on its way: userspace's SIGCONT answers it. */
-			if (hold_new_procs && holds_enabled)
-				bpf_send_signal(19 /* SIGSTOP */);
+			if (hold_new_procs)
+				hold(tgid);
 			__builtin_memset(e, 0, sizeof(*e));
 			e->type = GM_REC_PROCESS_NEW;
 			e->pid = tgid;
@@ -739,12 +771,10 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	e->time_ns = bpf_ktime_get_ns();
 	e->ino = key.ino;
 	e->dev = key.dev;
-	e->held = hold_new_libs && holds_enabled;
 	e->pad = 0;
 	bpf_probe_read_kernel_str(e->path, sizeof(e->path),
 				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
-	if (e->held)
-		bpf_send_signal(19 /* SIGSTOP */);
+	e->held = hold_new_libs && hold(tgid);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

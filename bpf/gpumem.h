@@ -76,6 +76,7 @@ enum gm_counter {
 	GM_CNT_STALE_INFLIGHT,		/* in-flight records replaced (return never fired) */
 	GM_CNT_FAILED_FREES,		/* free calls that returned an error (nothing freed) */
 	GM_CNT_REPLACED_ALLOCS,		/* address allocated again while live: freed unseen */
+	GM_CNT_HOLDS,			/* processes this instance paused (its own targets only) */
 	GM_CNT_COUNT,
 };
 
@@ -182,6 +183,19 @@ static inline __u64 gm_kernel_dev(__u32 major, __u32 minor)
 {
 	return ((__u64)major << GM_DEV_MINOR_BITS) | minor;
 }
+
+/* Holds: a process is paused only while its gpumem's heartbeat (written at every turn of its
+ * loop) is this fresh, and each hold is recorded in a map every instance shares (pinned at
+ * GM_HOLDS_PIN), so the next gpumem to start resumes what an ended one left paused. */
+#define GM_HEARTBEAT_FRESH_NS 1000000000ull
+#define GM_MAX_HOLDS 4096
+#define GM_HOLDS_PIN "/sys/fs/bpf/gpumem_holds"
+
+struct gm_hold {
+	__u32 holder;		/* the tgid of the gpumem that paused it */
+	__u32 pad;
+	__u64 time_ns;
+};
 
 struct gm_file_key {
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */

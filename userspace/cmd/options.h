@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What the command line asked for: the parsed options every command shares the shape of. */
+/* What the command line asked for: the parsed options, the commands, and the parser. */
 #ifndef GPUMEM_OPTIONS_H
 #define GPUMEM_OPTIONS_H
 
@@ -33,10 +33,37 @@ struct options {
 	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */
 	enum top_group group;	/* --group: top's rows at start (the 'c' and 's' keys change it) */
 	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
-	uint32_t keep_ended;	/* --keep-ended: ended processes kept (0: the default) */
-	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: the default) */
 	uint32_t keep_failures;	/* --keep-failures: first and last failure records kept */
 	struct tracer_opts tracer;
+	uint32_t keep_ended;	/* --keep-ended: ended processes kept in the model (0: default) */
+	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: default) */
+	bool help;		/* -h: the help is printed, there is nothing to run */
 };
+
+/* Which commands take an option: one bit per command. */
+enum command_bit {
+	CMD_TOP = 1u << 0,
+	CMD_SNAPSHOT = 1u << 1,
+	CMD_TRACE = 1u << 2,
+	CMD_LEAKS = 1u << 3,
+	CMD_OOM = 1u << 4,
+	CMD_ALL = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM,
+};
+
+/* A command of the dispatch table; the first is the one run when none is named. */
+struct command {
+	const char *name;
+	enum command_bit bit;
+	const struct view_ops *view;
+	const char *summary;		/* one line, for gpumem --help */
+	const char *description;	/* one paragraph, for gpumem COMMAND --help */
+};
+
+/* Parses argv (the command first, when one is named) into *o. Returns 0, or -EINVAL after
+ * one error line and the usage line on stderr; -h prints the help and sets o->help. */
+int options_parse(int argc, char **argv, const struct command *commands, size_t ncommands,
+		  struct options *o);
+/* Frees what options_parse() allocated; o may be partly parsed. */
+void options_free(struct options *o);
 
 #endif

@@ -147,7 +147,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 	case GM_REC_PROCESS_NEW:
 		state_on_process_new(s->state, data);
 		if (s->opt->tracer.hold_new_procs)	/* held by the BPF side (if still holding) */
-			kill((pid_t)((const struct gm_call_event *)data)->pid, SIGCONT);
+			tracer_release(s->tracer, (int)((const struct gm_call_event *)data)->pid);
 		break;
 	case GM_REC_PROCESS_EXIT:
 		on_exit_record(s, data);
@@ -296,6 +296,7 @@ static int run_loop(struct session *s)
 	int status = 0, err;
 
 	while (!stop_requested && !s->stop) {
+		tracer_heartbeat(s->tracer);
 		err = tracer_poll(s->tracer, 100);
 		if (err < 0) {
 			p_err("reading the ring buffer failed: %s", strerror(-err));

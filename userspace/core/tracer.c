@@ -4,6 +4,10 @@
  * the model (their only reader), and run the ring-buffer loop. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +67,51 @@ static void use_uprobe_multi(struct gpumem_bpf *skel)
 	bpf_program__set_expected_attach_type(skel->progs.call_return, ATTACH_UPROBE_MULTI);
 }
 
+/* The holds map is shared by every gpumem on the host through its pin (when /sys/fs/bpf is a
+ * BPF file system): the next one to start finds what an ended one left paused. */
+static bool is_bpffs(const char *dir)
+{
+	struct statfs st;
+
+	return statfs(dir, &st) == 0 && st.f_type == BPF_FS_MAGIC;
+}
+
+/* A pinned holds map this build can share: none yet, or one of the same layout. */
+static bool pinned_holds_compatible(struct gpumem_bpf *skel)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(GM_HOLDS_PIN);
+	bool same;
+
+	if (fd < 0)
+		return true;
+	same = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+	       info.type == bpf_map__type(skel->maps.holds) &&
+	       info.key_size == bpf_map__key_size(skel->maps.holds) &&
+	       info.value_size == bpf_map__value_size(skel->maps.holds) &&
+	       info.max_entries == bpf_map__max_entries(skel->maps.holds);
+	close(fd);
+	return same;
+}
+
+static void share_holds(struct gpumem_bpf *skel)
+{
+	/* As bpftool does: mount the BPF file system where it belongs when nothing is there. */
+	if (!is_bpffs("/sys/fs/bpf") && mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+		p_debug("cannot mount a BPF file system on /sys/fs/bpf: %s", strerror(errno));
+	if (!is_bpffs("/sys/fs/bpf")) {
+		p_debug("/sys/fs/bpf is no BPF file system: holds are not shared with other gpumems");
+		return;
+	}
+	if (!pinned_holds_compatible(skel)) {
+		p_err("warning: %s has another layout (an older gpumem?): holds are not shared; "
+		      "remove it when no gpumem runs", GM_HOLDS_PIN);
+		return;
+	}
+	bpf_map__set_pin_path(skel->maps.holds, GM_HOLDS_PIN);
+}
+
 static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi,
 					  bool with_open_watch)
 {
@@ -82,6 +131,7 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	if (o->stack_bytes)
 		skel->rodata->stack_copy_bytes = o->stack_bytes;
 	size_maps(skel, o);
+	share_holds(skel);
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
 	return skel;
@@ -126,6 +176,53 @@ static int attach_lifecycle(struct tracer *t)
 			"and by rescans only");
 	}
 	return 0;
+}
+
+/* Whether pid is a running gpumem (a holder that can still resume what it holds). */
+static bool is_live_gpumem(__u32 pid)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
+	fclose(f);
+	return strncmp(comm, "gpumem", 6) == 0;
+}
+
+/* Resumes every process an ended gpumem left paused. */
+static void resume_orphans(struct tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.holds);
+	__u32 key, next, *prev = NULL;
+	struct gm_hold h;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &h) || is_live_gpumem(h.holder))
+			continue;
+		if (kill((pid_t)key, SIGCONT) == 0)
+			p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", key, h.holder);
+		bpf_map_delete_elem(fd, &key);
+	}
+}
+
+void tracer_heartbeat(struct tracer *t)
+{
+	t->skel->bss->heartbeat_ns = now_ns();
+}
+
+void tracer_release(struct tracer *t, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	kill((pid_t)pid, SIGCONT);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.holds), &key);
 }
 
 static int ringbuf_cb(void *ctx, void *data, size_t size)
@@ -175,6 +272,8 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	err = fill_cgroup_filter(t->skel, opts);
 	if (err)
 		goto out_destroy;
+	resume_orphans(t);
+	tracer_heartbeat(t);
 	t->skel->bss->holds_enabled = true;
 	err = attach_lifecycle(t);
 	if (err) {

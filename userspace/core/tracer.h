@@ -49,6 +49,10 @@ int tracer_remove_target(struct tracer *t, int pid);
 /* Returns records handled, or -errno. */
 int tracer_poll(struct tracer *t, int timeout_ms);
 bool tracer_watches_opens(const struct tracer *t);
+/* Tells the BPF side its consumer is alive: holds are taken only while this is fresh. */
+void tracer_heartbeat(struct tracer *t);
+/* Resumes a process this instance paused, and forgets the hold. */
+void tracer_release(struct tracer *t, int pid);
 /* Stops holding processes that map new CUDA libraries; a drain after it answers every hold. */
 void tracer_stop_watching(struct tracer *t);
 

@@ -342,7 +342,7 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	}
 	note_late_attach(d, before, e);
 	if (e->held)
-		kill((pid_t)e->pid, SIGCONT);
+		tracer_release(d->tracer, (int)e->pid);
 }
 
 void discovery_get_stats(const struct discovery *d, struct discovery_stats *out)

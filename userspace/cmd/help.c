@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The help text, generated from the command and option tables. */
+#include <stdio.h>
+#include <string.h>
+#include "option_spec.h"
+
+#define HELP_WIDTH  92 /* text is wrapped before this column */
+#define HELP_COLUMN 22 /* where an option's help starts */
+
+static const char usage_tail[] = "[OPTIONS] [-c CMD [ARGS...]]";
+
+/* Prints text word by word from column col, wrapping to column indent; ends the line. */
+static void print_wrapped(FILE *out, const char *text, int col, int indent)
+{
+	const char *word = text + strspn(text, " ");
+
+	while (*word) {
+		int len = (int)strcspn(word, " ");
+
+		if (col > indent && col + 1 + len > HELP_WIDTH) {
+			fprintf(out, "\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', out);
+			col++;
+		}
+		fprintf(out, "%.*s", len, word);
+		col += len;
+		word += len;
+		word += strspn(word, " ");
+	}
+	fputc('\n', out);
+}
+
+/* spec's help with {default} and {max} replaced by its numbers. */
+static void expand_help(const struct option_spec *spec, char *buf, size_t size)
+{
+	static const char def_token[] = "{default}", max_token[] = "{max}";
+	const char *s = spec->help;
+	size_t n = 0;
+
+	while (*s && n + 1 < size) {
+		int wrote = 0;
+
+		if (!strncmp(s, def_token, sizeof(def_token) - 1)) {
+			wrote = snprintf(buf + n, size - n, "%u", spec->deflt);
+			s += sizeof(def_token) - 1;
+		} else if (!strncmp(s, max_token, sizeof(max_token) - 1)) {
+			wrote = snprintf(buf + n, size - n, "%u", spec->max);
+			s += sizeof(max_token) - 1;
+		} else {
+			buf[n++] = *s++;
+		}
+		n += wrote > 0 ? (size_t)wrote : 0;
+		n = n < size ? n : size - 1;
+	}
+	buf[n] = '\0';
+}
+
+static void print_option(FILE *out, const struct option_spec *spec)
+{
+	char help[512];
+	int col;
+
+	if (spec->letter)
+		col = fprintf(out, "  -%c, --%s", spec->letter, spec->name);
+	else
+		col = fprintf(out, "  --%s", spec->name);
+	if (spec->arg)
+		col += fprintf(out, " %s", spec->arg);
+	if (col >= HELP_COLUMN - 1) {
+		fputc('\n', out);
+		col = 0;
+	}
+	fprintf(out, "%*s", HELP_COLUMN - col, "");
+	expand_help(spec, help, sizeof(help));
+	print_wrapped(out, help, HELP_COLUMN, HELP_COLUMN);
+}
+
+/* The options whose commands are exactly `commands` (CMD_ALL), or include cmd's bit. */
+static void print_options(FILE *out, enum command_bit commands, bool exactly)
+{
+	for (size_t i = 0; i < option_nspecs; i++) {
+		const struct option_spec *spec = &option_specs[i];
+		bool listed = exactly ? spec->commands == commands : spec->commands & commands;
+
+		if (listed)
+			print_option(out, spec);
+	}
+}
+
+void help_usage_line(FILE *out, const struct command *cmd)
+{
+	if (cmd)
+		fprintf(out, "usage: gpumem %s %s\n", cmd->name, usage_tail);
+	else
+		fprintf(out, "usage: gpumem [COMMAND] %s\n", usage_tail);
+}
+
+void help_command(FILE *out, const struct command *cmd)
+{
+	help_usage_line(out, cmd);
+	fputc('\n', out);
+	print_wrapped(out, cmd->description, 0, 0);
+	fprintf(out, "\noptions:\n");
+	print_options(out, cmd->bit, false);
+}
+
+void help_general(FILE *out, const struct command *commands, size_t ncommands)
+{
+	help_usage_line(out, NULL);
+	fprintf(out, "\nAccounts for the GPU memory CUDA programs allocate, with eBPF uprobes.\n"
+		     "\ncommands:\n");
+	for (size_t i = 0; i < ncommands; i++) {
+		int col = fprintf(out, "  %s", commands[i].name);
+
+		fprintf(out, "%*s", HELP_COLUMN - col, "");
+		print_wrapped(out, commands[i].summary, HELP_COLUMN, HELP_COLUMN);
+	}
+	fprintf(out, "\noptions every command takes:\n");
+	print_options(out, CMD_ALL, true);
+	fprintf(out, "\ngpumem COMMAND --help lists all of that command's options.\n");
+}

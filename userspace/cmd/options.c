@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The command line: one table of options, which commands take each, and how each is parsed.
+ * The parser and the help are both generated from the table. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "option_spec.h"
+#include "session.h"
+#include "util.h"
+#include "gpumem.h"
+
+/* Seconds (--duration, --interval, --keep-ended-for): a millisecond to a year. A shorter one
+ * rounds to no time at all; a longer one overflows nanoseconds in 64 bits. */
+#define SECONDS_MIN 0.001
+#define SECONDS_MAX (365.0 * 24 * 3600)
+
+/* getopt_long's value for an option without a letter: its index in the table, past any char. */
+#define LONG_ONLY_BASE 256
+
+struct parser {
+	struct options *o;
+	const struct command *commands;
+	size_t ncommands;
+	const struct command *cmd; /* the command that runs */
+	bool named;		   /* cmd was named on the command line, not the default */
+	bool no_hold;
+};
+
+/* The offset of field f of struct options; a compile error unless f has type T. */
+#define FIELD(T, f)                                                                                \
+	(offsetof(struct options, f) + 0 * sizeof(_Generic(((struct options *)0)->f, T : 0)))
+
+static void *field_of(struct parser *p, const struct option_spec *spec)
+{
+	return (char *)p->o + spec->field;
+}
+
+static int parse_whole(const struct option_spec *spec, const char *s, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || s[0] == '-' || v == 0 || v > spec->max) {
+		p_err("--%s takes a whole number from 1 to %u, not '%s'", spec->name, spec->max, s);
+		return -EINVAL;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* A bool field set by the option's presence. */
+static int opt_flag(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)arg;
+	*(bool *)field_of(p, spec) = true;
+	return 0;
+}
+
+/* A uint32_t field: a whole number from 1 to spec->max. */
+static int opt_count(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	return parse_whole(spec, arg, field_of(p, spec));
+}
+
+/* A double field: seconds, finite and from SECONDS_MIN to SECONDS_MAX. */
+static int opt_seconds(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	double v;
+	char *end;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || *end || end == arg || !isfinite(v) || v < SECONDS_MIN || v > SECONDS_MAX) {
+		p_err("--%s takes a number of seconds from %g to %.0f (a year), not '%s'",
+		      spec->name, SECONDS_MIN, SECONDS_MAX, arg);
+		return -EINVAL;
+	}
+	*(double *)field_of(p, spec) = v;
+	return 0;
+}
+
+static int opt_pids(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	struct options *o = p->o;
+	char *copy = xstrdup(arg), *tok, *save = NULL;
+	size_t before = o->npids;
+	int err = 0;
+
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint32_t pid;
+
+		err = parse_whole(spec, tok, &pid);
+		if (err)
+			break;
+		o->pids = xrealloc(o->pids, (o->npids + 1) * sizeof(*o->pids));
+		o->pids[o->npids++] = (int)pid;
+	}
+	free(copy);
+	if (!err && o->npids == before) {
+		/* An empty list would silently mean every process. */
+		p_err("--pid takes a process id, or a list PID,PID,..., not '%s'", arg);
+		err = -EINVAL;
+	}
+	return err;
+}
+
+/* --cgroup, --container, --pod: the option's name is the selection's kind. */
+static int opt_selection(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	struct options *o = p->o;
+
+	o->selections = xrealloc(o->selections, (o->nselections + 1) * sizeof(*o->selections));
+	o->selections[o->nselections++] = (struct selection){ .kind = spec->name, .value = arg };
+	return 0;
+}
+
+static int opt_lib(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	struct options *o = p->o;
+
+	(void)spec;
+	o->libs = xrealloc(o->libs, (o->nlibs + 1) * sizeof(*o->libs));
+	o->libs[o->nlibs++] = (char *)arg;
+	return 0;
+}
+
+static int opt_output(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)spec;
+	p->o->output = arg;
+	return 0;
+}
+
+/* -c reaches getopt only when it is not an argument of its own (-bc, -cCMD, after --). */
+static int opt_command(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)p;
+	(void)spec;
+	(void)arg;
+	p_err("-c must be an argument of its own, followed by the command to run: "
+	      "-c CMD [ARGS...], last");
+	return -EINVAL;
+}
+
+static int opt_group(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	static const char *const names[] = {
+		[GROUP_PROCESS] = "process", [GROUP_SITE] = "site", [GROUP_CONTAINER] = "container"
+	};
+
+	(void)spec;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (!strcmp(arg, names[i])) {
+			p->o->group = (enum top_group)i;
+			return 0;
+		}
+	}
+	p_err("--group takes process, site or container, not '%s'", arg);
+	return -EINVAL;
+}
+
+static int opt_unwind(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	static const struct {
+		const char *name;
+		enum gm_stack_mode mode;
+	} modes[] = {
+		{ "dwarf", GM_STACKS_DWARF },
+		{ "fp", GM_STACKS_FP },
+		{ "none", GM_STACKS_NONE },
+	};
+
+	(void)spec;
+	for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
+		if (!strcmp(arg, modes[i].name)) {
+			p->o->tracer.stack_mode = modes[i].mode;
+			return 0;
+		}
+	}
+	p_err("--unwind takes dwarf, fp or none, not '%s'", arg);
+	return -EINVAL;
+}
+
+static int opt_ringbuf_mb(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	uint32_t *mb = &p->o->tracer.ringbuf_mb;
+	int err = parse_whole(spec, arg, mb);
+
+	if (!err && (*mb & (*mb - 1))) {
+		p_err("--ringbuf-mb must be a power of two, not %u", *mb);
+		err = -EINVAL;
+	}
+	return err;
+}
+
+static int opt_stack_bytes(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	uint32_t *bytes = &p->o->tracer.stack_bytes;
+	int err = parse_whole(spec, arg, bytes);
+
+	if (!err && *bytes % 8) {
+		p_err("--stack-bytes must be a multiple of 8, not %u", *bytes);
+		err = -EINVAL;
+	}
+	return err;
+}
+
+static int opt_no_hold(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)spec;
+	(void)arg;
+	p->no_hold = true;
+	return 0;
+}
+
+static int opt_verbose(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)p;
+	(void)spec;
+	(void)arg;
+	verbose = true;
+	return 0;
+}
+
+static int opt_help(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)spec;
+	(void)arg;
+	if (p->named)
+		help_command(stdout, p->cmd);
+	else
+		help_general(stdout, p->commands, p->ncommands);
+	p->o->help = true;
+	return 0;
+}
+
+/* Every option, in the order the help lists them. */
+const struct option_spec option_specs[] = {
+	{ "pid", 'p', "PID", CMD_ALL, opt_pids, .max = INT_MAX,
+	  .help = "only this process (repeat, or PID,PID,...)" },
+	{ "cgroup", 0, "PATH", CMD_ALL, opt_selection,
+	  .help = "only processes in this cgroup (the v2 path as /proc/PID/cgroup shows it) or "
+		  "below it" },
+	{ "container", 0, "ID", CMD_ALL, opt_selection,
+	  .help = "only processes in this container (an id prefix will do)" },
+	{ "pod", 0, "UID", CMD_ALL, opt_selection, .help = "only processes in this pod" },
+	{ "command", 'c', "CMD [ARGS...]", CMD_ALL, opt_command,
+	  .help = "run CMD (and follow its children); report when it ends and exit with its exit "
+		  "status; must come last" },
+	{ "lib", 0, "PATH", CMD_ALL, opt_lib, .help = "also attach to this library or executable" },
+	{ "json", 0, NULL, CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM, opt_flag,
+	  .field = FIELD(bool, json), .help = "machine-readable output (see DESIGN.md)" },
+	{ "output", 'o', "FILE", CMD_ALL, opt_output,
+	  .help = "write the report to FILE (CMD keeps stdout)" },
+	{ "duration", 'd', "S", CMD_ALL, opt_seconds, .field = FIELD(double, duration_s),
+	  .help = "stop after S seconds (0.001 to a year)" },
+	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS, opt_seconds,
+	  .field = FIELD(double, interval_s),
+	  .help = "top: seconds between refreshes (default 2); leaks: a report every S seconds "
+		  "as well as the final one (default without -c: 10)" },
+	{ "batch", 'b', NULL, CMD_TOP, opt_flag, .field = FIELD(bool, batch),
+	  .help = "a plain table every interval, not the full screen" },
+	{ "iterations", 'n', "N", CMD_TOP, opt_count, .field = FIELD(uint32_t, iterations),
+	  .max = UINT32_MAX, .help = "stop after N refreshes" },
+	{ "group", 0, "BY", CMD_TOP, opt_group,
+	  .help = "rows by process (default), site or container (a container or pod, with its "
+		  "processes' totals)" },
+	{ "bytes", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, exact_bytes),
+	  .help = "sizes as exact numbers of bytes" },
+	{ "keep-ended", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, keep_ended),
+	  .max = 1u << 22,
+	  .help = "ended processes kept with their final numbers, the oldest dropped first "
+		  "(default 1000 processes)" },
+	{ "keep-ended-for", 0, "S", CMD_ALL, opt_seconds, .field = FIELD(double, keep_ended_s),
+	  .help = "seconds an ended process is kept (default 300 s)" },
+	{ "keep-failures", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, keep_failures),
+	  .max = 1u << 20,
+	  .help = "failure records kept: the first N and the last N (default 100); "
+		  "failure counts stay exact" },
+	{ "max-allocs", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_allocs),
+	  .max = 1u << 28, .deflt = GM_DEFAULT_MAX_ALLOCS,
+	  .help = "live allocations tracked (default {default})" },
+	{ "max-stacks", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_stacks),
+	  .max = 1u << 24, .deflt = GM_DEFAULT_MAX_STACKS,
+	  .help = "distinct call stacks (default {default})" },
+	{ "max-sites", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_sites),
+	  .max = 1u << 24, .deflt = GM_DEFAULT_MAX_SITES,
+	  .help = "call sites (default {default})" },
+	{ "max-procs", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_procs),
+	  .max = 1u << 22, .deflt = GM_DEFAULT_MAX_PROCS, .help = "processes (default {default})" },
+	{ "ringbuf-mb", 0, "N", CMD_ALL, opt_ringbuf_mb, .max = 1024,
+	  .deflt = GM_DEFAULT_RINGBUF_BYTES >> 20,
+	  .help = "event ring buffer size in MiB, a power of two (default {default})" },
+	{ "unwind", 0, "MODE", CMD_ALL, opt_unwind,
+	  .help = "call stacks: dwarf (default: frame pointers, and each new site's first stack "
+		  "unwound with CFI), fp, or none" },
+	{ "stack-bytes", 0, "N", CMD_ALL, opt_stack_bytes, .max = GM_STACK_COPY_MAX,
+	  .deflt = GM_STACK_COPY_DEFAULT,
+	  .help = "stack copied for DWARF unwinding, a multiple of 8 (default {default}, "
+		  "max {max})" },
+	{ "all-frames", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, all_frames),
+	  .help = "also show frames inside the CUDA libraries" },
+	{ "no-demangle", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, no_demangle),
+	  .help = "C++ function names as the binary spells them" },
+	{ "no-hold", 0, NULL, CMD_ALL, opt_no_hold,
+	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
+		  "(its first calls may then be missed)" },
+	{ "verbose", 'v', NULL, CMD_ALL, opt_verbose, .help = "libbpf and discovery diagnostics" },
+	{ "help", 'h', NULL, CMD_ALL, opt_help, .help = "this text" },
+};
+const size_t option_nspecs = ARRAY_SIZE(option_specs);
+
+/* getopt_long's tables, from ours: a long option per entry, and the letters. */
+static void build_getopt(struct option *longs, char *shorts)
+{
+	size_t n = 0;
+
+	shorts[n++] = ':'; /* a missing argument returns ':', not '?' */
+	for (size_t i = 0; i < option_nspecs; i++) {
+		const struct option_spec *spec = &option_specs[i];
+
+		longs[i] = (struct option){
+			.name = spec->name,
+			.has_arg = spec->arg ? required_argument : no_argument,
+			.val = spec->letter ? spec->letter : LONG_ONLY_BASE + (int)i,
+		};
+		if (!spec->letter)
+			continue;
+		shorts[n++] = spec->letter;
+		if (spec->arg)
+			shorts[n++] = ':';
+	}
+	longs[option_nspecs] = (struct option){ 0 };
+	shorts[n] = '\0';
+}
+
+/* The entry getopt_long's value stands for, or NULL. */
+static const struct option_spec *spec_of(int val)
+{
+	if (val >= LONG_ONLY_BASE && (size_t)(val - LONG_ONLY_BASE) < option_nspecs)
+		return &option_specs[val - LONG_ONLY_BASE];
+	for (size_t i = 0; val > 0 && i < option_nspecs; i++)
+		if (option_specs[i].letter == val)
+			return &option_specs[i];
+	return NULL;
+}
+
+static int not_taken(const struct parser *p, const struct option_spec *spec, bool spelled_long)
+{
+	if (spelled_long)
+		p_err("%s does not take --%s (see gpumem %s --help)", p->cmd->name, spec->name,
+		      p->cmd->name);
+	else
+		p_err("%s does not take -%c (see gpumem %s --help)", p->cmd->name, spec->letter,
+		      p->cmd->name);
+	return -EINVAL;
+}
+
+/* What getopt_long could not parse: c is '?' or ':', optopt the option it concerns, word the
+ * argument it was in (not for an unknown letter, which may not have moved optind on). */
+static int bad_option(const struct parser *p, int c, const char *word)
+{
+	const struct option_spec *spec = spec_of(optopt);
+	bool spelled_long = !strncmp(word, "--", 2);
+
+	if (!spec && optopt > 0) {
+		p_err("unknown option -%c (see gpumem %s --help)", optopt, p->cmd->name);
+		return -EINVAL;
+	}
+	if (!spec) {
+		p_err("unknown or ambiguous option '%s' (see gpumem %s --help)", word,
+		      p->cmd->name);
+		return -EINVAL;
+	}
+	if (!(spec->commands & p->cmd->bit))
+		return not_taken(p, spec, spelled_long);
+	if (c == ':')
+		p_err("--%s needs an argument: --%s %s", spec->name, spec->name, spec->arg);
+	else
+		p_err("--%s takes no argument, not '%s'", spec->name, word);
+	return -EINVAL;
+}
+
+static int parse_args(struct parser *p, int argc, char **argv)
+{
+	struct option longs[ARRAY_SIZE(option_specs) + 1];
+	char shorts[2 * ARRAY_SIZE(option_specs) + 2];
+
+	build_getopt(longs, shorts);
+	opterr = 0;
+	optind = 1;
+	for (;;) {
+		const struct option_spec *spec;
+		int c, at = -1, err;
+
+		c = getopt_long(argc, argv, shorts, longs, &at);
+		if (c == -1)
+			break;
+		if (c == '?' || c == ':')
+			return bad_option(p, c, argv[optind - 1]);
+		spec = at >= 0 ? &option_specs[at] : spec_of(c);
+		if (!(spec->commands & p->cmd->bit))
+			return not_taken(p, spec, at >= 0);
+		err = spec->parse(p, spec, optarg);
+		if (err || p->o->help)
+			return err;
+	}
+	if (optind < argc) {
+		p_err("unexpected argument '%s' (a command to run goes after -c)", argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Splits off "-c CMD [ARGS...]": everything after -c belongs to CMD. */
+static int split_command(int *argc, char **argv, struct options *o)
+{
+	for (int i = 1; i < *argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			return 0;
+		if (strcmp(argv[i], "-c") && strcmp(argv[i], "--command"))
+			continue;
+		if (i + 1 >= *argc) {
+			p_err("-c needs a command to run");
+			return -EINVAL;
+		}
+		o->cmd_argv = &argv[i + 1];
+		argv[i] = NULL;
+		*argc = i;
+		return 0;
+	}
+	return 0;
+}
+
+/* The command named by argv[1], else the default; *argv then starts at it. */
+static int find_command(struct parser *p, int *argc, char ***argv)
+{
+	const char *word = *argc > 1 ? (*argv)[1] : NULL;
+
+	p->cmd = &p->commands[0];
+	if (!word || word[0] == '-')
+		return 0;
+	for (size_t i = 0; i < p->ncommands; i++) {
+		if (!strcmp(word, p->commands[i].name)) {
+			p->cmd = &p->commands[i];
+			p->named = true;
+			(*argv)++;
+			(*argc)--;
+			return 0;
+		}
+	}
+	p_err("unknown command '%s' (try gpumem --help)", word);
+	return -EINVAL;
+}
+
+/* What follows from the options together. */
+static int finish(struct parser *p)
+{
+	struct options *o = p->o;
+
+	if (o->npids && o->cmd_argv) {
+		p_err("-p and -c cannot be used together");
+		return -EINVAL;
+	}
+	o->view = p->cmd->view;
+	o->tracer.stream_calls = o->view->stream_calls;
+	o->tracer.filter_pids = o->npids || o->cmd_argv;
+	o->tracer.hold_new_procs = o->cmd_argv && !p->no_hold;
+	o->tracer.hold_new_libs = !p->no_hold;
+	return 0;
+}
+
+int options_parse(int argc, char **argv, const struct command *commands, size_t ncommands,
+		  struct options *o)
+{
+	struct parser p = { .o = o, .commands = commands, .ncommands = ncommands };
+	int err;
+
+	*o = (struct options){ .tracer.stack_mode = GM_STACKS_DWARF };
+	err = split_command(&argc, argv, o);
+	if (!err)
+		err = find_command(&p, &argc, &argv);
+	if (!err)
+		err = parse_args(&p, argc, argv);
+	if (!err && !o->help)
+		err = finish(&p);
+	if (err)
+		help_usage_line(stderr, p.named ? p.cmd : NULL);
+	return err;
+}
+
+void options_free(struct options *o)
+{
+	free(o->pids);
+	free(o->selections);
+	free(o->libs);
+	o->pids = NULL;
+	o->selections = NULL;
+	o->libs = NULL;
+}
