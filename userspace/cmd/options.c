@@ -87,13 +87,19 @@ static int opt_seconds(struct parser *p, const struct option_spec *spec, const c
 static int opt_pids(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	struct options *o = p->o;
-	char *copy = xstrdup(arg), *tok, *save = NULL;
+	char *copy = xstrdup(arg), *tok, *rest = copy;
 	size_t before = o->npids;
 	int err = 0;
 
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	while (!err && (tok = strsep(&rest, ","))) {
 		uint32_t pid;
 
+		if (!*tok) {
+			/* "1,,2" or a trailing comma: a pid left out by mistake, not nothing. */
+			p_err("--pid has an empty element in '%s'", arg);
+			err = -EINVAL;
+			break;
+		}
 		err = parse_whole(spec, tok, &pid);
 		if (err)
 			break;
@@ -114,6 +120,11 @@ static int opt_selection(struct parser *p, const struct option_spec *spec, const
 {
 	struct options *o = p->o;
 
+	if (!arg[0]) {
+		/* An empty --cgroup would be the root cgroup: everything. */
+		p_err("--%s takes a non-empty value", spec->name);
+		return -EINVAL;
+	}
 	o->selections = xrealloc(o->selections, (o->nselections + 1) * sizeof(*o->selections));
 	o->selections[o->nselections++] = (struct selection){ .kind = spec->name, .value = arg };
 	return 0;
@@ -283,10 +294,10 @@ const struct option_spec option_specs[] = {
 	  .help = "failure records kept: the first N and the last N (default 100); "
 		  "failure counts stay exact" },
 	{ "max-allocs", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_allocs),
-	  .max = 1u << 28, .deflt = GM_DEFAULT_MAX_ALLOCS,
+	  .max = 1u << 26, .deflt = GM_DEFAULT_MAX_ALLOCS,
 	  .help = "live allocations tracked (default {default})" },
 	{ "max-stacks", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_stacks),
-	  .max = 1u << 24, .deflt = GM_DEFAULT_MAX_STACKS,
+	  .max = 1u << 20, .deflt = GM_DEFAULT_MAX_STACKS,
 	  .help = "distinct call stacks (default {default})" },
 	{ "max-sites", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_sites),
 	  .max = 1u << 24, .deflt = GM_DEFAULT_MAX_SITES,

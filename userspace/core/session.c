@@ -13,6 +13,7 @@
 #include "discover.h"
 #include "history.h"
 #include "nvml.h"
+#include "procs.h"
 #include "select.h"
 #include "session.h"
 #include "state.h"
@@ -245,12 +246,25 @@ static void scan_command(struct session *s, const char *cmd)
 	free(copy);
 }
 
+/* A kernel thread has no executable: it runs no CUDA code, and following it is a mistake. */
+static bool is_kernel_thread(int pid)
+{
+	char link[64], target[16];
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	return readlink(link, target, sizeof(target)) < 0 && errno == ENOENT && proc_exists(pid);
+}
+
 static int check_pids(const struct options *o)
 {
 	for (size_t i = 0; i < o->npids; i++) {
 		if (kill(o->pids[i], 0) && errno == ESRCH) {
 			p_err("no process with PID %d", o->pids[i]);
 			return -ESRCH;
+		}
+		if (is_kernel_thread(o->pids[i])) {
+			p_err("PID %d is a kernel thread: it runs no CUDA code", o->pids[i]);
+			return -EINVAL;
 		}
 	}
 	return 0;

@@ -4,6 +4,7 @@
  * the model (their only reader), and run the ring-buffer loop. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/vfs.h>
@@ -225,6 +226,30 @@ void tracer_release(struct tracer *t, int pid)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.holds), &key);
 }
 
+/* About what the sized maps pin in the kernel (entries x (key + value + the kernel's
+ * per-element overhead)), for -v: the capacities are the user's to choose. */
+static void report_kernel_memory(struct gpumem_bpf *skel)
+{
+	const struct bpf_map *maps[] = { skel->maps.allocs, skel->maps.stacks, skel->maps.sites,
+					 skel->maps.procs, skel->maps.events };
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		const struct bpf_map *m = maps[i];
+		uint64_t n = bpf_map__max_entries(m), bytes;
+
+		if (bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF)
+			bytes = n;
+		else
+			bytes = n * (bpf_map__key_size(m) + bpf_map__value_size(m) + 48);
+		total += bytes;
+		p_debug("map %s: %" PRIu64 " entries, about %.1f MiB of kernel memory",
+			bpf_map__name(m), n, (double)bytes / (1 << 20));
+	}
+	p_debug("the sized maps pin about %.1f MiB of kernel memory (--max-allocs, --max-stacks, "
+		"--max-sites, --max-procs, --ringbuf-mb)", (double)total / (1 << 20));
+}
+
 static int ringbuf_cb(void *ctx, void *data, size_t size)
 {
 	struct record_handler *h = ctx;
@@ -280,6 +305,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		p_err("cannot attach the process tracepoints: %s", strerror(-err));
 		goto out_destroy;
 	}
+	report_kernel_memory(t->skel);
 	t->handler.fn = on_record;
 	t->handler.ctx = ctx;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ringbuf_cb, &t->handler, NULL);

@@ -84,6 +84,19 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 	}
 }
 
+/* A failure's stack named again while its process is kept (its exit map may have come). */
+static void rename_failure(struct state *s, struct failure_rec *f)
+{
+	struct proc_rec *p = state_find(s, (int)f->ev.pid);
+	struct snap_stack *st;
+
+	if (!p || p->serial != f->serial)
+		return;
+	st = state_named_stack(s, p, f->ev.stack_id);
+	snap_stack_put(f->stack);
+	f->stack = st;
+}
+
 static void copy_failure(struct snap_failure *out, const struct failure_rec *f)
 {
 	*out = (struct snap_failure){
@@ -97,10 +110,16 @@ static void copy_failures(struct state *s, struct snapshot *snap)
 	size_t keep = s->opt.keep_failures, n = 0;
 
 	snap->failures = xcalloc(s->nfailures + s->nrecent + 1, sizeof(*snap->failures));
-	for (size_t i = 0; i < s->nfailures; i++)
+	for (size_t i = 0; i < s->nfailures; i++) {
+		rename_failure(s, &s->failures[i]);
 		copy_failure(&snap->failures[n++], &s->failures[i]);
-	for (size_t i = 0; i < s->nrecent; i++)
-		copy_failure(&snap->failures[n++], &s->recent[(s->recent_head + i) % keep]);
+	}
+	for (size_t i = 0; i < s->nrecent; i++) {
+		struct failure_rec *f = &s->recent[(s->recent_head + i) % keep];
+
+		rename_failure(s, f);
+		copy_failure(&snap->failures[n++], f);
+	}
 	snap->nfailures = n;
 }
 

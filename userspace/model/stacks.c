@@ -114,12 +114,16 @@ struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_
 	size_t at = 0;
 	bool complete;
 
-	if (ns && (ns->complete || !p->alive || now_ns() - ns->named_ns < STACK_RENAME_NS))
+	/* Named again only when it may come out better: a new module map (an ended process's
+	 * exit-time map), or, while the process lives, code it may have loaded since. */
+	if (ns && (ns->complete || (ns->maps_gen == p->maps_gen &&
+				    (!p->alive || now_ns() - ns->named_ns < STACK_RENAME_NS))))
 		return snap_stack_get(ns->stack);
 	if (ns) {
 		snap_stack_put(ns->stack);
 		ns->stack = name_stack(s, p, stack_id, &ns->complete);
 		ns->named_ns = now_ns();
+		ns->maps_gen = p->maps_gen;
 		return snap_stack_get(ns->stack);
 	}
 	while (at < p->nnamed && p->named[at].stack_id < stack_id)
@@ -132,5 +136,6 @@ struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_
 	ns->stack = name_stack(s, p, stack_id, &complete);
 	ns->complete = complete;
 	ns->named_ns = now_ns();
+	ns->maps_gen = p->maps_gen;
 	return snap_stack_get(ns->stack);
 }

@@ -280,6 +280,7 @@ static void adopt_exit_map(struct state *s, struct proc_rec *p)
 	module_map_free(&p->mm);
 	p->mm = *m;
 	p->have_mm = true;
+	p->maps_gen++;
 	m->maps = NULL;
 	m->count = 0;
 	for (size_t i = 0; i < p->npending_copies; i++)
@@ -335,6 +336,7 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	/* A zombie's maps are empty: that is no capture (its exit map will come). */
 	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0 && p->mm.count) {
 		p->have_mm = true;
+		p->maps_gen++;
 		remember_paths(s, &p->mm);
 		/* Open its files now: deleted or in a container, they stay nameable after it ends. */
 		symbolizer_prefetch(s->sym, p->pid, &p->mm);
@@ -396,6 +398,7 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 	module_map_free(&p->mm);
 	p->mm = fresh;
 	p->have_mm = true;
+	p->maps_gen++;
 	remember_paths(s, &p->mm);
 	symbolizer_prefetch(s->sym, p->pid, &p->mm);
 	unwinder_free(p->unwinder);	/* made again, over the new map, when next needed */
@@ -482,6 +485,7 @@ void state_on_failure(struct state *s, const struct gm_call_event *e)
 	struct failure_rec *f = failure_slot(s);
 
 	f->ev = *e;
+	f->serial = p->serial;
 	/* Named now: the process may be gone, and let go, before anyone prints it. */
 	f->stack = state_named_stack(s, p, e->stack_id);
 	f->container = p->container;

@@ -40,6 +40,7 @@ struct named_stack {
 	int32_t stack_id;
 	bool complete;		/* every frame found its module: never named again */
 	uint64_t named_ns;
+	unsigned int maps_gen;	/* of the module map it was named with */
 	struct snap_stack *stack;
 };
 
@@ -58,6 +59,7 @@ struct proc_rec {
 	char *user;		/* the owner's name; NULL: unknown */
 	struct module_map mm;	/* captured while the process lived */
 	bool have_mm;
+	unsigned int maps_gen;	/* bumped whenever mm is (re)captured: names may improve */
 	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */
 	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
 	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
@@ -78,6 +80,7 @@ struct proc_rec {
 };
 
 struct failure_rec {
+	uint64_t serial;	/* its process record's: named again while that one is kept */
 	struct gm_call_event ev;
 	struct snap_stack *stack;
 	struct container_info container;
