@@ -3,6 +3,7 @@ through a symlink, a write error is an error, trace --json says what it lost, an
 --lib is called corrupt."""
 import json
 import os
+import signal
 import subprocess
 
 from conftest import GPUMEM, WORKLOAD, MOCK_LIB_DIR
@@ -72,3 +73,22 @@ def test_a_fifo_named_like_a_library_in_gpumems_cwd_is_never_opened(tmp_path):
     assert rc == 0, stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert [p["current_bytes"] for p in report["processes"]] == [3 * 4096]
+
+
+def test_a_command_that_ignores_sigterm_is_killed_and_gpumem_says_so(tmp_path):
+    proc = subprocess.Popen([str(GPUMEM), "snapshot", "-o", str(tmp_path / "r.txt"), "-c", "sh",
+                             "-c", "trap '' TERM; exec sleep 60"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        line = proc.stderr.readline().decode()
+        assert line.startswith("gpumem: tracing:"), line
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    stderr = proc.stderr.read().decode()
+    assert rc == 128 + signal.SIGKILL, stderr
+    assert "sh did not end 5 s after it was told to: killed" in stderr
+    assert (tmp_path / "r.txt").read_text().startswith("    PID")

@@ -301,6 +301,34 @@ static void publish_due(struct session *s)
 	}
 }
 
+#define STOP_GRACE_NS 5000000000ull	/* a command that ignores SIGTERM is killed after this */
+
+/* Interrupted with CMD still running: it got the terminal's signal too (else gpumem sends it
+ * SIGTERM); its events are read while it ends, and one that will not end is killed. */
+static int stop_child(struct session *s)
+{
+	uint64_t deadline = now_ns() + STOP_GRACE_NS;
+	int status = 0;
+
+	if (stop_signal != SIGINT)
+		kill(s->child, stop_signal ? stop_signal : SIGTERM);
+	while (waitpid(s->child, &status, WNOHANG) != s->child) {
+		if (now_ns() >= deadline) {
+			p_err("%s did not end %.0f s after it was told to: killed",
+			      s->opt->cmd_argv[0], STOP_GRACE_NS / 1e9);
+			kill(s->child, SIGKILL);
+			waitpid(s->child, &status, 0);
+			break;
+		}
+		tracer_heartbeat(s->tracer);
+		tracer_poll(s->tracer, 100);
+		state_reap(s->state);
+	}
+	s->child = 0;
+	drain(s);
+	return exit_status(status);
+}
+
 static int run_loop(struct session *s)
 {
 	const struct options *o = s->opt;
@@ -330,15 +358,8 @@ static int run_loop(struct session *s)
 			next_tick = now_ns() + tick;
 		}
 	}
-	if (s->child > 0) {
-		/* Interrupted: CMD got the terminal's signal too; wait for its end. */
-		if (stop_signal != SIGINT)
-			kill(s->child, stop_signal ? stop_signal : SIGTERM);
-		waitpid(s->child, &status, 0);
-		s->child = 0;
-		drain(s);
-		return exit_status(status);
-	}
+	if (s->child > 0)
+		return stop_child(s);
 	drain(s);
 	return 0;
 }
