@@ -43,6 +43,23 @@ void jw_free(struct json_writer *w)
 }
 
 /* Writes the comma that separates this value (or key) from the previous one. */
+/* v in base 10 or 16, as printf's %llu / %llx would write it, in one write (numbers are most
+ * of what trace --json writes). */
+static void put_digits(FILE *out, uint64_t v, unsigned int base, bool minus)
+{
+	static const char digits[] = "0123456789abcdef";
+	char buf[24];
+	size_t i = sizeof(buf);
+
+	do {
+		buf[--i] = digits[v % base];
+		v /= base;
+	} while (v);
+	if (minus)
+		buf[--i] = '-';
+	fwrite_unlocked(buf + i, 1, sizeof(buf) - i, out);
+}
+
 static void jw_separate(struct json_writer *w)
 {
 	if (w->after_key) {
@@ -50,14 +67,14 @@ static void jw_separate(struct json_writer *w)
 		return;
 	}
 	if (w->depth > 0 && !w->first[w->depth])
-		fputc(',', w->out);
+		putc_unlocked(',', w->out);
 	w->first[w->depth] = false;
 }
 
 static void jw_push(struct json_writer *w, char open)
 {
 	jw_separate(w);
-	fputc(open, w->out);
+	putc_unlocked(open, w->out);
 	if (w->depth + 1 >= w->cap) {
 		size_t cap = w->cap * 2;
 		bool *first = realloc(w->first, cap * sizeof(*first));
@@ -81,7 +98,7 @@ static void jw_pop(struct json_writer *w, char close)
 	else if (w->depth > 0)
 		w->depth--;
 	w->after_key = false;
-	fputc(close, w->out);
+	putc_unlocked(close, w->out);
 }
 
 void jw_object_begin(struct json_writer *w)
@@ -142,61 +159,87 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+/* The bytes from s on that go out as they are: printable ASCII but '"' and '\\', and whole
+ * valid UTF-8 sequences. */
+static size_t plain_run(const unsigned char *s, size_t len)
+{
+	size_t i = 0, n;
+
+	while (i < len) {
+		unsigned char c = s[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			i++;
+			continue;
+		}
+		if (c < 0x80)
+			break;
+		n = utf8_seq_len(s + i, len - i);
+		if (!n)
+			break;
+		i += n;
+	}
+	return i;
+}
+
+/* One byte that needs escaping (or is not valid UTF-8); returns the bytes it took. */
+static size_t escape_one(FILE *out, const unsigned char *s)
+{
+	switch (*s) {
+	case '"':
+		fputs_unlocked("\\\"", out);
+		break;
+	case '\\':
+		fputs_unlocked("\\\\", out);
+		break;
+	case '\n':
+		fputs_unlocked("\\n", out);
+		break;
+	case '\t':
+		fputs_unlocked("\\t", out);
+		break;
+	case '\r':
+		fputs_unlocked("\\r", out);
+		break;
+	case '\b':
+		fputs_unlocked("\\b", out);
+		break;
+	case '\f':
+		fputs_unlocked("\\f", out);
+		break;
+	default:
+		if (*s < 0x20 || *s == 0x7f)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputs_unlocked("\\ufffd", out);	/* not valid UTF-8 */
+	}
+	return 1;
+}
+
+/* Plain runs go out in one write each: the writer's hot loop (trace --json) is here. */
 static void jw_escaped(FILE *out, const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0, n;
 
-	fputc('"', out);
+	putc_unlocked('"', out);
 	while (i < len) {
-		unsigned char c = s[i];
-
-		switch (c) {
-		case '"':
-			fputs("\\\"", out);
-			break;
-		case '\\':
-			fputs("\\\\", out);
-			break;
-		case '\n':
-			fputs("\\n", out);
-			break;
-		case '\t':
-			fputs("\\t", out);
-			break;
-		case '\r':
-			fputs("\\r", out);
-			break;
-		case '\b':
-			fputs("\\b", out);
-			break;
-		case '\f':
-			fputs("\\f", out);
-			break;
-		default:
-			if (c < 0x20 || c == 0x7f) {
-				fprintf(out, "\\u%04x", c);
-				break;
-			}
-			n = utf8_seq_len(s + i, len - i);
-			if (n == 0) {
-				fputs("\\ufffd", out);
-				break;
-			}
-			fwrite(s + i, 1, n, out);
+		n = plain_run(s + i, len - i);
+		if (n) {
+			fwrite_unlocked(s + i, 1, n, out);
 			i += n;
-			continue;
 		}
-		i++;
+		if (i < len)
+			i += escape_one(out, s + i);
 	}
-	fputc('"', out);
+	putc_unlocked('"', out);
 }
 
 void jw_key(struct json_writer *w, const char *key)
 {
 	jw_separate(w);
 	jw_escaped(w->out, key ? key : "", key ? strlen(key) : 0);
-	fputc(':', w->out);
+	putc_unlocked(':', w->out);
 	w->after_key = true;
 }
 
@@ -218,13 +261,13 @@ void jw_string(struct json_writer *w, const char *s)
 void jw_u64(struct json_writer *w, uint64_t v)
 {
 	jw_separate(w);
-	fprintf(w->out, "%" PRIu64, v);
+	put_digits(w->out, v, 10, false);
 }
 
 void jw_i64(struct json_writer *w, int64_t v)
 {
 	jw_separate(w);
-	fprintf(w->out, "%" PRId64, v);
+	put_digits(w->out, v < 0 ? -(uint64_t)v : (uint64_t)v, 10, v < 0);
 }
 
 void jw_double(struct json_writer *w, double v)
@@ -265,7 +308,9 @@ void jw_null(struct json_writer *w)
 void jw_hex(struct json_writer *w, uint64_t v)
 {
 	jw_separate(w);
-	fprintf(w->out, "\"0x%" PRIx64 "\"", v);
+	fputs_unlocked("\"0x", w->out);
+	put_digits(w->out, v, 16, false);
+	putc_unlocked('"', w->out);
 }
 
 void jw_kv_string(struct json_writer *w, const char *key, const char *s)

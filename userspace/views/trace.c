@@ -87,8 +87,7 @@ static void trace_event(struct session *s, const struct snap_event *se)
 	if (s->opt->json)
 		trace_json(s, se);
 	else
-		trace_text(s, se);
-	fflush(s->out);
+		trace_text(s, se);	/* the session flushes after each batch of records */
 }
 
 /* The loss counters at the last line that carried them. */
