@@ -311,6 +311,10 @@ fi
 # Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
 [ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
 
+# The event consumer: events per second trace --json delivers, and its drops (bench/trace_rate.sh).
+echo
+bench/trace_rate.sh
+
 # Discovery: late-attach latency, start-up on a host with 1,000 processes (bench/discovery.sh).
 echo
 bench/discovery.sh

@@ -13,6 +13,7 @@
 #include "discover.h"
 #include "history.h"
 #include "nvml.h"
+#include "report.h"
 #include "procs.h"
 #include "select.h"
 #include "session.h"
@@ -567,6 +568,7 @@ out_kill:
 	}
 out:
 	snapshot_put(s.last_failure_snap);
+	json_frames_cache_free();
 	nvml_close();
 	discovery_free(s.disc);
 	history_free(s.hist);

@@ -299,6 +299,12 @@ void jw_bool(struct json_writer *w, bool v)
 	fputs(v ? "true" : "false", w->out);
 }
 
+void jw_raw(struct json_writer *w, const char *json, size_t len)
+{
+	jw_separate(w);
+	fwrite_unlocked(json, 1, len, w->out);
+}
+
 void jw_null(struct json_writer *w)
 {
 	jw_separate(w);

@@ -31,6 +31,8 @@ void jw_i64(struct json_writer *w, int64_t v);
 void jw_double(struct json_writer *w, double v);
 void jw_bool(struct json_writer *w, bool v);
 void jw_null(struct json_writer *w);
+/* A value already written as JSON by a writer of its own (one complete value). */
+void jw_raw(struct json_writer *w, const char *json, size_t len);
 /* A string "0x1a2b". */
 void jw_hex(struct json_writer *w, uint64_t v);
 

@@ -2,6 +2,7 @@
 /* Frames, sites, containers, call events and loss counters, as JSON and as text: the one
  * place each is written. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "probes.h"
@@ -9,7 +10,7 @@
 
 /* ---- JSON ---- */
 
-void json_frames(struct json_writer *w, const struct snap_stack *st)
+static void frames_array(struct json_writer *w, const struct snap_stack *st)
 {
 	jw_array_begin(w);
 	for (uint32_t i = 0; st && i < st->nframes; i++) {
@@ -32,6 +33,77 @@ void json_frames(struct json_writer *w, const struct snap_stack *st)
 		jw_object_end(w);
 	}
 	jw_array_end(w);
+}
+
+/* The JSON of a stack's frames, written once and kept while the cache holds the stack: every
+ * event of a site prints the same frames (trace --json writes little else). */
+#define FRAMES_CACHE_SIZE 4096	/* stacks whose text is kept; all go when it is full */
+
+static struct frames_text {
+	struct snap_stack *stack;	/* a reference: the address is never reused meanwhile */
+	char *json;
+	size_t len;
+} frames_cache[FRAMES_CACHE_SIZE];
+static size_t frames_cached;
+
+static void frames_cache_clear(void)
+{
+	for (size_t i = 0; i < FRAMES_CACHE_SIZE; i++) {
+		snap_stack_put(frames_cache[i].stack);
+		free(frames_cache[i].json);
+		frames_cache[i] = (struct frames_text){ 0 };
+	}
+	frames_cached = 0;
+}
+
+static struct frames_text *frames_text_of(const struct snap_stack *st)
+{
+	size_t h = ((uintptr_t)st >> 4) % FRAMES_CACHE_SIZE, i = h;
+	struct frames_text *e;
+	struct json_writer *w;
+	FILE *f;
+
+	do {
+		e = &frames_cache[i];
+		if (e->stack == st)
+			return e;
+		if (!e->stack)
+			break;
+		i = (i + 1) % FRAMES_CACHE_SIZE;
+	} while (i != h);
+	if (e->stack || frames_cached >= FRAMES_CACHE_SIZE / 2) {
+		frames_cache_clear();
+		e = &frames_cache[h];
+	}
+	f = open_memstream(&e->json, &e->len);
+	if (!f)
+		return NULL;
+	w = jw_new(f);
+	frames_array(w, st);
+	jw_free(w);
+	if (fclose(f)) {
+		free(e->json);
+		e->json = NULL;
+		return NULL;
+	}
+	e->stack = snap_stack_get((struct snap_stack *)st);
+	frames_cached++;
+	return e;
+}
+
+void json_frames(struct json_writer *w, const struct snap_stack *st)
+{
+	struct frames_text *t = st ? frames_text_of(st) : NULL;
+
+	if (t)
+		jw_raw(w, t->json, t->len);
+	else
+		frames_array(w, st);
+}
+
+void json_frames_cache_free(void)
+{
+	frames_cache_clear();
 }
 
 void json_container(struct json_writer *w, const struct container_info *ci)

@@ -11,8 +11,10 @@
 
 /* ---- JSON ---- */
 
-/* "frames": an array, innermost first. A NULL stack is an empty array. */
+/* "frames": an array, innermost first. A NULL stack is an empty array. A stack's text is
+ * cached (with a reference to it) until json_frames_cache_free. */
 void json_frames(struct json_writer *w, const struct snap_stack *st);
+void json_frames_cache_free(void);
 /* "container" and "pod" (null when not known; ci NULL: the process was not seen). */
 void json_container(struct json_writer *w, const struct container_info *ci);
 /* The same with "container_runtime" and "pod_qos". */

@@ -1,0 +1,35 @@
+#!/bin/bash
+# The event consumer: how many events a second `gpumem trace --json -o FILE` delivers, and how
+# many it drops, at the default ring size, for a workload of two threads that allocate and free
+# as fast as they can (each pair is two events). Prints the rate the file shows (events over
+# the span of their timestamps) and the drops from the stream's final "lost" line.
+# Knobs: TRACE_RATE_PAIRS (per thread, default 200000), TRACE_RATE_ROUNDS (default 3).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${BUILD:-build}
+PAIRS=${TRACE_RATE_PAIRS:-200000}
+ROUNDS=${TRACE_RATE_ROUNDS:-3}
+WORK=$(mktemp -d /tmp/gpumem-trace-rate.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+echo "trace --json -o FILE: 2 threads x $PAIRS alloc/free pairs, default ring buffer ($ROUNDS rounds)"
+for round in $(seq 1 "$ROUNDS"); do
+	"$BUILD/gpumem" trace --json -o "$WORK/t.json" -c "$BUILD/tests/workload" threads 2 \
+		"$PAIRS" 4096 >/dev/null 2>"$WORK/err" || { cat "$WORK/err"; exit 1; }
+	"${PYTHON:-/usr/bin/python3}" - "$WORK/t.json" "$((4 * PAIRS))" "$round" <<'PY'
+import json, sys
+path, want, rnd = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+times, lost = [], None
+for line in open(path):
+    e = json.loads(line)
+    if e["event"] in ("alloc", "free"):
+        times.append(e["time_ns"])
+    elif e["event"] == "lost":
+        lost = e["lost"]
+span = (max(times) - min(times)) / 1e9 if len(times) > 1 else 0
+rate = len(times) / span if span else 0
+print(f"  round {rnd}: {len(times)} of {want} call events delivered, "
+      f"{lost['ringbuf_dropped'] if lost else '?'} dropped, {rate:,.0f} events/s "
+      f"(target 300,000/s with 0 dropped)")
+PY
+done
