@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 
-from conftest import GPUMEM, WORKLOAD, MOCK_LIB_DIR
+from conftest import GPUMEM, WORKLOAD, MOCK_LIB_DIR, run_snapshot_c
 
 TIMEOUT = 60
 
@@ -92,3 +92,17 @@ def test_a_command_that_ignores_sigterm_is_killed_and_gpumem_says_so(tmp_path):
     assert rc == 128 + signal.SIGKILL, stderr
     assert "sh did not end 5 s after it was told to: killed" in stderr
     assert (tmp_path / "r.txt").read_text().startswith("    PID")
+
+
+def test_a_failure_storm_keeps_exact_counts_and_the_first_and_last_records(tmp_path):
+    report, rc = run_snapshot_c([WORKLOAD, "storm", 1000, 4096], env={"GPUMEM_MOCK_FAIL_AFTER": "0"},
+                                gpumem_args=["--keep-failures", "10"])
+    assert rc == 0
+    [proc] = [p for p in report["processes"] if p["comm"] == "workload"]
+    assert proc["failed_count"] == 1000
+    assert sum(s["failed_count"] for s in proc["sites"]) == 1000
+    mine = [f for f in report["failures"] if f["pid"] == proc["pid"]]
+    assert len(mine) == 20 and all(f["size"] == 4096 for f in mine)
+    assert report["lost"]["failure_records_dropped"] == 980
+    times = [f["time_ns"] for f in mine]
+    assert times == sorted(times)    # the first ten, then the last ten, in order

@@ -632,6 +632,29 @@ static int run_fail(char **argv)
 	return rc == cudaErrorMemoryAllocation ? EXIT_OK : EXIT_UNEXPECTED;
 }
 
+/* ---- storm N SIZE: N allocations in a row that the mock fails (GPUMEM_MOCK_FAIL_AFTER=0),
+ * as an inference loop that keeps retrying after an out-of-memory does ---- */
+
+GM_CALL_SITE static int storm_step(size_t size)
+{
+	void *p = NULL;
+
+	return cudaMalloc(&p, size);
+}
+
+static int run_storm(char **argv)
+{
+	uint64_t n, size, failed = 0;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	for (uint64_t i = 0; i < n; i++)
+		failed += storm_step(size) != 0;
+	printf("storm %" PRIu64 " failed\n", failed);
+	fflush(stdout);
+	return failed == n ? EXIT_OK : EXIT_UNEXPECTED;
+}
+
 /* ---- prefree N SIZE ---- */
 
 GM_CALL_SITE static int prefree_alloc(void **p, size_t size)
@@ -988,6 +1011,7 @@ static const struct scenario scenarios[] = {
 	{ "threads", 3, "T N SIZE", run_threads },
 	{ "fail", 2, "SIZE MAX", run_fail },
 	{ "prefree", 2, "N SIZE", run_prefree },
+	{ "storm", 2, "N SIZE", run_storm },
 	{ "hold", 1, "SIZE", run_hold },
 	{ "children", 2, "K SIZE", run_children },
 	{ "exitcode", 1, "CODE", run_exitcode },
