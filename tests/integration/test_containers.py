@@ -15,12 +15,12 @@ from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL
 
 
 def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            sep = fields.index("-")
-            if fields[sep + 1] == "cgroup2":
-                return Path(fields[4])
+    # Bytes: another user's mount point need not be UTF-8.
+    for line in Path("/proc/self/mountinfo").read_bytes().decode(errors="replace").splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        if fields[sep + 1] == "cgroup2":
+            return Path(fields[4])
     return None
 
 

@@ -22,7 +22,7 @@ def assert_one_error_line(stderr, *words):
 
 
 def unused_pid():
-    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_bytes().decode(errors="replace"))
     for pid in range(pid_max - 1, 1, -1):
         if not Path(f"/proc/{pid}").exists():
             return pid
