@@ -307,3 +307,8 @@ def late_attached_files(gpumem, pid):
     mark = f"(PID {pid}: "
     return sorted(line.split(mark, 1)[1].rstrip(")") for line in gpumem.stderr.lines
                   if "attached a new CUDA file" in line and mark in line)
+
+
+def lines_about(gpumem, pid):
+    """What a `-v` SystemWide run said about process pid (for assertion messages)."""
+    return [line for line in gpumem.stderr.lines if f"PID {pid}" in line or f"/{pid}/" in line]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide,
-                      Workload, find_proc, has_proc, late_attached_files)
+                      Workload, find_proc, has_proc, late_attached_files, lines_about)
 
 
 def cgroup2_mount():
@@ -122,6 +122,7 @@ def test_docker_and_pod_containers_with_their_own_runtime_copies(tmp_path):
     assert docker["cgroup"] == f"/system.slice/docker-{dock}.scope"
     assert docker["current_bytes"] == 65536
 
+    assert has_proc(report, pod_host_pid), lines_about(gpumem, pod_host_pid)
     pod = find_proc(report, pod_host_pid)
     assert (pod["container"], pod["container_runtime"], pod["pod"], pod["pod_qos"]) == (
         cri, "containerd", pod_uid, "burstable")
@@ -129,7 +130,8 @@ def test_docker_and_pod_containers_with_their_own_runtime_copies(tmp_path):
     assert pod["current_bytes"] == 131072 and pod["alloc_count"] == 1
     # The overlay copies of the runtime and driver are files of their own: attached late, when
     # the pod's process mapped them.
-    assert late_attached_files(gpumem, pod_host_pid) == ["libcuda.so.1", "libcudart.so.13"]
+    assert late_attached_files(gpumem, pod_host_pid) == ["libcuda.so.1", "libcudart.so.13"], \
+        lines_about(gpumem, pod_host_pid)
 
 
 def test_container_filter_traces_only_that_container():

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import (MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
                       assert_nothing_lost, find_proc, has_proc, late_attached_files,
-                      site_by_symbol)
+                      lines_about, site_by_symbol)
 
 MIB = 1 << 20
 
@@ -83,7 +83,8 @@ def test_library_dlopened_after_start_is_attached_before_its_first_call(tmp_path
     assert [(s["api"], s["current_bytes"], s["alloc_count"]) for s in proc["sites"]] == [
         ("cudaMalloc", 65536, 1)]
     # Its own copies were attached late, when it mapped them (not another process's files).
-    assert late_attached_files(gpumem, workload.pid) == ["libcuda.so.1", "libcudart.so.13"]
+    assert late_attached_files(gpumem, workload.pid) == ["libcuda.so.1", "libcudart.so.13"], \
+        lines_about(gpumem, workload.pid)
 
 
 def test_frees_of_allocations_made_before_start_are_unknown_and_not_subtracted():
