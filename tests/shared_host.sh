@@ -12,11 +12,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 GPUMEM=build/gpumem
 WORKLOAD=build/tests/workload
-WORKLOAD_DL=build/tests/workload_dl
-MOCK_LIB_DIR=build/tests/lib
 START_TIMEOUT=30
 
-for f in "$GPUMEM" "$WORKLOAD" "$WORKLOAD_DL"; do
+for f in "$GPUMEM" "$WORKLOAD"; do
 	[ -x "$f" ] || { echo "shared_host: $f is missing: run \`make all test-progs\`" >&2; exit 2; }
 done
 
@@ -50,11 +48,9 @@ trap 'exit 143' TERM
 
 # The busy neighbour, each program a new pid as a real job's processes come and go: threads
 # churning pairs; a step loop; allocations held across 0.5 s and freed later, so that a gpumem
-# started meanwhile counts unknown frees; failed allocations; a leak; children; and a fresh copy
-# of the runtime loaded with dlopen, which every gpumem attaches late (and a holding one holds).
+# started meanwhile counts unknown frees; failed allocations; a leak; children.
 setsid bash -c '
-	w=$1 wdl=$2 lib=$3 tmp=$4
-	i=0
+	w=$1
 	while :; do
 		"$w" threads 2 5000 4096
 		"$w" steps 10 50 4096
@@ -62,13 +58,8 @@ setsid bash -c '
 		GPUMEM_MOCK_FAIL_AFTER=3 "$w" fail 4096 10
 		"$w" leak 20 4096
 		"$w" children 2 4096
-		i=$((i + 1))
-		mkdir -p "$tmp/copy$i"
-		cp "$lib/libcudart.so.13" "$lib/libcuda.so.1" "$tmp/copy$i/"
-		"$wdl" dlopen "$tmp/copy$i/libcudart.so.13" 4096
-		rm -rf "$tmp/copy$i"
 	done >/dev/null 2>&1 </dev/null
-' shared-host-workload "$WORKLOAD" "$WORKLOAD_DL" "$MOCK_LIB_DIR" "$log_dir" &
+' shared-host-workload "$WORKLOAD" &
 loop_pid=$!
 
 # The other gpumem: system-wide, never holding anyone.
