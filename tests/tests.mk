@@ -83,3 +83,9 @@ $(TESTS_OUT)/static_cuda: tests/workloads/static_cuda.cu
 		-o $@ $<
 
 include tests/workloads/sym/sym.mk
+
+# The integration suite while another system-wide gpumem and another CUDA program run on the
+# host (tests/shared_host.sh): every test must assert on its own processes only.
+.PHONY: test-shared
+test-shared: all test-progs
+	tests/shared_host.sh $(PYTEST_ARGS)

@@ -196,14 +196,26 @@ def parse_trace(text):
     return [line for line in lines if line.get("event") != "lost"]
 
 
+# Attach the mock runtime and driver at start-up: a workload started later is then traced
+# from its first call without gpumem having to hold it.
+MOCK_LIB_ARGS = ("--lib", str(MOCK_LIB_DIR / "libcudart.so.13"),
+                 "--lib", str(MOCK_LIB_DIR / "libcuda.so.1"))
+
+
 class SystemWide:
     """gpumem started in the background (system-wide, or with -p), ready once it says it is
-    tracing; leaving the block sends SIGINT and parses the report into .report."""
+    tracing; leaving the block sends SIGINT and parses the report into .report.
 
-    def __init__(self, *gpumem_args, mode="snapshot", start_timeout=START_TIMEOUT,
+    It runs with --no-hold unless hold=True: a hold pauses any process on the host that maps a
+    CUDA library gpumem has not seen, other users' included, so only a test of holding holds.
+    """
+
+    def __init__(self, *gpumem_args, mode="snapshot", hold=False, start_timeout=START_TIMEOUT,
                  stop_timeout=STOP_TIMEOUT):
         self.mode = mode
         self.gpumem_args = [str(a) for a in gpumem_args]
+        if not hold:
+            self.gpumem_args.insert(0, "--no-hold")
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.report = None
@@ -282,6 +294,24 @@ def site_by_symbol(proc, name):
 
 
 def assert_nothing_lost(report):
-    """Every loss counter is zero (unknown frees included)."""
+    """Every loss counter is zero (unknown frees included).
+
+    The counters are the run's, over every process it traced: use it only on a run restricted
+    to the test's own processes (-c, -p). Another program on the host can make a system-wide
+    run count unknown frees (it freed what it allocated before gpumem started)."""
     lost = {k: v for k, v in report["lost"].items() if v}
     assert lost == {}, f"lost counters not zero: {lost}"
+
+
+def late_attached_files(gpumem, pid):
+    """The names of the CUDA files a `-v` SystemWide run says it attached after start-up
+    because process pid mapped or exec'd them (the tracer's late_attaches counts every
+    process's)."""
+    mark = f"(PID {pid}: "
+    return sorted(line.split(mark, 1)[1].rstrip(")") for line in gpumem.stderr.lines
+                  if "attached a new CUDA file" in line and mark in line)
+
+
+def lines_about(gpumem, pid):
+    """What a `-v` SystemWide run said about process pid (for assertion messages)."""
+    return [line for line in gpumem.stderr.lines if f"PID {pid}" in line or f"/{pid}/" in line]

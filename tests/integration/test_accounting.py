@@ -182,7 +182,7 @@ def test_address_reuse_is_two_allocations_one_live():
     again = site_by_symbol(proc, "reuse_again")
     assert (again["current_bytes"], again["alloc_count"], again["free_count"]) == (4096, 1, 0)
     assert_nothing_lost(report)
-    assert report["tracer"].get("replaced_allocs", 0) == 0
+    assert report["tracer"]["replaced_allocs"] == 0
 
 
 def test_eight_threads_fifty_thousand_pairs_exact_totals_nothing_lost():

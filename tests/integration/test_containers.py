@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPUMEM, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
-                      find_proc, has_proc)
+from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide,
+                      Workload, find_proc, has_proc, late_attached_files, lines_about)
 
 
 def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            sep = fields.index("-")
-            if fields[sep + 1] == "cgroup2":
-                return Path(fields[4])
+    # Bytes: another user's mount point need not be UTF-8.
+    for line in Path("/proc/self/mountinfo").read_bytes().decode(errors="replace").splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        if fields[sep + 1] == "cgroup2":
+            return Path(fields[4])
     return None
 
 
@@ -93,8 +93,10 @@ def test_docker_and_pod_containers_with_their_own_runtime_copies(tmp_path):
         f"mount -t overlay overlay -o lowerdir={tmp_path}/lower,upperdir={tmp_path}/upper,"
         f"workdir={tmp_path}/work {tmp_path}/merged && "
         f"exec {WORKLOAD_DL} --wait dlopen {tmp_path}/merged/libcudart.so.13 131072")
+    # Held at its dlopen of the overlay copy, the pod's process has its first call seen: it is
+    # this gpumem's own target, in a container and a pod it selected.
     with Cgroup(f"system.slice/docker-{dock}.scope") as docker_cg, Cgroup(pod_path) as pod_cg, \
-            SystemWide() as gpumem:
+            SystemWide("-v", "--container", dock, "--pod", pod_uid, hold=True) as gpumem:
         with Workload("--wait", "hold", 65536) as docker_wl, \
                 Workload("--pid", "--fork", "--mount", "--propagation", "private", "sh", "-c",
                          mount_then_run, program=Path("/usr/bin/unshare")) as pod_wl:
@@ -121,20 +123,23 @@ def test_docker_and_pod_containers_with_their_own_runtime_copies(tmp_path):
     assert docker["cgroup"] == f"/system.slice/docker-{dock}.scope"
     assert docker["current_bytes"] == 65536
 
+    assert has_proc(report, pod_host_pid), lines_about(gpumem, pod_host_pid)
     pod = find_proc(report, pod_host_pid)
     assert (pod["container"], pod["container_runtime"], pod["pod"], pod["pod_qos"]) == (
         cri, "containerd", pod_uid, "burstable")
     assert pod["ns_pid"] == 1
     assert pod["current_bytes"] == 131072 and pod["alloc_count"] == 1
-    # The overlay copies of the runtime and driver are files of their own: attached late.
-    assert report["tracer"]["late_attaches"] >= 2
+    # The overlay copies of the runtime and driver are files of their own: attached late, when
+    # the pod's process mapped them.
+    assert late_attached_files(gpumem, pod_host_pid) == ["libcuda.so.1", "libcudart.so.13"], \
+        lines_about(gpumem, pod_host_pid)
 
 
 def test_container_filter_traces_only_that_container():
     dock_a, dock_b = docker_id(), docker_id()
     with Cgroup(f"system.slice/docker-{dock_a}.scope") as cg_a, \
             Cgroup(f"system.slice/docker-{dock_b}.scope") as cg_b:
-        with SystemWide("--container", dock_a[:12]) as gpumem:
+        with SystemWide("--container", dock_a[:12], *MOCK_LIB_ARGS) as gpumem:
             with Workload("--wait", "hold", 4096) as wl_a, \
                     Workload("--wait", "hold", 8192) as wl_b:
                 wl_a.wait_for("ready")
@@ -160,7 +165,7 @@ def test_pod_filter_selects_the_pods_containers():
     cid = docker_id()
     with Cgroup(f"{pod}/cri-containerd-{cid}.scope") as cg, \
             Cgroup(f"system.slice/docker-{docker_id()}.scope") as other:
-        with SystemWide("--pod", pod_uid) as gpumem:
+        with SystemWide("--pod", pod_uid, *MOCK_LIB_ARGS) as gpumem:
             with Workload("--wait", "hold", 12288) as inside, \
                     Workload("--wait", "hold", 4096) as outside:
                 inside.wait_for("ready")
@@ -180,7 +185,7 @@ def test_pod_filter_selects_the_pods_containers():
 
 
 def test_selection_that_matches_nothing_is_an_error():
-    out = subprocess.run(["build/gpumem", "snapshot", "--container", "ffffffffffff",
+    out = subprocess.run(["build/gpumem", "snapshot", "--no-hold", "--container", "ffffffffffff",
                           "--duration", "1"], capture_output=True, text=True, timeout=30,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 1
@@ -190,7 +195,7 @@ def test_selection_that_matches_nothing_is_an_error():
 def test_trace_names_the_container_of_each_event():
     dock = docker_id()
     with Cgroup(f"system.slice/docker-{dock}.scope") as cg:
-        with SystemWide(mode="trace") as gpumem:
+        with SystemWide(*MOCK_LIB_ARGS, mode="trace") as gpumem:
             with Workload("--wait", "hold", 4096) as inside, \
                     Workload("--wait", "hold", 8192) as outside:
                 inside.wait_for("ready")
@@ -215,7 +220,7 @@ def test_leaks_json_names_container_and_pod():
     cid = docker_id()
     pod = f"kubepods.slice/kubepods-pod{pod_uid.replace('-', '_')}.slice/cri-containerd-{cid}.scope"
     with Cgroup(pod) as cg:
-        with SystemWide(mode="leaks") as gpumem:
+        with SystemWide(*MOCK_LIB_ARGS, mode="leaks") as gpumem:
             with Workload("--wait", "hold", 12288) as wl:
                 wl.wait_for("ready")
                 cg.add(wl.pid)

@@ -1,28 +1,35 @@
 """Finding CUDA processes without -c: system-wide, by pid, libraries loaded late, processes that
-started before gpumem or ended while it ran."""
-import shutil
+started before gpumem or ended while it ran.
 
-from conftest import (MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
-                      assert_nothing_lost, find_proc, has_proc, site_by_symbol)
+Other CUDA programs may run on the host meanwhile: a system-wide report's processes, failures,
+loss counters and map sizes are everybody's, so tests look at their own pids, and a test that
+needs counters of its own restricts the run to its pids with -p."""
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import (MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
+                      assert_nothing_lost, find_proc, has_proc, late_attached_files,
+                      lines_about, run_snapshot_c, site_by_symbol)
 
 MIB = 1 << 20
 
 
-def start_held(workload):
-    """Lets a `--wait hold` workload allocate; returns once it holds its memory."""
-    workload.wait_for("ready")
-    workload.release()
-    workload.wait_for("holding")
-
-
 def test_two_processes_at_once_are_both_found_with_exact_bytes():
-    with SystemWide() as gpumem:
-        with Workload("--wait", "hold", 1 * MIB) as small, \
-                Workload("--wait", "hold", 3 * MIB) as large:
-            start_held(small)
-            start_held(large)
+    # Both have mapped the runtime before gpumem starts: found by its scan of the processes.
+    with Workload("--wait", "hold", 1 * MIB) as small, \
+            Workload("--wait", "hold", 3 * MIB) as large:
+        small.wait_for("ready")
+        large.wait_for("ready")
+        with SystemWide() as gpumem:
+            start_held_after_ready(small)
+            start_held_after_ready(large)
             gpumem.stop()
-            assert small.finish() == 0 and large.finish() == 0
+        assert small.finish() == 0 and large.finish() == 0
+    # Exact numbers for each: nothing of theirs was lost. (The run's loss counters are the
+    # whole host's.)
     for workload, size in ((small, MIB), (large, 3 * MIB)):
         proc = find_proc(gpumem.report, workload.pid)
         assert proc["alive"] is True
@@ -30,7 +37,6 @@ def test_two_processes_at_once_are_both_found_with_exact_bytes():
         assert (proc["current_bytes"], proc["current_allocs"], proc["alloc_count"],
                 proc["free_count"], proc["peak_bytes"]) == (size, 1, 1, 0, size)
         assert site_by_symbol(proc, "hold_alloc")["current_bytes"] == size
-    assert_nothing_lost(gpumem.report)
 
 
 def test_pid_filter_traces_only_that_pid():
@@ -60,9 +66,11 @@ def test_library_dlopened_after_start_is_attached_before_its_first_call(tmp_path
     for name in ("libcudart.so.13", "libcuda.so.1"):
         shutil.copy2(MOCK_LIB_DIR / name, tmp_path / name)
     runtime = tmp_path / "libcudart.so.13"
-    with SystemWide() as gpumem:
-        with Workload("--wait", "dlopen", runtime, 65536, program=WORKLOAD_DL) as workload:
-            workload.wait_for("ready")
+    # Holding the process while the probes go on is what makes its first call seen; gpumem
+    # holds only its own targets (-p).
+    with Workload("--wait", "dlopen", runtime, 65536, program=WORKLOAD_DL) as workload:
+        workload.wait_for("ready")
+        with SystemWide("-v", "-p", workload.pid, hold=True) as gpumem:
             workload.release()
             workload.wait_for("waiting")
             workload.release()
@@ -75,14 +83,16 @@ def test_library_dlopened_after_start_is_attached_before_its_first_call(tmp_path
             proc["alloc_bytes_total"]) == (65536, 1, 1, 65536)
     assert [(s["api"], s["current_bytes"], s["alloc_count"]) for s in proc["sites"]] == [
         ("cudaMalloc", 65536, 1)]
-    assert gpumem.report["tracer"]["late_attaches"] >= 1
-    assert_nothing_lost(gpumem.report)
+    # Its own copies were attached late, when it mapped them (not another process's files).
+    assert late_attached_files(gpumem, workload.pid) == ["libcuda.so.1", "libcudart.so.13"], \
+        lines_about(gpumem, workload.pid)
 
 
 def test_frees_of_allocations_made_before_start_are_unknown_and_not_subtracted():
     with Workload("prefree", 5, 4096) as workload:
         workload.wait_for("allocated")
-        with SystemWide() as gpumem:
+        # -p: unknown_frees counts every traced process's; this run's are this workload's.
+        with SystemWide("-p", workload.pid) as gpumem:
             workload.release()
             workload.wait_for("done")
             assert workload.finish() == 0
@@ -97,8 +107,12 @@ def test_frees_of_allocations_made_before_start_are_unknown_and_not_subtracted()
 
 
 def test_process_that_exits_holding_memory_keeps_final_numbers_and_leaves_maps_empty():
-    with SystemWide() as gpumem:
-        with Workload("leak", 4, 2048) as workload:
+    # -p: the map sizes count every traced process's entries; traced alone, this workload's
+    # are all there is, and its exit must leave none.
+    with Workload("--wait", "leak", 4, 2048) as workload:
+        workload.wait_for("ready")
+        with SystemWide("-p", workload.pid) as gpumem:
+            workload.release()
             workload.wait_for("done")
             assert workload.finish() == 0
     proc = find_proc(gpumem.report, workload.pid)
@@ -113,7 +127,7 @@ def test_process_that_exits_holding_memory_keeps_final_numbers_and_leaves_maps_e
 
 
 def test_process_ended_while_tracing_reports_its_exit_status():
-    with SystemWide() as gpumem:
+    with SystemWide(*MOCK_LIB_ARGS) as gpumem:
         with Workload("exitcode", 5) as workload:
             workload.wait_for("done")
             assert workload.finish() == 5
@@ -123,13 +137,91 @@ def test_process_ended_while_tracing_reports_its_exit_status():
     assert (proc["current_bytes"], proc["alloc_count"]) == (4096, 1)
 
 
-def test_process_that_exits_right_after_allocating_still_gets_named_frames():
-    with SystemWide() as gpumem:
-        with Workload("leak", 3, 1024) as workload:
-            workload.wait_for("done")
-            assert workload.finish() == 0
-    proc = find_proc(gpumem.report, workload.pid)
-    assert proc["cmdline"] == f"{WORKLOAD} leak 3 1024"
+def private_workload(tmp_path):
+    """A copy of the workload binary (an executable no other process on the host runs, so no
+    gpumem has seen its path) beside a lib/ that is the mock libraries' directory."""
+    copy = tmp_path / "workload"
+    shutil.copy2(WORKLOAD, copy)
+    (tmp_path / "lib").symlink_to(MOCK_LIB_DIR)
+    return copy
+
+
+def run_while_gpumem_is_stopped(program, *args):
+    """Runs program to its end while a system-wide gpumem, the mock runtime attached at start,
+    is stopped (SIGSTOP): the process has exec'd, allocated, exited and been reaped before
+    gpumem's userspace handles a single event or reads a file of /proc about it. That is what
+    a busy host does to a short process at random; here it happens every time.
+    Returns (report, workload)."""
+    with SystemWide(*MOCK_LIB_ARGS) as gpumem:
+        gpumem.proc.send_signal(signal.SIGSTOP)
+        try:
+            with Workload(*args, program=program) as workload:
+                workload.wait_for("done")
+                assert workload.finish() == 0
+            assert not Path(f"/proc/{workload.pid}").exists()
+        finally:
+            gpumem.proc.send_signal(signal.SIGCONT)
+    return gpumem.report, workload
+
+
+def test_process_that_ended_before_gpumem_looked_keeps_exact_numbers_and_exit_status(tmp_path):
+    program = private_workload(tmp_path)
+    report, workload = run_while_gpumem_is_stopped(program, "leak", 3, 1024)
+    proc = find_proc(report, workload.pid)
+    assert proc["alive"] is False and proc["exit_code"] == 0
+    assert proc["comm"] == "workload"
+    assert (proc["current_bytes"], proc["current_allocs"], proc["alloc_count"],
+            proc["free_count"], proc["peak_bytes"]) == (3072, 3, 6, 3, 3072)
+    assert sorted((s["current_bytes"], s["alloc_count"], s["free_count"])
+                  for s in proc["sites"]) == [(0, 3, 3), (3072, 3, 0)]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "gpumem bug: the exit-time mappings the BPF side sends carry a file's name, device and "
+    "inode but not its path, so a process gpumem never saw alive (nor its executable's exec "
+    "while it lived) gets frames with module \"workload\" and no symbol; on a busy host a "
+    "short process was such a process in 12 runs of 20 here"))
+def test_process_that_ended_before_gpumem_looked_still_gets_named_frames(tmp_path):
+    program = private_workload(tmp_path)
+    report, workload = run_while_gpumem_is_stopped(program, "leak", 3, 1024)
+    proc = find_proc(report, workload.pid)
+    kept = site_by_symbol(proc, "keep_feature_map")
+    assert kept["current_bytes"] == 3072
+    assert kept["frames"][0]["module"] == str(program)
+    assert kept["frames"][1]["symbol"] == "run_leak"
+    assert site_by_symbol(proc, "step_scratch")["free_count"] == 3
+
+
+def own_cgroup():
+    """This process's cgroup v2 path, as /proc/PID/cgroup's `0::` line gives it."""
+    for line in Path("/proc/self/cgroup").read_bytes().decode(errors="replace").splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    pytest.skip("no cgroup v2 line in /proc/self/cgroup")
+
+
+def test_process_that_ended_before_gpumem_looked_keeps_its_cgroup_and_says_its_cmdline_is_unknown(
+        tmp_path):
+    # The cgroup comes from the id the BPF side recorded at its first call; the command line
+    # was never read, and the report says so with null, never "".
+    program = private_workload(tmp_path)
+    report, workload = run_while_gpumem_is_stopped(program, "leak", 3, 1024)
+    proc = find_proc(report, workload.pid)
+    assert proc["cmdline"] is None
+    assert proc["cgroup"] == own_cgroup()
+
+
+def test_process_that_exits_right_after_allocating_still_gets_named_frames(tmp_path):
+    # Fresh copies of the mock libraries, which no gpumem has seen: this gpumem's own target
+    # (-c) is held when the loader maps them and at its first call, then allocates and exits at
+    # once; its frames are named from the mappings the kernel sends at its exit.
+    for name in ("libcudart.so.13", "libcuda.so.1"):
+        shutil.copy2(MOCK_LIB_DIR / name, tmp_path / name)
+    run = run_snapshot_c([WORKLOAD, "leak", 3, 1024], env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    [proc] = run.report["processes"]
+    assert proc["alive"] is False and proc["exit_code"] == 0
+    assert (proc["current_bytes"], proc["alloc_count"], proc["free_count"]) == (3072, 6, 3)
     kept = site_by_symbol(proc, "keep_feature_map")
     assert kept["current_bytes"] == 3072
     assert kept["frames"][0]["module"] == str(WORKLOAD)

@@ -8,6 +8,8 @@ from conftest import GPUMEM
 TIMEOUT = 20
 
 
+# Runs that would trace the whole host if their error were not caught pass --no-hold: a test
+# must never pause another user's process.
 def run_gpumem(*args, prefix=()):
     done = subprocess.run([*prefix, str(GPUMEM), *map(str, args)], capture_output=True,
                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
@@ -22,7 +24,7 @@ def assert_one_error_line(stderr, *words):
 
 
 def unused_pid():
-    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_bytes().decode(errors="replace"))
     for pid in range(pid_max - 1, 1, -1):
         if not Path(f"/proc/{pid}").exists():
             return pid
@@ -32,28 +34,28 @@ def unused_pid():
 def test_nonexistent_pid_is_one_error_line_and_exit_1(tmp_path):
     pid = unused_pid()
     rc, stderr = run_gpumem("snapshot", "--json", "-o", tmp_path / "r.json", "-p", pid,
-                            "--duration", 1)
+                            "--duration", 1, "--no-hold")
     assert rc == 1
     assert_one_error_line(stderr, str(pid))
 
 
 def test_pid_beyond_pid_max_is_one_error_line_and_exit_1(tmp_path):
     rc, stderr = run_gpumem("snapshot", "-o", tmp_path / "r.json", "-p", 4000000,
-                            "--duration", 1)
+                            "--duration", 1, "--no-hold")
     assert rc == 1
     assert_one_error_line(stderr, "4000000")
 
 
 def test_unreadable_lib_is_one_error_line_and_exit_1(tmp_path):
     rc, stderr = run_gpumem("snapshot", "-o", tmp_path / "r.json", "--lib", "/nonexistent",
-                            "--duration", 1)
+                            "--duration", 1, "--no-hold")
     assert rc == 1
     assert_one_error_line(stderr, "/nonexistent")
 
 
 def test_lib_without_cuda_symbols_is_one_error_line_and_exit_1(tmp_path):
     rc, stderr = run_gpumem("snapshot", "-o", tmp_path / "r.json", "--lib", "/bin/true",
-                            "--duration", 1)
+                            "--duration", 1, "--no-hold")
     assert rc == 1
     assert_one_error_line(stderr, "/bin/true")
 
@@ -79,7 +81,7 @@ def test_unknown_subcommand_prints_usage_and_exits_2():
 
 
 def test_unprivileged_user_gets_one_line_mentioning_root_and_exit_1():
-    rc, stderr = run_gpumem("snapshot", "--json", "--duration", 1,
+    rc, stderr = run_gpumem("snapshot", "--json", "--duration", 1, "--no-hold",
                             prefix=("setpriv", "--reuid=65534", "--regid=65534",
                                     "--clear-groups"))
     assert rc == 1

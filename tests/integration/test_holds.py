@@ -41,7 +41,7 @@ def start_gpumem(*args, out):
 
 def test_a_system_wide_gpumem_pauses_no_process(tmp_path):
     lib = fresh_copies(tmp_path)
-    with SystemWide() as gpumem:
+    with SystemWide(hold=True) as gpumem:    # holds allowed, but it has no target of its own
         with Workload("--wait", "dlopen", lib, 4096, program=WORKLOAD_DL) as wl:
             wl.wait_for("ready")
             wl.release()
@@ -55,7 +55,7 @@ def test_an_own_target_is_held_until_attached_so_its_first_call_counts(tmp_path)
     lib = fresh_copies(tmp_path)
     with Workload("--wait", "dlopen", lib, 131072, program=WORKLOAD_DL) as wl:
         wl.wait_for("ready")
-        with SystemWide("-p", wl.pid) as gpumem:
+        with SystemWide("-p", wl.pid, hold=True) as gpumem:
             wl.release()
             wl.wait_for("waiting")
             wl.release()

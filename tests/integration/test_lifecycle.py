@@ -37,11 +37,12 @@ def held_bpf_objects(pid):
     """The prog ids and {link id: link type} that process pid holds open."""
     progs, links = set(), {}
     for fdinfo in Path(f"/proc/{pid}/fdinfo").iterdir():
+        # Bytes: an fdinfo can hold text that is not UTF-8 (a file name, an inotify mask...).
         try:
-            fields = dict(line.split(":", 1) for line in fdinfo.read_text().splitlines()
-                          if ":" in line)
+            text = fdinfo.read_bytes().decode(errors="replace")
         except OSError:
             continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
         fields = {k.strip(): v.strip() for k, v in fields.items()}
         if "prog_id" in fields:
             progs.add(int(fields["prog_id"]))

@@ -165,3 +165,26 @@ def test_keep_ended_bounds_are_accepted():
     rc, _, stderr = run_gpumem("snapshot", "--keep-ended", 4194304, "--keep-ended-for",
                                31536000, "--help")
     assert rc == 0, stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (["snapshot", "-p", "1,,2", "-d", 1], ["--pid", "empty element", "1,,2"]),
+    (["snapshot", "-p", "1,", "-d", 1], ["--pid", "empty element"]),
+    (["snapshot", "--cgroup", "", "-d", 1], ["--cgroup", "non-empty"]),
+    (["snapshot", "--max-allocs", 268435456, "-d", 1], ["--max-allocs", "67108864"]),
+    (["snapshot", "--max-stacks", 16777216, "-d", 1], ["--max-stacks", "1048576"]),
+])
+def test_values_that_would_mean_something_else_are_refused(args, words):
+    done = subprocess.run([str(GPUMEM), *map(str, args)], capture_output=True, timeout=20,
+                          stdin=subprocess.DEVNULL)
+    lines = done.stderr.decode(errors="replace").splitlines()
+    assert done.returncode == 2, lines
+    assert lines[0].startswith("gpumem:") and all(w in lines[0] for w in words), lines
+
+
+def test_a_kernel_threads_pid_is_refused():
+    done = subprocess.run([str(GPUMEM), "snapshot", "-p", "2", "-d", "1"], capture_output=True,
+                          timeout=20, stdin=subprocess.DEVNULL)
+    lines = done.stderr.decode(errors="replace").splitlines()
+    assert done.returncode == 1
+    assert lines == ["gpumem: PID 2 is a kernel thread: it runs no CUDA code"], lines

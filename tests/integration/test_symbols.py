@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD, MOCK_LIB_DIR, ROOT, SystemWide, Workload, find_proc,
-                      run_snapshot_c)
+from conftest import (BUILD, MOCK_LIB_ARGS, MOCK_LIB_DIR, ROOT, SystemWide, Workload,
+                      find_proc, run_snapshot_c)
 
 SYM_SRC = ROOT / "tests" / "workloads" / "sym"
 SYM_OUT = BUILD / "tests" / "sym"
@@ -167,7 +167,7 @@ def lib_copy(tmp_path, name):
 def test_library_deleted_after_loading_resolves_while_the_process_lives(tmp_path):
     lib = lib_copy(tmp_path, "libsymdl-gone.so")
     env = {"LD_LIBRARY_PATH": str(MOCK_LIB_DIR)}
-    with SystemWide() as gm:
+    with SystemWide(*MOCK_LIB_ARGS) as gm:
         with Workload(lib, "--delete", "--wait", program=SYM_DL, env=env) as w:
             w.wait_for("allocated")
             assert not lib.exists()

@@ -1,5 +1,5 @@
 """`gpumem trace --json`: one event per line, matching what the workload says it did."""
-from conftest import WORKLOAD, SystemWide, Workload, run_trace_c
+from conftest import MOCK_LIB_ARGS, WORKLOAD, SystemWide, Workload, run_trace_c
 
 EVENT_OF_CALL = {"cudaMalloc": "alloc", "cudaFree": "free"}
 
@@ -20,7 +20,7 @@ def assert_events_match_calls(events, calls):
 
 
 def test_trace_system_wide_has_every_alloc_and_free_with_workload_addresses_then_exit():
-    with SystemWide(mode="trace") as gpumem:
+    with SystemWide(*MOCK_LIB_ARGS, mode="trace") as gpumem:
         with Workload("leak", 3, 1024) as workload:
             workload.wait_for("done")
             assert workload.finish() == 0

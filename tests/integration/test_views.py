@@ -232,8 +232,10 @@ def test_top_ui_sorts_filters_drills_into_a_process_and_resizes(top_screen):
 
     tmux("send-keys", "-t", SESSION, "C")       # by command, ascending
     text = wait_screen(lambda t: "sorted by COMMAND" in t)
-    assert [r.split()[-1] for r in rows(text)] == [str(MIB), str(3 * MIB), "65536"] or \
-        ["manyhold" in r for r in rows(text)] == [False, False, True], text
+    commands = [f"workload hold {MIB}", f"workload hold {3 * MIB}",
+                f"workload manyhold 10 {64 * KIB}"]
+    assert len(rows(text)) == 3, text
+    assert all(r.endswith(c) for r, c in zip(rows(text), commands)), text
 
     tmux("send-keys", "-t", SESSION, "/", "m", "a", "n", "y", "Enter")
     text = wait_screen(lambda t: "filter: many" in t and len(rows(t)) == 1)
@@ -282,19 +284,68 @@ def asan_gpumem():
     return ASAN_GPUMEM
 
 
-@pytest.mark.parametrize("view,args,env", [
-    ("leaks", ["steps", 6, 200, 4096], {}),
-    ("oom", ["fail", 4096, 10], {"GPUMEM_MOCK_FAIL_AFTER": "3"}),
-    ("top", ["steps", 6, 200, 4096], {}),
+def run_asan_view(gpumem, view, args, env, gpumem_args, json_out):
+    """run_view's run, the workload started by a shell that says its pid and execs it (the pid
+    stays the workload's): (output text, exit code, stderr, the workload's pid)."""
+    full_env = dict(os.environ, **env)
+    with tempfile.TemporaryDirectory(prefix="gpumem-views-") as tmp:
+        out = Path(tmp) / "out"
+        cmd = [str(gpumem), view, *(["--json"] if json_out else []), "-o", str(out),
+               *gpumem_args, "-c", "sh", "-c", 'echo "pid $$"; exec "$0" "$@"', str(WORKLOAD),
+               *map(str, args)]
+        done = subprocess.run(cmd, capture_output=True, env=full_env, timeout=120)
+        text = out.read_text() if out.exists() else ""
+    stdout = done.stdout.decode(errors="replace")
+    pids = [int(line.split()[1]) for line in stdout.splitlines() if line.startswith("pid ")]
+    assert len(pids) == 1, stdout
+    return text, done.returncode, done.stderr.decode(errors="replace"), pids[0]
+
+
+def assert_asan_leaks_report(text, pid):
+    final = [json.loads(line) for line in text.splitlines() if line.strip()][-1]
+    assert final["final"] is True
+    (proc,) = final["processes"]
+    assert (proc["pid"], proc["alive"], proc["exit_code"]) == (pid, False, 0)
+    assert (proc["current_bytes"], proc["current_allocs"]) == (6 * 4096, 6)
+    kept = [s for s in proc["sites"] if s["frames"][0]["symbol"] == "step_keep_loss"]
+    assert [(s["current_bytes"], s["alloc_count"]) for s in kept] == [(6 * 4096, 6)], proc
+    scratch = [s for s in proc["sites"] if s["frames"][0]["symbol"] == "step_activations"]
+    assert [(s["verdict"], s["alloc_count"], s["free_count"]) for s in scratch] == [
+        ("freed", 6, 6)] * 2, proc
+
+
+def assert_asan_oom_report(text, pid):
+    (record,) = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert (record["pid"], record["api"], record["size"], record["error"]) == (
+        pid, "cudaMalloc", 4096, 2)
+    assert (record["process_bytes"], record["process_allocs"]) == (3 * 4096, 3)
+    assert record["frames"][0]["symbol"] == "oom_step"
+
+
+def assert_asan_top_report(text, pid):
+    # The last table is printed once the command has ended: its final numbers.
+    last = batch_tables(text)[-1].splitlines()
+    (row,) = [line for line in last[2:] if line.split()[:1] == [str(pid)]]
+    # CURRENT: the 6 kept buffers; PEAK: 5 kept and one 16 KiB activation, in the last step.
+    assert row.split()[2:4] == [str(6 * 4096), str(5 * 4096 + 4 * 4096)], last
+    assert row.endswith("workload steps 6 200 4096 <ended>"), last
+
+
+@pytest.mark.parametrize("view,args,env,check", [
+    ("leaks", ["steps", 6, 200, 4096], {}, assert_asan_leaks_report),
+    ("oom", ["fail", 4096, 10], {"GPUMEM_MOCK_FAIL_AFTER": "3"}, assert_asan_oom_report),
+    ("top", ["steps", 6, 200, 4096], {}, assert_asan_top_report),
 ])
-def test_views_run_clean_under_address_sanitizer(asan_gpumem, view, args, env):
+def test_views_run_clean_under_address_sanitizer_and_report_the_workload(asan_gpumem, view,
+                                                                          args, env, check):
     env = dict(env, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0")
-    extra = ["-b", "-i", "0.3"] if view == "top" else []
-    text, rc, stderr = run_view(view, args, env=env, gpumem=asan_gpumem, json_out=view != "top",
-                                gpumem_args=extra)
+    extra = ["-b", "-i", "0.3", "--bytes"] if view == "top" else []
+    text, rc, stderr, pid = run_asan_view(asan_gpumem, view, args, env, extra,
+                                          json_out=view != "top")
     assert rc == 0, stderr
-    assert "ERROR: AddressSanitizer" not in stderr and "runtime error" not in stderr, stderr
-    assert text
+    for error in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        assert error not in stderr, stderr
+    check(text, pid)
 
 
 def test_top_ui_groups_by_container_and_lists_its_processes(top_screen):

@@ -87,10 +87,15 @@ static int opt_seconds(struct parser *p, const struct option_spec *spec, const c
 static int opt_pids(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	struct options *o = p->o;
-	char *copy = xstrdup(arg), *tok, *rest = copy;
-	size_t before = o->npids;
+	char *copy, *tok, *rest;
 	int err = 0;
 
+	if (!arg[strspn(arg, ",")]) {
+		/* An empty list would silently mean every process. */
+		p_err("--pid takes a process id, or a list PID,PID,..., not '%s'", arg);
+		return -EINVAL;
+	}
+	copy = rest = xstrdup(arg);
 	while (!err && (tok = strsep(&rest, ","))) {
 		uint32_t pid;
 
@@ -107,11 +112,6 @@ static int opt_pids(struct parser *p, const struct option_spec *spec, const char
 		o->pids[o->npids++] = (int)pid;
 	}
 	free(copy);
-	if (!err && o->npids == before) {
-		/* An empty list would silently mean every process. */
-		p_err("--pid takes a process id, or a list PID,PID,..., not '%s'", arg);
-		err = -EINVAL;
-	}
 	return err;
 }
 
