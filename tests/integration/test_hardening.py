@@ -77,11 +77,13 @@ def test_a_fifo_named_like_a_library_in_gpumems_cwd_is_never_opened(tmp_path):
 
 def test_a_command_that_ignores_sigterm_is_killed_and_gpumem_says_so(tmp_path):
     proc = subprocess.Popen([str(GPUMEM), "snapshot", "-o", str(tmp_path / "r.txt"), "-c", "sh",
-                             "-c", "trap '' TERM; exec sleep 60"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "-c", "trap '' TERM; echo ignoring; exec sleep 60"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     try:
         line = proc.stderr.readline().decode()
         assert line.startswith("gpumem: tracing:"), line
+        assert proc.stdout.readline() == b"ignoring\n"    # the command ignores SIGTERM now
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(TIMEOUT)
     finally:
@@ -106,3 +108,17 @@ def test_a_failure_storm_keeps_exact_counts_and_the_first_and_last_records(tmp_p
     assert report["lost"]["failure_records_dropped"] == 980
     times = [f["time_ns"] for f in mine]
     assert times == sorted(times)    # the first ten, then the last ten, in order
+
+
+def test_processes_beyond_max_procs_show_their_sites_totals_and_leave_nothing_in_the_maps():
+    # 10 processes, room for 4 process entries: those without one have sites but no totals.
+    script = ("for i in 1 2 3 4 5 6 7 8 9 10; do "
+              f"{WORKLOAD} --wait hold 4096 </dev/null & done; sleep 2; kill $(jobs -p); wait")
+    report, rc = run_snapshot_c(["sh", "-c", script], gpumem_args=["--max-procs", "4"])
+    workloads = [p for p in report["processes"] if p["comm"] == "workload"]
+    assert len(workloads) == 10, report["processes"]
+    assert [(p["current_bytes"], p["current_allocs"], p["peak_bytes"]) for p in workloads] == [
+        (4096, 1, 4096)] * 10
+    assert report["lost"]["proc_map_full"] >= 1    # some had no entry of their own
+    # Every one of them ended: none of their entries is left behind in the maps.
+    assert (report["tracer"]["map_sites"], report["tracer"]["map_allocs"]) == (0, 0)

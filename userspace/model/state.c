@@ -512,19 +512,28 @@ void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT])
 	free(vals);
 }
 
-void state_on_process_exit(struct state *s, const struct gm_call_event *e)
+static void queue_exit(struct state *s, int pid)
 {
-	struct proc_rec *p = state_proc(s, (int)e->pid);	/* even if its start was missed */
-
 	if (s->npending == s->pending_cap) {
 		s->pending_cap = s->pending_cap ? 2 * s->pending_cap : 16;
 		s->pending_exits = xrealloc(s->pending_exits, s->pending_cap * sizeof(int));
 	}
-	s->pending_exits[s->npending++] = (int)e->pid;
+	s->pending_exits[s->npending++] = pid;
+}
+
+void state_on_process_exit(struct state *s, const struct gm_call_event *e)
+{
+	struct proc_rec *p = state_proc(s, (int)e->pid);	/* even if its start was missed */
+
+	queue_exit(s, (int)e->pid);
 	p->end_ns = e->time_ns;
 	p->exit_code = e->error;
+	p->exit_known = true;
+	if (!p->comm[0])	/* gone before /proc told: the kernel's word at its exit */
+		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 	adopt_exit_map(s, p);
 }
+
 
 /* Calls cb for every entry of a hash map, in batches where the kernel allows. */
 typedef void (*walk_fn)(void *ctx, const void *key, const void *value);
@@ -714,10 +723,26 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 		p = state_proc(w->s, (int)tgid);
 	p->st = *(const struct gm_proc_stats *)value;
 	p->have_stats = true;
+	p->no_proc_entry = false;
 	p->nsites = 0;
 	follow_cgroup(w->s, p);
 	if (!p->ns_pid && p->st.ns_pid)
 		p->ns_pid = (int)p->st.ns_pid;
+}
+
+/* The record of sites whose process has no process entry (the map was full: --max-procs):
+ * shown with totals from its sites, and let go when the process is gone, since the kernel
+ * reports no end for it. */
+static struct proc_rec *owner_without_entry(struct walk *w, uint32_t tgid)
+{
+	struct proc_rec *p = state_proc(w->s, (int)tgid);
+
+	if (!p->have_stats) {
+		p->have_stats = true;
+		p->no_proc_entry = true;
+		p->nsites = 0;
+	}
+	return p;
 }
 
 static void walk_site(void *ctx, const void *key, const void *value)
@@ -727,8 +752,19 @@ static void walk_site(void *ctx, const void *key, const void *value)
 	struct proc_rec *p;
 
 	w->seen++;
-	if (!walk_wants(w, k->tgid, &p) || !p->alive)
-		return;
+	if (w->pids) {
+		if (!walk_wants(w, k->tgid, &p) || !p->alive)
+			return;
+		if (!p->have_stats) {
+			p->have_stats = true;	/* an ending process that had no entry */
+			p->no_proc_entry = true;
+			p->nsites = 0;
+		}
+	} else {
+		p = state_find(w->s, (int)k->tgid);
+		if (!p || !p->alive || !p->have_stats)
+			p = owner_without_entry(w, k->tgid);
+	}
 	add_site(p, k, value);
 	queue_delete(w, key);
 }
@@ -759,6 +795,7 @@ static void sort_sites(struct state *s)
 static void sum_sites(struct proc_rec *p)
 {
 	struct gm_proc_stats *st = &p->st;
+	uint64_t gpu_bytes = 0;
 
 	st->current_allocs = st->alloc_count = st->free_count = st->alloc_bytes_total = 0;
 	memset(st->by_kind, 0, sizeof(st->by_kind));
@@ -770,8 +807,16 @@ static void sum_sites(struct proc_rec *p)
 		st->alloc_bytes_total += ss->st.alloc_bytes_total;
 		if (ss->key.kind < GM_KIND_COUNT)
 			st->by_kind[ss->key.kind] += ss->st.current_bytes;
-		if (ss->key.kind != GM_KIND_HOST)
+		if (ss->key.kind != GM_KIND_HOST) {
 			st->current_allocs += ss->st.current_allocs;
+			gpu_bytes += ss->st.current_bytes;
+		}
+	}
+	if (p->no_proc_entry) {
+		/* No running totals in the kernel: the sites' sums, and the peak seen so far. */
+		st->current_bytes = gpu_bytes;
+		if (gpu_bytes > st->peak_bytes)
+			st->peak_bytes = gpu_bytes;
 	}
 }
 
@@ -817,6 +862,13 @@ static int read_maps(struct state *s, const int *pids, size_t npids, unsigned in
 	if (err)
 		return err;
 	s->map_procs = w.seen;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct proc_rec *p = s->procs[i];
+
+		/* Sites are read again: walk_proc cleared those of processes with an entry. */
+		if (p->alive && p->no_proc_entry && (!pids || pid_in(pids, npids, (uint32_t)p->pid)))
+			p->nsites = 0;
+	}
 	w.seen = 0;
 	w.ksz = sizeof(struct gm_site_key);
 	err = map_walk(s->fd.sites, sizeof(struct gm_site_key), sizeof(struct gm_site_stats),
@@ -859,11 +911,18 @@ static int read_maps(struct state *s, const int *pids, size_t npids, unsigned in
 int state_refresh(struct state *s, unsigned int wants)
 {
 	uint64_t now = now_ns();
-	int err = read_maps(s, NULL, 0, wants);
+	int err;
 
-	for (size_t i = 0; i < s->nprocs; i++)
-		if (s->procs[i]->alive)
-			s->procs[i]->end_ns = now;
+	err = read_maps(s, NULL, 0, wants);
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct proc_rec *p = s->procs[i];
+
+		if (!p->alive)
+			continue;
+		p->end_ns = now;
+		if (p->no_proc_entry && !proc_exists(p->pid))
+			queue_exit(s, p->pid);	/* reaped at the next state_reap */
+	}
 	return err;
 }
 

@@ -74,6 +74,8 @@ struct proc_rec {
 	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
 	int exit_code;
 	bool reaped;		/* ended and its entries dropped from the maps */
+	bool no_proc_entry;	/* its sites were recorded but not its totals (--max-procs) */
+	bool exit_known;	/* the kernel reported its end, with its exit code */
 	uint64_t reaped_ns;	/* when: --keep-ended-for counts from here */
 	bool ages_known;	/* sites' oldest_ns are as the last walk of allocs found them */
 	bool medians_known;
