@@ -34,6 +34,8 @@ struct cgroup_cache *cgroup_cache_new(void)
 
 static void drop_oldest(struct cgroup_cache *c, size_t k)
 {
+	if (!k)
+		return;
 	for (size_t i = 0; i < k; i++)
 		free(c->v[i].path);
 	memmove(c->v, c->v + k, (c->n - k) * sizeof(*c->v));
