@@ -18,7 +18,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_DIR := tests/fuzz
 FUZZ_OUT := $(BUILD)/fuzz
-FUZZ_HARNESSES ?= elf_syms procs container
+FUZZ_HARNESSES ?= elf_syms procs container json
 
 # The sanitizers as `make SANITIZE=1` has them, with libFuzzer's coverage; the project's
 # warnings, as an error, for the harnesses and the modules alike.
@@ -30,6 +30,7 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=
 fuzz_mods_elf_syms := elf_syms
 fuzz_mods_procs := procs
 fuzz_mods_container := container
+fuzz_mods_json := json
 fuzz_libs_elf_syms := -lelf -lz
 
 fuzz_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
