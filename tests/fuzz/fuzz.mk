@@ -5,7 +5,7 @@
 #
 #   make fuzz-build                  the harnesses, and the generated ELF seeds
 #   make fuzz FUZZ_SECONDS=600       each harness for that long, one after another
-#   make fuzz-smoke                  each for $(FUZZ_SMOKE_SECONDS) s
+#   make fuzz-smoke                  each for $(FUZZ_SMOKE_SECONDS) s; part of `make test`
 #   make fuzz FUZZ_HARNESSES=json    one harness only
 #
 # Each run fuzzes a copy of tests/fuzz/corpus/<harness>/ in a temporary folder: new inputs are
@@ -98,5 +98,7 @@ fuzz:
 fuzz-smoke:
 	@$(fuzz_probe); $(MAKE) --no-print-directory fuzz-bins && \
 		$(call fuzz_run,$(FUZZ_SMOKE_SECONDS))
+
+test: fuzz-smoke
 
 -include $(wildcard $(FUZZ_OUT)/mod/*.d $(FUZZ_OUT)/obj/*.d)

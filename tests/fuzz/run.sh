@@ -5,6 +5,9 @@
 # $FUZZ_ARGS goes to every fuzzer. A crash is kept in OUTDIR/artifacts/NAME/, and fails the
 # run once every harness has had its turn.
 set -u
+work=""
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 
 probe()
 {
@@ -55,6 +58,7 @@ fuzz_one()
 	corpus=$(find "$work/corpus" -type f | wc -l)
 	crash=$(find "$art" -type f -newer "$work/started" | head -n 1)
 	rm -rf "$work"
+	work=""
 	cov=$(grep -E '^#[0-9]+' "$log" | tail -n 1 |
 		sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\).*/cov \1, ft \2/p')
 	echo "fuzz: $name: $(stat_of number_of_executed_units "$log") execs" \
