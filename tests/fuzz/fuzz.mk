@@ -7,6 +7,7 @@
 #   make fuzz FUZZ_SECONDS=600       each harness for that long, one after another
 #   make fuzz-smoke                  each for $(FUZZ_SMOKE_SECONDS) s; part of `make test`
 #   make fuzz FUZZ_HARNESSES=json    one harness only
+#   make fuzz FUZZ_CORPUS_OUT=DIR    keeps each grown corpus in DIR/<harness>/
 #
 # Each run fuzzes a copy of tests/fuzz/corpus/<harness>/ in a temporary folder: new inputs are
 # never written into the repository. A crash fails the target and is kept in
@@ -86,7 +87,8 @@ fuzz-bins: $(FUZZ_BINS) $(FUZZ_SEED_FILES)
 # Whether clang can build a fuzzer here; if not, the reason, and success.
 fuzz_probe = reason=$$($(FUZZ_DIR)/run.sh probe "$(FUZZ_CC)" "$(FUZZ_OUT)") || \
 	{ echo "fuzz: skipped: $$reason"; exit 0; }
-fuzz_run = FUZZ_ARGS='$(FUZZ_ARGS)' $(FUZZ_DIR)/run.sh fuzz $(1) "$(FUZZ_OUT)" $(FUZZ_HARNESSES)
+fuzz_run = FUZZ_ARGS='$(FUZZ_ARGS)' FUZZ_CORPUS_OUT='$(FUZZ_CORPUS_OUT)' \
+	$(FUZZ_DIR)/run.sh fuzz $(1) "$(FUZZ_OUT)" $(FUZZ_HARNESSES)
 
 fuzz-build:
 	@$(fuzz_probe); $(MAKE) --no-print-directory fuzz-bins

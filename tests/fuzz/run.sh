@@ -2,8 +2,9 @@
 # Runs the libFuzzer harnesses (tests/fuzz/fuzz.mk calls it).
 #   run.sh probe CC OUTDIR              whether CC builds fuzzers; if not, prints why, exits 1
 #   run.sh fuzz SECONDS OUTDIR NAME...  fuzzes each harness on a copy of its corpus, in turn
-# $FUZZ_ARGS goes to every fuzzer. A crash is kept in OUTDIR/artifacts/NAME/, and fails the
-# run once every harness has had its turn.
+# $FUZZ_ARGS goes to every fuzzer; with $FUZZ_CORPUS_OUT set (a folder outside the repository)
+# each grown corpus is kept in it, to measure coverage or start the next run from. A crash is
+# kept in OUTDIR/artifacts/NAME/, and fails the run once every harness has had its turn.
 set -u
 work=""
 trap 'rm -rf "$work"' EXIT
@@ -57,6 +58,9 @@ fuzz_one()
 	rc=$?
 	corpus=$(find "$work/corpus" -type f | wc -l)
 	crash=$(find "$art" -type f -newer "$work/started" | head -n 1)
+	if [ -n "${FUZZ_CORPUS_OUT:-}" ]; then
+		mkdir -p "$FUZZ_CORPUS_OUT/$name" && cp "$work/corpus"/* "$FUZZ_CORPUS_OUT/$name/"
+	fi
 	rm -rf "$work"
 	work=""
 	cov=$(grep -E '^#[0-9]+' "$log" | tail -n 1 |
