@@ -70,6 +70,8 @@ bench: deps all test-progs
 bench-discovery: deps all test-progs bench-progs
 	bench/discovery.sh
 
+-include tests/fuzz/fuzz.mk
+
 clean:
 	rm -rf $(BUILD)
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages gpumem builds, tests and benchmarks with; only missing ones.
 set -e
-pkgs="make gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
+pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
       libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++
       libncurses-dev tmux"
 missing=""
