@@ -303,6 +303,10 @@ static void test_cgroup_fs_path_joins_relative_to_mount_root(void **state)
 	assert_int_equal(cgroup_fs_path("/m", "/a/b", "/a/b/c", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "/m/c");
 	assert_int_equal(cgroup_fs_path("/sys/fs/cgroup", "/", "/abc", buf, 8), -ENAMETOOLONG);
+	/* A ".." further in climbs out too (found by the fuzzing pass, by reading). */
+	assert_int_equal(cgroup_fs_path("/m", "/a/b", "/a/b/c/../../..", buf, sizeof(buf)),
+			 -EXDEV);
+	assert_int_equal(cgroup_fs_path("/m", "/", "/a/..b", buf, sizeof(buf)), 0);
 }
 
 /* The kernel's own id for a cgroup directory: the 8 bytes of its kernfs file handle. */

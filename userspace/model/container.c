@@ -421,7 +421,7 @@ int cgroup_v2_mount_parse(const char *mountinfo, char *mnt, size_t mntlen, char 
 	int i, depth, best = 0, err;
 	bool found = false;
 
-	if (!mountinfo || !mnt || !mntlen)
+	if (!mountinfo || !mnt || !mntlen || (root && !rootlen))
 		return -EINVAL;
 	for (; *line; line = *eol ? eol + 1 : eol) {
 		eol = line + strcspn(line, "\n");
@@ -484,8 +484,9 @@ int cgroup_fs_path(const char *mnt, const char *mnt_root, const char *cgroup_pat
 	rest = cgroup_path + rn;
 	if (*rest && *rest != '/')
 		return -EXDEV;		/* "/a/bc" is not below "/a/b" */
-	if (strncmp(rest, "/..", 3) == 0 && (rest[3] == '/' || rest[3] == '\0'))
-		return -EXDEV;		/* above the mount's root */
+	for (const char *c = rest; (c = strstr(c, "/..")); c += 3)
+		if (c[3] == '/' || c[3] == '\0')
+			return -EXDEV;	/* a ".." anywhere may climb above the mount's root */
 	if (strcmp(rest, "/") == 0)
 		rest = "";
 	n = snprintf(buf, len, "%s%s", mnt, rest);
