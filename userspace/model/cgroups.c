@@ -18,7 +18,6 @@ struct cgroup_entry {
 struct cgroup_cache {
 	struct cgroup_entry *v;	/* oldest first */
 	size_t n;
-	uint64_t walks;
 	char mnt[PATH_MAX];
 	int mount_err;	/* 1: not looked up yet */
 	char *last;	/* a copy of the answer, which survives eviction until the next call */
@@ -96,7 +95,6 @@ static char *from_walk(struct cgroup_cache *c, uint64_t id)
 {
 	struct id_search s = { .id = id, .mnt_len = strlen(c->mnt) };
 
-	c->walks++;
 	cgroup_walk(c->mnt, match_id, &s);
 	return s.found;
 }
@@ -125,9 +123,4 @@ const char *cgroup_cache_path(struct cgroup_cache *c, uint64_t id, int pid)
 	free(c->last);
 	c->last = path ? xstrdup(path) : NULL;
 	return c->last;
-}
-
-uint64_t cgroup_cache_walks(const struct cgroup_cache *c)
-{
-	return c->walks;
 }

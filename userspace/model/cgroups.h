@@ -16,7 +16,5 @@ void cgroup_cache_free(struct cgroup_cache *c);
  * (any more). pid's own /proc entry is tried first; the tree is walked only when that fails,
  * and only once per id. The string stays valid until the next call. */
 const char *cgroup_cache_path(struct cgroup_cache *c, uint64_t id, int pid);
-/* Lookups answered by a walk of the cgroup tree (for tests and statistics). */
-uint64_t cgroup_cache_walks(const struct cgroup_cache *c);
 
 #endif

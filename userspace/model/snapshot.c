@@ -75,10 +75,3 @@ uint64_t snap_site_oldest_age(const struct snap_proc *p, const struct snap_site 
 	return p->end_ns - ss->oldest_ns;
 }
 
-uint64_t snap_site_median_age(const struct snap_proc *p, const struct snap_site *ss)
-{
-	if (!(ss->valid & SS_MEDIAN) || p->end_ns <= ss->median_ns)
-		return 0;
-	return p->end_ns - ss->median_ns;
-}
-

@@ -127,7 +127,6 @@ const struct snap_proc *snapshot_find(const struct snapshot *s, int pid);
 uint64_t snapshot_wall_ns(const struct snapshot *s, uint64_t mono_ns);
 /* A site's age at its process's end (or the snapshot): 0 when not valid. */
 uint64_t snap_site_oldest_age(const struct snap_proc *p, const struct snap_site *ss);
-uint64_t snap_site_median_age(const struct snap_proc *p, const struct snap_site *ss);
 
 /* One ring-buffer call event with its process's container and its stack named. */
 struct snap_event {
