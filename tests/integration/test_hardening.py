@@ -49,9 +49,10 @@ def test_trace_json_ends_with_its_loss_counters(tmp_path):
     assert losses and losses[-1]["final"] is True, lines[-3:]
     assert lines[-1] is losses[-1]
     calls = sum(1 for line in lines if line["event"] in ("alloc", "free"))
-    # 2 threads x 20,000 allocations and frees: each one is in the stream or counted lost.
-    assert calls + losses[-1]["lost"]["ringbuf_dropped"] >= 2 * 2 * 20000
-    assert calls <= 2 * 2 * 20000
+    # 2 threads x 20,000 allocations and frees, and one allocation each thread keeps: each one
+    # is in the stream or counted lost.
+    assert calls + losses[-1]["lost"]["ringbuf_dropped"] >= 2 * 2 * 20000 + 2
+    assert calls <= 2 * 2 * 20000 + 2
 
 
 def test_corrupt_lib_is_called_corrupt(tmp_path):
