@@ -61,7 +61,7 @@ static struct snapshot *publish(struct session *s, unsigned int wants)
 	if (snap->error)
 		p_err("cannot read the BPF maps: %s", strerror(-snap->error));
 	discovery_get_stats(s->disc, &snap->disc);
-	if (s->hist)
+	if (s->hist && !(wants & SNAP_LOSSES_ONLY))
 		history_observe(s->hist, snap);
 	return snap;
 }

@@ -129,12 +129,16 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 
 	snap->refs = 1;
 	snap->wants = wants;
-	snap->error = state_refresh(s, wants);
 	snap->time_ns = now_ns();
 	snap->mono_to_real_ns = realtime_ns() - snap->time_ns;
-	state_retain(s, snap->time_ns);
 	state_counters(s, snap->counters);
 	memcpy(snap->lost, s->lost, sizeof(snap->lost));
+	if (wants & SNAP_LOSSES_ONLY)
+		return snap;	/* a stream's loss line: no walk, no processes */
+	snap->error = state_refresh(s, wants);
+	snap->time_ns = now_ns();	/* the time of the numbers just read */
+	snap->mono_to_real_ns = realtime_ns() - snap->time_ns;
+	state_retain(s, snap->time_ns);
 	snap->map_procs = s->map_procs;
 	snap->map_sites = s->map_sites;
 	snap->map_allocs = s->map_allocs;
@@ -160,7 +164,7 @@ void state_describe_event(struct state *s, const struct gm_call_event *e, struct
 
 	memset(out, 0, sizeof(*out));
 	out->ev = e;
-	out->wall_ns = e->time_ns + (realtime_ns() - now_ns());
+	out->wall_ns = e->time_ns + s->mono_to_real_ns;	/* no clock read per event */
 	if (e->type == GM_REC_PROCESS_EXIT) {
 		p = state_find(s, (int)e->pid);
 		out->container = p ? &p->container : NULL;

@@ -20,6 +20,7 @@ enum snap_want {
 	SNAP_MEDIAN_AGES = 1u << 1,	/* and its median one */
 	SNAP_FAILURES = 1u << 2,	/* the failure records kept so far */
 	SNAP_DEVICES = 1u << 3,		/* device memory from NVML */
+	SNAP_LOSSES_ONLY = 1u << 4,	/* only the loss counters: no map walk, no processes */
 };
 
 /* One frame as the user reads it; strings live as long as the session's symbolizer. */

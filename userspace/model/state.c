@@ -61,6 +61,7 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 		s->opt.keep_ended_s = STATE_KEEP_ENDED_S_DEFAULT;
 	if (!s->opt.keep_failures)
 		s->opt.keep_failures = STATE_KEEP_FAILURES_DEFAULT;
+	s->mono_to_real_ns = realtime_ns() - now_ns();
 	s->sym = symbolizer_new();
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));

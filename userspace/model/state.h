@@ -134,6 +134,7 @@ struct state {
 	struct age_note *ages;	/* scratch for the median: (site, time) of live allocations */
 	size_t nages, ages_cap;
 	uint64_t lost[SNAP_LOST_COUNT];
+	uint64_t mono_to_real_ns;	/* wall clock minus CLOCK_MONOTONIC, read once at start */
 };
 
 struct state *state_new(const struct model_maps *maps, const struct state_opts *opt);

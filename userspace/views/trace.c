@@ -155,6 +155,7 @@ static double report_interval(const struct options *o)
 const struct view_ops trace_view = {
 	.name = "trace",
 	.stream_calls = true,
+	.report_wants = SNAP_LOSSES_ONLY,	/* its reports are loss lines */
 	.report_interval = report_interval,
 	.on_report = trace_report,
 	.on_event = trace_event,
