@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <signal.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "discover.h"
