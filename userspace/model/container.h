@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #define CONTAINER_ID_LEN 64	/* docker, containerd, cri-o and podman ids: 64 hex digits */
+#define CONTAINER_NAME_LEN 253	/* a Kubernetes object name: a DNS subdomain */
+#define CONTAINER_LABEL_LEN 63	/* a namespace or container name: a DNS label */
 
 /*
  * What a cgroup path says. An empty string is "not known" (NULL in JSON):
@@ -26,6 +28,10 @@ struct container_info {
 	char pod_uid[37];
 	char qos[16];
 	bool has_id, has_pod;
+	/* Names from the runtime's OCI bundle (oci.c); "" when not known. */
+	char pod_name[CONTAINER_NAME_LEN + 1];
+	char pod_namespace[CONTAINER_LABEL_LEN + 1];
+	char container_name[CONTAINER_LABEL_LEN + 1];
 };
 
 /*
