@@ -694,6 +694,14 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	return 0;
 }
 
+/* What the pins under the agent's directory are, and whose (userspace's only). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gm_agent);
+} agent SEC(".maps");
+
 /* Library files userspace has examined, by (kernel dev, inode): opening one costs nothing. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

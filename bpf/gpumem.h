@@ -197,6 +197,21 @@ struct gm_hold {
 	__u64 time_ns;
 };
 
+/* The agent (`gpumem serve`) pins its maps and links under a directory of the BPF file system,
+ * so the probes keep counting while it restarts; the one-entry map `agent` there says which
+ * layout they have and which agent owns them. */
+#define GM_PIN_DIR_DEFAULT "/sys/fs/bpf/gpumem"
+/* Bump whenever a pinned map's key or value changes: an agent refuses another layout. */
+#define GM_LAYOUT_VERSION 1
+#define GM_AGENT_FRESH_NS 5000000000ull	/* an agent whose heartbeat is older is not running */
+
+struct gm_agent {
+	__u32 layout;		/* GM_LAYOUT_VERSION of the agent that created the pins */
+	__u32 pid;		/* the agent running now, 0 when none */
+	__u64 heartbeat_ns;	/* CLOCK_MONOTONIC, written by the running agent */
+	__u64 started_ns;	/* when the pins were made */
+};
+
 struct gm_file_key {
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
 	__u64 ino;

@@ -64,6 +64,21 @@ static const struct command commands[] = {
 			       "holding the most at that instant, the failing call site, and each "
 			       "GPU's free and total memory (from NVML, where it can be loaded).",
 	},
+	{
+		.name = "serve",
+		.bit = CMD_SERVE,
+		.view = &serve_view,
+		.summary = "the agent: pinned state that survives restarts, and Prometheus "
+			   "metrics over HTTP",
+		.description =
+			"The always-on agent, in the foreground: its probes, maps and links "
+			"are pinned under --pin-dir, so they keep counting while it restarts "
+			"or is upgraded; a new agent adopts them, and top, snapshot and leaks "
+			"read them instead of attaching probes of their own. GET /metrics on "
+			"--listen serves the Prometheus text format, GET /healthz says whether "
+			"it is ready. SIGTERM or SIGINT stop it and leave the pins in place; "
+			"--reset removes them, which detaches the probes.",
+	},
 };
 
 int main(int argc, char **argv)

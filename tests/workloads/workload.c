@@ -954,6 +954,68 @@ static int run_manyhold(char **argv)
 	return EXIT_OK;
 }
 
+/* ---- driven: allocations and frees as stdin says, one command a line, for tests that need
+ * exact numbers across events they time themselves (an agent killed and restarted):
+ *   a SIZE   cudaMalloc from drive_alloc (a failure is reported, not fatal)
+ *   b SIZE   cudaMalloc from drive_other (a second call site)
+ *   f        cudaFree of the oldest live allocation
+ *   q        exit 0
+ * Each command answers with its call line, then "ok". ---- */
+
+GM_CALL_SITE static int drive_alloc(size_t size, void **p)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int drive_other(size_t size, void **p)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+#define DRIVE_MAX 4096
+
+static int run_driven(char **argv)
+{
+	static void *live[DRIVE_MAX];
+	static uint64_t sizes[DRIVE_MAX];
+	size_t head = 0, tail = 0;
+	char line[64];
+
+	(void)argv;
+	say("driven");
+	while (fgets(line, sizeof(line), stdin)) {
+		unsigned long long size = 0;
+		void *p = NULL;
+
+		if (line[0] == 'q')
+			return EXIT_OK;
+		if ((line[0] == 'a' || line[0] == 'b') && sscanf(line + 1, "%llu", &size) == 1) {
+			int rc = line[0] == 'a' ? drive_alloc(size, &p) : drive_other(size, &p);
+
+			if (rc == 0 && tail - head < DRIVE_MAX) {
+				sizes[tail % DRIVE_MAX] = size;
+				live[tail++ % DRIVE_MAX] = p;
+			}
+		} else if (line[0] == 'f' && head < tail) {
+			int rc = cudaFree(live[head % DRIVE_MAX]);
+
+			report("cudaFree", sizes[head % DRIVE_MAX], addr_of(live[head % DRIVE_MAX]), rc);
+			head++;
+		} else if (line[0] != 'f') {
+			fprintf(stderr, "workload: driven: unknown command %s", line);
+			return EXIT_USAGE;
+		}
+		say("ok");
+	}
+	return EXIT_OK;
+}
+
 #endif /* !GM_DLOPEN_ONLY */
 
 /* ---- dlopen PATH SIZE (workload_dl only: nothing CUDA is mapped before the dlopen) ---- */
@@ -1020,6 +1082,7 @@ static const struct scenario scenarios[] = {
 	{ "plateau", 4, "STEPS PERIOD_MS K SIZE", run_plateau },
 	{ "hidden", 4, "STEPS PERIOD_MS BIG SMALL", run_hidden },
 	{ "manyhold", 2, "N SIZE", run_manyhold },
+	{ "driven", 0, "", run_driven },
 #endif
 };
 

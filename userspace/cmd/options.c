@@ -140,6 +140,32 @@ static int opt_lib(struct parser *p, const struct option_spec *spec, const char 
 	return 0;
 }
 
+/* ADDR:PORT or [ADDR]:PORT, checked when the agent binds it. */
+static int opt_listen(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+
+	(void)spec;
+	if (!colon || colon == arg || !colon[1] || strspn(colon + 1, "0123456789") !=
+	    strlen(colon + 1)) {
+		p_err("--listen takes ADDR:PORT (or [IPv6]:PORT), not '%s'", arg);
+		return -EINVAL;
+	}
+	p->o->listen = arg;
+	return 0;
+}
+
+static int opt_pin_dir(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)spec;
+	if (arg[0] != '/' || strlen(arg) > 200) {
+		p_err("--pin-dir takes an absolute path of at most 200 characters, not '%s'", arg);
+		return -EINVAL;
+	}
+	p->o->pin_dir = arg;
+	return 0;
+}
+
 static int opt_output(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	(void)spec;
@@ -252,28 +278,43 @@ static int opt_help(struct parser *p, const struct option_spec *spec, const char
 
 /* Every option, in the order the help lists them. */
 const struct option_spec option_specs[] = {
-	{ "pid", 'p', "PID", CMD_ALL, opt_pids, .max = INT_MAX,
+	{ "pid", 'p', "PID", CMD_VIEWS, opt_pids, .max = INT_MAX,
 	  .help = "only this process (repeat, or PID,PID,...)" },
-	{ "cgroup", 0, "PATH", CMD_ALL, opt_selection,
+	{ "cgroup", 0, "PATH", CMD_VIEWS, opt_selection,
 	  .help = "only processes in this cgroup (the v2 path as /proc/PID/cgroup shows it) or "
 		  "below it" },
-	{ "container", 0, "ID", CMD_ALL, opt_selection,
+	{ "container", 0, "ID", CMD_VIEWS, opt_selection,
 	  .help = "only processes in this container (an id prefix will do)" },
-	{ "pod", 0, "UID", CMD_ALL, opt_selection, .help = "only processes in this pod" },
-	{ "command", 'c', "CMD [ARGS...]", CMD_ALL, opt_command,
+	{ "pod", 0, "UID", CMD_VIEWS, opt_selection, .help = "only processes in this pod" },
+	{ "command", 'c', "CMD [ARGS...]", CMD_VIEWS, opt_command,
 	  .help = "run CMD (and follow its children); report when it ends and exit with its exit "
 		  "status; must come last" },
 	{ "lib", 0, "PATH", CMD_ALL, opt_lib, .help = "also attach to this library or executable" },
 	{ "json", 0, NULL, CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM, opt_flag,
 	  .field = FIELD(bool, json), .help = "machine-readable output (see DESIGN.md)" },
-	{ "output", 'o', "FILE", CMD_ALL, opt_output,
+	{ "output", 'o', "FILE", CMD_VIEWS, opt_output,
 	  .help = "write the report to FILE (CMD keeps stdout)" },
 	{ "duration", 'd', "S", CMD_ALL, opt_seconds, .field = FIELD(double, duration_s),
 	  .help = "stop after S seconds (0.001 to a year)" },
-	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS, opt_seconds,
+	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS | CMD_SERVE, opt_seconds,
 	  .field = FIELD(double, interval_s),
 	  .help = "top: seconds between refreshes (default 2); leaks: a report every S seconds "
-		  "as well as the final one (default without -c: 10)" },
+		  "as well as the final one (default without -c: 10); serve: seconds between the "
+		  "snapshots that scrapes read (default 1)" },
+	{ "listen", 0, "ADDR:PORT", CMD_SERVE, opt_listen,
+	  .help = "serve the metrics here (default " SERVE_LISTEN_DEFAULT
+		  "; [ADDR]:PORT for IPv6); 0.0.0.0 or [::] for every address" },
+	{ "site-series", 0, "N", CMD_SERVE, opt_count, .field = FIELD(uint32_t, site_series),
+	  .max = 1000, .deflt = SERVE_SITE_SERIES_DEFAULT,
+	  .help = "call-site series per process: the N holding the most (default {default})" },
+	{ "pin-dir", 0, "DIR", CMD_SERVE | CMD_TOP | CMD_SNAPSHOT | CMD_LEAKS, opt_pin_dir,
+	  .help = "the agent's pinned maps and links (default " GM_PIN_DIR_DEFAULT "); top, "
+		  "snapshot and leaks read a running agent's state there" },
+	{ "reset", 0, NULL, CMD_SERVE, opt_flag, .field = FIELD(bool, reset),
+	  .help = "remove everything the agent pinned, which detaches its probes, and exit" },
+	{ "no-agent", 0, NULL, CMD_TOP | CMD_SNAPSHOT | CMD_LEAKS, opt_flag,
+	  .field = FIELD(bool, no_agent),
+	  .help = "attach probes of its own even when an agent runs" },
 	{ "batch", 'b', NULL, CMD_TOP, opt_flag, .field = FIELD(bool, batch),
 	  .help = "a plain table every interval, not the full screen" },
 	{ "iterations", 'n', "N", CMD_TOP, opt_count, .field = FIELD(uint32_t, iterations),
@@ -281,7 +322,7 @@ const struct option_spec option_specs[] = {
 	{ "group", 0, "BY", CMD_TOP, opt_group,
 	  .help = "rows by process (default), site or container (a container or pod, with its "
 		  "processes' totals)" },
-	{ "bytes", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, exact_bytes),
+	{ "bytes", 0, NULL, CMD_VIEWS, opt_flag, .field = FIELD(bool, exact_bytes),
 	  .help = "sizes as exact numbers of bytes" },
 	{ "keep-ended", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, keep_ended),
 	  .max = 1u << 22,
@@ -289,7 +330,7 @@ const struct option_spec option_specs[] = {
 		  "(default 1000 processes)" },
 	{ "keep-ended-for", 0, "S", CMD_ALL, opt_seconds, .field = FIELD(double, keep_ended_s),
 	  .help = "seconds an ended process is kept (default 300 s)" },
-	{ "keep-failures", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, keep_failures),
+	{ "keep-failures", 0, "N", CMD_VIEWS, opt_count, .field = FIELD(uint32_t, keep_failures),
 	  .max = 1u << 20,
 	  .help = "failure records kept: the first N and the last N (default 100); "
 		  "failure counts stay exact" },
@@ -318,7 +359,7 @@ const struct option_spec option_specs[] = {
 	  .help = "also show frames inside the CUDA libraries" },
 	{ "no-demangle", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, no_demangle),
 	  .help = "C++ function names as the binary spells them" },
-	{ "no-hold", 0, NULL, CMD_ALL, opt_no_hold,
+	{ "no-hold", 0, NULL, CMD_VIEWS, opt_no_hold,
 	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
 		  "(its first calls may then be missed)" },
 	{ "verbose", 'v', NULL, CMD_ALL, opt_verbose, .help = "libbpf and discovery diagnostics" },
@@ -483,6 +524,10 @@ static int finish(struct parser *p)
 	o->tracer.filter_pids = o->npids || o->cmd_argv;
 	o->tracer.hold_new_procs = o->cmd_argv && !p->no_hold;
 	o->tracer.hold_new_libs = !p->no_hold;
+	if (p->cmd->bit == CMD_SERVE) {
+		o->tracer.pin_dir = o->pin_dir;	/* system-wide, and nobody is ever held */
+		o->tracer.hold_new_libs = false;
+	}
 	return 0;
 }
 
@@ -492,7 +537,9 @@ int options_parse(int argc, char **argv, const struct command *commands, size_t 
 	struct parser p = { .o = o, .commands = commands, .ncommands = ncommands };
 	int err;
 
-	*o = (struct options){ .tracer.stack_mode = GM_STACKS_DWARF };
+	*o = (struct options){ .tracer.stack_mode = GM_STACKS_DWARF,
+			       .listen = SERVE_LISTEN_DEFAULT, .pin_dir = GM_PIN_DIR_DEFAULT,
+			       .site_series = SERVE_SITE_SERIES_DEFAULT };
 	err = split_command(&argc, argv, o);
 	if (!err)
 		err = find_command(&p, &argc, &argv);

@@ -38,7 +38,16 @@ struct options {
 	uint32_t keep_ended;	/* --keep-ended: ended processes kept in the model (0: default) */
 	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: default) */
 	bool help;		/* -h: the help is printed, there is nothing to run */
+	/* serve, and the commands that read a running agent's state */
+	const char *listen;	/* --listen ADDR:PORT */
+	const char *pin_dir;	/* --pin-dir */
+	bool reset;		/* serve --reset */
+	uint32_t site_series;	/* --site-series */
+	bool no_agent;		/* --no-agent: probes of its own even when an agent runs */
 };
+
+#define SERVE_LISTEN_DEFAULT "127.0.0.1:9473"
+#define SERVE_SITE_SERIES_DEFAULT 10
 
 /* Which commands take an option: one bit per command. */
 enum command_bit {
@@ -47,7 +56,9 @@ enum command_bit {
 	CMD_TRACE = 1u << 2,
 	CMD_LEAKS = 1u << 3,
 	CMD_OOM = 1u << 4,
-	CMD_ALL = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM,
+	CMD_SERVE = 1u << 5,
+	CMD_VIEWS = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM,
+	CMD_ALL = CMD_VIEWS | CMD_SERVE,
 };
 
 /* A command of the dispatch table; the first is the one run when none is named. */

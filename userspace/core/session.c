@@ -13,6 +13,7 @@
 #include "discover.h"
 #include "history.h"
 #include "nvml.h"
+#include "pin.h"
 #include "report.h"
 #include "procs.h"
 #include "select.h"
@@ -278,6 +279,25 @@ static void drain(struct session *s)
 	state_reap(s->state);
 }
 
+/* A reader sees no exit records and an agent may have missed some (it was down, or the ring
+ * buffer was full): processes gone without one are looked for now and then. */
+#define SWEEP_READER_NS 1000000000ull
+#define SWEEP_AGENT_NS 5000000000ull
+
+static void sweep_due(struct session *s)
+{
+	bool reader = tracer_is_reader(s->tracer);
+	uint64_t now = now_ns();
+
+	if (!reader && !s->opt->tracer.pin_dir)
+		return;
+	if (now < s->next_sweep)
+		return;
+	s->next_sweep = now + (reader ? SWEEP_READER_NS : SWEEP_AGENT_NS);
+	if (state_sweep_vanished(s->state))
+		state_reap(s->state);
+}
+
 static double view_interval(double (*fn)(const struct options *), const struct options *o)
 {
 	return fn ? fn(o) : 0;
@@ -347,6 +367,7 @@ static int run_loop(struct session *s)
 		}
 		fflush(s->out);	/* what a batch printed is out within a poll (100 ms) */
 		state_reap(s->state);
+		sweep_due(s);
 		if (s->child > 0 && waitpid(s->child, &status, WNOHANG) == s->child) {
 			s->child = 0;
 			drain(s);
@@ -396,12 +417,22 @@ static int start_targets(struct session *s, int *release_fd)
 	return 0;
 }
 
-/* Loads the BPF side, with the cgroups that --cgroup/--container/--pod select. */
+/* Whether this run reads a running agent's state rather than attaching probes. */
+static bool wants_agent(const struct options *o)
+{
+	return o->view->reads_agent && !o->no_agent && o->pin_dir && !o->cmd_argv && !o->npids &&
+	       !o->nselections && !o->nlibs;
+}
+
+/* Loads the BPF side, with the cgroups that --cgroup/--container/--pod select; or opens a
+ * running agent's maps. */
 static int open_tracer(struct session *s)
 {
 	struct tracer_opts topts = s->opt->tracer;
 	int err;
 
+	if (wants_agent(s->opt) && tracer_open_reader(s->opt->pin_dir, &s->tracer) == 0)
+		return 0;
 	err = select_cgroups(s->opt->selections, s->opt->nselections, &topts.cgroup_dirs,
 			     &topts.ncgroup_dirs);
 	if (err)
@@ -422,6 +453,12 @@ static void announce(struct session *s)
 {
 	struct discovery_stats ds;
 
+	if (tracer_is_reader(s->tracer)) {
+		fprintf(stderr, "gpumem: reading the state of the agent on %s (PID %d); attaching "
+			"nothing; %s\n", s->opt->pin_dir, tracer_agent_pid(s->tracer),
+			s->opt->duration_s > 0 ? "until the duration ends or Ctrl-C" : "Ctrl-C to stop");
+		return;
+	}
 	discovery_get_stats(s->disc, &ds);
 	fprintf(stderr, "gpumem: tracing: %u probes on %u CUDA files%s; %s\n", ds.probes, ds.files,
 		tracer_watches_opens(s->tracer) ? ", watching for new ones" : "",
@@ -436,7 +473,8 @@ static void open_model(struct session *s)
 	struct model_maps maps = tracer_model_maps(s->tracer);
 	struct state_opts so = { .all_frames = o->all_frames, .no_demangle = o->no_demangle,
 				 .keep_ended = o->keep_ended, .keep_ended_s = o->keep_ended_s,
-				 .keep_failures = o->keep_failures };
+				 .keep_failures = o->keep_failures,
+				 .read_only = tracer_is_reader(s->tracer) };
 
 	s->state = state_new(&maps, &so);
 	s->state->exit_wants = o->view->exit_wants;
@@ -524,12 +562,29 @@ static int close_output(FILE *f, const char *path, int write_errno)
 	return -err;
 }
 
+/* An agent that adopted pinned state: what queued in the ring buffer while no agent read
+ * it, then the processes that ended unseen meanwhile, reaped. */
+static void adopt(struct session *s)
+{
+	size_t living, ended;
+
+	drain(s);
+	snapshot_put(state_publish(s->state, 0));
+	state_sweep_vanished(s->state);
+	state_reap(s->state);
+	state_count(s->state, &living, &ended);
+	fprintf(stderr, "gpumem: adopted the pinned state in %s: %zu processes are traced, %zu "
+		"ended while no agent ran\n", s->opt->pin_dir, living, ended);
+}
+
 int session_run(const struct options *o)
 {
 	struct session s = { .opt = o };
 	int release_fd = -1, rc = 1;
 	char go = 1;
 
+	if (o->reset)
+		return pin_reset(o->pin_dir) ? 1 : 0;
 	if (check_pids(o))
 		return 1;
 	s.out = open_output(o->output);
@@ -540,12 +595,18 @@ int session_run(const struct options *o)
 		return 1;
 	open_model(&s);
 	s.disc = discovery_new(s.tracer);
-	for (size_t i = 0; i < o->nlibs; i++)
-		if (discovery_add_required(s.disc, o->libs[i]))
-			goto out;
-	discovery_scan_system(s.disc);
+	if (!tracer_is_reader(s.tracer)) {
+		for (size_t i = 0; i < o->nlibs; i++)
+			if (discovery_add_required(s.disc, o->libs[i]))
+				goto out;
+		discovery_scan_system(s.disc);
+	}
 	if (start_targets(&s, &release_fd))
 		goto out_kill;
+	if (o->view->begin && o->view->begin(&s))
+		goto out_kill;
+	if (tracer_adopted(s.tracer))
+		adopt(&s);
 	start_clocks(&s);
 	announce(&s);
 	if (release_fd >= 0) {
@@ -559,6 +620,8 @@ int session_run(const struct options *o)
 	tracer_stop_watching(s.tracer);
 	drain(&s);
 	rc = finish(&s, rc);
+	if (o->view->end)
+		o->view->end(&s);
 	goto out;
 
 out_kill:

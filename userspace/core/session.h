@@ -28,6 +28,12 @@ struct view_ops {
 	double (*sample_interval)(const struct options *o);
 	double (*report_interval)(const struct options *o);
 	bool report_at_start;	/* the first report as soon as tracing begins */
+	/* Without -c, -p, selections or --lib, reads a running agent's state instead of
+	 * attaching probes of its own (--no-agent: never). */
+	bool reads_agent;
+	/* Once tracing has begun, before the first report; non-zero ends the run (exit 1). */
+	int (*begin)(struct session *s);
+	void (*end)(struct session *s);	/* after the final report */
 	void (*on_event)(struct session *s, const struct snap_event *e);
 	/* A failed allocation, with a snapshot taken when it arrived (a burst shares one). */
 	void (*on_failure)(struct session *s, const struct snap_event *e,
@@ -54,6 +60,8 @@ struct session {
 	int write_errno;	/* the first failed write of the report */
 	struct snapshot *last_failure_snap;
 	uint64_t last_failure_snap_ns;
+	uint64_t next_sweep;	/* reader or agent: the next look for processes gone unseen */
+	void *view_state;	/* the view's own, between begin and end */
 };
 
 /* Runs the whole session; returns the process exit status. */

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The one owner of the BPF skeleton and its fds: open, size maps from options, load, attach
  * the lifecycle programs, lend the uprobe programs to probes.c, hand the accounting maps to
- * the model (their only reader), and run the ring-buffer loop. */
+ * the model (their only reader), and run the ring-buffer loop. An agent's tracer pins its
+ * maps and links (pin.c) and adopts what an earlier agent pinned; a reader's tracer has no
+ * skeleton at all, only a running agent's maps. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <limits.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -16,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "gpumem.skel.h"
+#include "pin.h"
 #include "probes.h"
 #include "tracer.h"
 #include "uprobe_multi.h"
@@ -26,12 +32,22 @@ struct record_handler {
 	void *ctx;
 };
 
+#define LIFECYCLE_PROGS 4
+
 struct tracer {
-	struct gpumem_bpf *skel;
+	struct gpumem_bpf *skel;	/* NULL for a reader */
 	struct ring_buffer *rb;
 	struct record_handler handler;
 	bool watches_opens;
 	bool multi;
+	/* The agent's pins (tracer_opts.pin_dir), or the agent a reader reads. */
+	const char *pin_dir;
+	bool adopted;		/* the pinned state was an earlier agent's */
+	struct gm_agent agent;
+	uint64_t last_beat_ns;
+	int adopted_links[LIFECYCLE_PROGS];	/* an earlier agent's lifecycle links */
+	unsigned int nadopted;
+	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -114,9 +130,10 @@ static void share_holds(struct gpumem_bpf *skel)
 }
 
 static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi,
-					  bool with_open_watch)
+					  bool with_open_watch, bool *adopting)
 {
 	struct gpumem_bpf *skel = gpumem_bpf__open();
+	int err;
 
 	if (!skel)
 		return NULL;
@@ -135,6 +152,14 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	share_holds(skel);
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
+	if (o->pin_dir) {
+		err = pin_prepare(skel->obj, o->pin_dir, adopting);
+		if (err) {
+			gpumem_bpf__destroy(skel);
+			errno = -err;
+			return NULL;
+		}
+	}
 	return skel;
 }
 
@@ -158,19 +183,49 @@ static int fill_cgroup_filter(struct gpumem_bpf *skel, const struct tracer_opts 
 	return 0;
 }
 
+/* A lifecycle program's link: an earlier agent's pinned one (1), else a new one (0), pinned
+ * when this is an agent; -errno when it cannot be attached. */
+static int attach_lifecycle_prog(struct tracer *t, struct bpf_program *prog, struct bpf_link **link)
+{
+	char name[PATH_MAX];
+	int fd, err;
+
+	if (t->pin_dir) {
+		snprintf(name, sizeof(name), "%s/link-%s", t->pin_dir, bpf_program__name(prog));
+		fd = t->adopted ? bpf_obj_get(name) : -1;
+		if (fd >= 0) {
+			t->adopted_links[t->nadopted++] = fd;
+			return 1;
+		}
+	}
+	*link = bpf_program__attach(prog);
+	if (!*link)
+		return -errno;
+	if (t->pin_dir) {
+		err = bpf_link__pin(*link, name);
+		if (err) {
+			p_err("cannot pin %s: %s", name, strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
 static int attach_lifecycle(struct tracer *t)
 {
 	struct gpumem_bpf *skel = t->skel;
-	struct bpf_link *link;
+	int err;
 
-	skel->links.on_exec = bpf_program__attach(skel->progs.on_exec);
-	skel->links.on_fork = bpf_program__attach(skel->progs.on_fork);
-	skel->links.on_exit = bpf_program__attach(skel->progs.on_exit);
-	if (!skel->links.on_exec || !skel->links.on_fork || !skel->links.on_exit)
-		return -errno;
-	link = bpf_program__attach(skel->progs.on_unmapped_area);
-	if (link) {
-		skel->links.on_unmapped_area = link;
+	if ((err = attach_lifecycle_prog(t, skel->progs.on_exec, &skel->links.on_exec)) < 0 ||
+	    (err = attach_lifecycle_prog(t, skel->progs.on_fork, &skel->links.on_fork)) < 0 ||
+	    (err = attach_lifecycle_prog(t, skel->progs.on_exit, &skel->links.on_exit)) < 0)
+		return err;
+	if (!bpf_program__autoload(skel->progs.on_unmapped_area))
+		err = -ENOENT;
+	else
+		err = attach_lifecycle_prog(t, skel->progs.on_unmapped_area,
+					    &skel->links.on_unmapped_area);
+	if (err >= 0) {
 		t->watches_opens = true;
 	} else {
 		p_debug("the vm_unmapped_area tracepoint is unavailable: new libraries are found on exec "
@@ -213,15 +268,29 @@ static void resume_orphans(struct tracer *t)
 	}
 }
 
+#define AGENT_BEAT_NS 500000000ull	/* the agent record's heartbeat: twice a second */
+
 void tracer_heartbeat(struct tracer *t)
 {
-	t->skel->bss->heartbeat_ns = now_ns();
+	uint64_t now = now_ns();
+
+	if (!t->skel)
+		return;
+	t->skel->bss->heartbeat_ns = now;
+	if (t->pin_dir && now - t->last_beat_ns >= AGENT_BEAT_NS) {
+		t->agent.heartbeat_ns = now;
+		t->last_beat_ns = now;
+		if (pin_write_agent(t->pin_dir, &t->agent))
+			p_debug("cannot write the agent record in %s", t->pin_dir);
+	}
 }
 
 void tracer_release(struct tracer *t, int pid)
 {
 	__u32 key = (__u32)pid;
 
+	if (!t->skel)
+		return;
 	kill((pid_t)pid, SIGCONT);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.holds), &key);
 }
@@ -250,6 +319,22 @@ static void report_kernel_memory(struct gpumem_bpf *skel)
 		"--max-sites, --max-procs, --ringbuf-mb)", (double)total / (1 << 20));
 }
 
+/* The agent record of the pins: this agent's, with the pins' first start kept. */
+static void start_agent_record(struct tracer *t)
+{
+	struct gm_agent old = { 0 };
+	uint64_t now = now_ns();
+
+	if (!t->adopted || pin_read_agent(t->pin_dir, &old))
+		old.started_ns = now;
+	t->agent = (struct gm_agent){ .layout = GM_LAYOUT_VERSION, .pid = (__u32)getpid(),
+				      .heartbeat_ns = now, .started_ns = old.started_ns };
+	t->last_beat_ns = now;
+	if (pin_write_agent(t->pin_dir, &t->agent))
+		p_err("warning: cannot write the agent record in %s: readers will not find it",
+		      t->pin_dir);
+}
+
 static int ringbuf_cb(void *ctx, void *data, size_t size)
 {
 	struct record_handler *h = ctx;
@@ -270,9 +355,17 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	} tries[] = { { true, true }, { false, true }, { false, false } };
 
 	err = -EINVAL;
+	t->pin_dir = opts->pin_dir;
 	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
+		if (opts->pin_dir && !tries[i].multi)
+			continue;	/* an agent's probes are pinned uprobe_multi links */
 		gpumem_bpf__destroy(t->skel);
-		t->skel = open_configured(opts, tries[i].multi, tries[i].open_watch);
+		t->skel = open_configured(opts, tries[i].multi, tries[i].open_watch, &t->adopted);
+		if (!t->skel && opts->pin_dir && (errno == EEXIST || errno == EBUSY ||
+						  errno == ENOTSUP || errno == ENAMETOOLONG)) {
+			err = -errno;	/* pin_prepare said why */
+			goto out_free;
+		}
 		if (!t->skel) {
 			err = -errno;
 			p_err("cannot open the BPF object: %s", strerror(-err));
@@ -306,6 +399,8 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		goto out_destroy;
 	}
 	report_kernel_memory(t->skel);
+	if (t->pin_dir)
+		start_agent_record(t);
 	t->handler.fn = on_record;
 	t->handler.ctx = ctx;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ringbuf_cb, &t->handler, NULL);
@@ -328,13 +423,29 @@ void tracer_close(struct tracer *t)
 {
 	if (!t)
 		return;
+	if (t->pin_dir && t->skel) {	/* the pins stay: no agent reads them now */
+		t->agent.pid = 0;
+		pin_write_agent(t->pin_dir, &t->agent);
+	}
+	for (unsigned int i = 0; i < t->nadopted; i++)
+		close(t->adopted_links[i]);
+	if (!t->skel)
+		pin_close_maps(&t->reader_maps);
 	ring_buffer__free(t->rb);
-	gpumem_bpf__destroy(t->skel);
+	gpumem_bpf__destroy(t->skel);	/* pinned links stay attached */
 	free(t);
 }
 
 struct model_maps tracer_model_maps(const struct tracer *t)
 {
+	if (!t->skel)
+		return (struct model_maps){
+			.procs = t->reader_maps.procs,
+			.sites = t->reader_maps.sites,
+			.allocs = t->reader_maps.allocs,
+			.stacks = t->reader_maps.stacks,
+			.counters = t->reader_maps.counters,
+		};
 	return (struct model_maps){
 		.procs = bpf_map__fd(t->skel->maps.procs),
 		.sites = bpf_map__fd(t->skel->maps.sites),
@@ -346,14 +457,27 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 
 int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out)
 {
-	const struct probe_programs pp = {
+	struct probe_programs pp;
+	struct stat st;
+
+	*out = NULL;
+	if (!t->skel)
+		return -EOPNOTSUPP;
+	pp = (struct probe_programs){
 		.enter_alloc = t->skel->progs.enter_alloc,
 		.enter_alloc_pitch = t->skel->progs.enter_alloc_pitch,
 		.enter_free = t->skel->progs.enter_free,
 		.call_return = t->skel->progs.call_return,
 		.multi = t->multi,
+		.pin_dir = t->pin_dir,
 	};
-
+	if (t->pin_dir) {
+		if (stat(path, &st))
+			return -errno;
+		pp.pin_kdev = gm_kernel_dev(major(st.st_dev), minor(st.st_dev));
+		pp.pin_ino = st.st_ino;
+		pp.adopt = pin_file_linked(t->pin_dir, pp.pin_kdev, pp.pin_ino);
+	}
 	return attach_file(&pp, path, out);
 }
 
@@ -362,6 +486,8 @@ int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino)
 	struct gm_file_key key = { .dev = dev, .ino = ino };
 	__u8 one = 1;
 
+	if (!t->skel)
+		return 0;
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_files), &key, &one, BPF_ANY))
 		return -errno;
 	return 0;
@@ -372,6 +498,8 @@ int tracer_add_target(struct tracer *t, int pid)
 	__u32 key = (__u32)pid;
 	__u8 one = 1;
 
+	if (!t->skel)
+		return -EOPNOTSUPP;
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &key, &one, BPF_ANY))
 		return -errno;
 	return 0;
@@ -381,6 +509,8 @@ int tracer_remove_target(struct tracer *t, int pid)
 {
 	__u32 key = (__u32)pid;
 
+	if (!t->skel)
+		return 0;
 	if (bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &key))
 		return -errno;
 	return 0;
@@ -388,8 +518,13 @@ int tracer_remove_target(struct tracer *t, int pid)
 
 int tracer_poll(struct tracer *t, int timeout_ms)
 {
-	int n = ring_buffer__poll(t->rb, timeout_ms);
+	int n;
 
+	if (!t->rb) {	/* a reader: the agent reads the events */
+		usleep((useconds_t)timeout_ms * 1000);
+		return 0;
+	}
+	n = ring_buffer__poll(t->rb, timeout_ms);
 	return n == -EINTR ? 0 : n;
 }
 
@@ -400,9 +535,50 @@ bool tracer_watches_opens(const struct tracer *t)
 
 void tracer_stop_watching(struct tracer *t)
 {
+	if (!t->skel)
+		return;
 	t->skel->bss->holds_enabled = false;
 	usleep(20000);	/* a program that saw the flag set has submitted its event by now */
 	bpf_link__destroy(t->skel->links.on_unmapped_area);
 	t->skel->links.on_unmapped_area = NULL;
 	t->watches_opens = false;
+}
+
+bool tracer_adopted(const struct tracer *t)
+{
+	return t->adopted;
+}
+
+bool tracer_is_reader(const struct tracer *t)
+{
+	return !t->skel;
+}
+
+int tracer_agent_pid(const struct tracer *t)
+{
+	return (int)t->agent.pid;
+}
+
+int tracer_open_reader(const char *pin_dir, struct tracer **out)
+{
+	struct tracer *t;
+	struct gm_agent a;
+
+	*out = NULL;
+	if (pin_read_agent(pin_dir, &a) || !pin_agent_running(&a))
+		return -ESRCH;
+	if (a.layout != GM_LAYOUT_VERSION) {
+		p_err("warning: the agent on %s (PID %u) has layout %u, this gpumem %u: using "
+		      "probes of its own", pin_dir, a.pid, a.layout, GM_LAYOUT_VERSION);
+		return -ESRCH;
+	}
+	t = xcalloc(1, sizeof(*t));
+	if (pin_open_maps(pin_dir, &t->reader_maps)) {
+		free(t);
+		return -ENOENT;
+	}
+	t->pin_dir = pin_dir;
+	t->agent = a;
+	*out = t;
+	return 0;
 }

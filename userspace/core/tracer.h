@@ -22,6 +22,7 @@ struct tracer_opts {
 	uint32_t max_sites;
 	uint32_t max_procs;
 	uint32_t ringbuf_mb;
+	const char *pin_dir;	/* an agent: maps and links pinned there, adopted at restart */
 };
 
 /* Receives every ring-buffer record; returns 0 or -errno. */
@@ -53,6 +54,14 @@ bool tracer_watches_opens(const struct tracer *t);
 void tracer_heartbeat(struct tracer *t);
 /* Resumes a process this instance paused, and forgets the hold. */
 void tracer_release(struct tracer *t, int pid);
+/* Whether the agent adopted the pinned state of an earlier one. */
+bool tracer_adopted(const struct tracer *t);
+/* A reader of a running agent's pinned maps (no probes, no ring buffer); -ESRCH when no
+ * agent of this layout runs on pin_dir. */
+int tracer_open_reader(const char *pin_dir, struct tracer **out);
+bool tracer_is_reader(const struct tracer *t);
+/* The agent a reader reads, or this agent. */
+int tracer_agent_pid(const struct tracer *t);
 /* Stops holding processes that map new CUDA libraries; a drain after it answers every hold. */
 void tracer_stop_watching(struct tracer *t);
 

@@ -2,6 +2,7 @@
 /* The probe table of DESIGN.md, and attaching its entry/return programs to one file. */
 #include <errno.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "elf_syms.h"
+#include "pin.h"
 #include "probes.h"
 #include "uprobe_multi.h"
 #include "util.h"
@@ -201,6 +203,35 @@ static int attach_one(const struct probe_programs *pp, struct attached_file *f, 
 	return 0;
 }
 
+/* The agent's link for program i of a file: the one an earlier agent pinned (adopt), else a
+ * new one, pinned. */
+static int pinned_link(const struct probe_programs *pp, struct attached_file *f, unsigned int i,
+		       const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
+{
+	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
+					pp->call_return };
+	char name[PATH_MAX];
+	int fd, err;
+
+	if (pin_file_link_name(name, sizeof(name), pp->pin_dir, pp->pin_kdev, pp->pin_ino, i))
+		return -ENAMETOOLONG;
+	if (pp->adopt) {
+		fd = bpf_obj_get(name);
+		if (fd < 0)
+			p_err("%s: a pinned link is missing (%s): %s", f->path, name, strerror(errno));
+		return fd < 0 ? -ENOENT : fd;
+	}
+	fd = uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
+	if (fd < 0)
+		return fd;
+	err = pin_fd(fd, name);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 /* One link for each entry program with the probes of its shapes, one for every return. */
 static int attach_multi(const struct probe_programs *pp, struct attached_file *f)
 {
@@ -225,7 +256,8 @@ static int attach_multi(const struct probe_programs *pp, struct attached_file *f
 		}
 		if (!cnt)
 			continue;
-		fd = uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
+		fd = pp->pin_dir ? pinned_link(pp, f, i, offsets, cookies, cnt, ret)
+				 : uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
 		if (fd < 0)
 			return fd;
 		f->multi_fds[f->nmulti++] = fd;
@@ -263,6 +295,12 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 	err = elf_for_each_func(path, collect_symbol, f);
 	if (err)
 		goto out_free;
+	if (pp->pin_dir && !pp->multi) {
+		p_err("the agent pins its probes as uprobe_multi links, which this kernel lacks "
+		      "(Linux 6.6 or later)");
+		err = -EOPNOTSUPP;
+		goto out_free;
+	}
 	err = pp->multi ? attach_multi(pp, f) : attach_each(pp, f);
 	if (err) {
 		if (pp->multi)	/* the caller says what it does about it */

@@ -39,6 +39,11 @@ struct attached_file;
 struct probe_programs {
 	struct bpf_program *enter_alloc, *enter_alloc_pitch, *enter_free, *call_return;
 	bool multi;	/* in uprobe_multi links (else one perf-event link per probe) */
+	/* The agent's pins (pin.h): each link is pinned by the file's device and inode, and a
+	 * file whose links an earlier agent pinned is adopted (its links opened, not made). */
+	const char *pin_dir;	/* NULL: nothing pinned */
+	uint64_t pin_kdev, pin_ino;
+	bool adopt;
 };
 
 /* Attaches every probe-table symbol that path defines; *out is NULL when it defines none.

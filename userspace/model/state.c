@@ -703,7 +703,7 @@ static void queue_delete(struct walk *w, const void *key)
 
 static void delete_queued(int fd, struct walk *w)
 {
-	for (size_t i = 0; i < w->ndel; i++)
+	for (size_t i = 0; i < w->ndel && !w->s->opt.read_only; i++)
 		bpf_map_delete_elem(fd, (char *)w->del_keys + i * w->ksz);
 	free(w->del_keys);
 	w->del_keys = NULL;
@@ -898,7 +898,7 @@ static int read_maps(struct state *s, const int *pids, size_t npids, unsigned in
 		delete_queued(s->fd.allocs, &w);
 	}
 	mark_ages(s, pids, npids, need_ages, w.median);
-	if (pids) {
+	if (pids && !s->opt.read_only) {
 		for (size_t i = 0; i < npids; i++) {
 			__u32 key = (__u32)pids[i];
 
@@ -971,4 +971,34 @@ size_t state_reap(struct state *s)
 	s->npending = 0;
 	state_retain(s, now);
 	return n;
+}
+
+size_t state_sweep_vanished(struct state *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct proc_rec *p = s->procs[i];
+
+		if (p->alive && p->have_stats && !proc_exists(p->pid)) {
+			queue_exit(s, p->pid);
+			n++;
+		}
+	}
+	return n;
+}
+
+void state_count(const struct state *s, size_t *living, size_t *ended)
+{
+	*living = *ended = 0;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct proc_rec *p = s->procs[i];
+
+		if (!p->have_stats)
+			continue;
+		if (p->alive)
+			(*living)++;
+		else
+			(*ended)++;
+	}
 }

@@ -101,6 +101,7 @@ struct state_opts {
 	uint32_t keep_ended;	/* 0: STATE_KEEP_ENDED_DEFAULT */
 	double keep_ended_s;	/* 0: STATE_KEEP_ENDED_S_DEFAULT */
 	uint32_t keep_failures;	/* 0: STATE_KEEP_FAILURES_DEFAULT */
+	bool read_only;		/* another's maps (a running agent's): never delete entries */
 };
 
 struct age_note;
@@ -148,6 +149,11 @@ void state_on_failure(struct state *s, const struct gm_call_event *e);
 void state_on_exec(struct state *s, int pid);
 /* One executable mapping of an ending process (sent before its exit record). */
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
+/* Queues every process that gpumem holds as living but that is gone (its end was not seen:
+ * it ended while no agent ran, or its exit record was lost); returns how many. */
+size_t state_sweep_vanished(struct state *s);
+/* Processes that made an accounted call: living, and ended but kept. */
+void state_count(const struct state *s, size_t *living, size_t *ended);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
 /* Registers and stack top of a new site's first allocation: unwinds them with CFI. */

@@ -10,5 +10,6 @@ extern const struct view_ops trace_view;
 extern const struct view_ops top_view;
 extern const struct view_ops leaks_view;
 extern const struct view_ops oom_view;
+extern const struct view_ops serve_view;
 
 #endif

@@ -269,6 +269,7 @@ static double print_interval(const struct options *o)
 }
 
 const struct view_ops leaks_view = {
+	.reads_agent = true,
 	.name = "leaks",
 	.keeps_history = true,
 	.report_wants = SNAP_AGES | SNAP_MEDIAN_AGES,

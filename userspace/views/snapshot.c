@@ -174,6 +174,7 @@ static int snapshot_finish(struct session *s, const struct snapshot *snap)
 }
 
 const struct view_ops snapshot_view = {
+	.reads_agent = true,
 	.name = "snapshot",
 	.report_wants = SNAP_AGES | SNAP_FAILURES,
 	.finish = snapshot_finish,

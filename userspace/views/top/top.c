@@ -104,6 +104,7 @@ static double report_interval(const struct options *o)
 }
 
 const struct view_ops top_view = {
+	.reads_agent = true,
 	.name = "top",
 	.keeps_history = true,
 	.report_wants = SNAP_DEVICES,

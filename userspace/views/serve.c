@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+/* gpumem serve: the agent's view. It publishes a snapshot every interval for the metrics
+ * endpoint, and logs the notable events on stderr, one line each: start and adoption (the
+ * session says those), CUDA files attached, failed allocations, processes that end, stop. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "common.h"
+#include "probes.h"
+#include "json.h"
+#include "session.h"
+#include "units.h"
+#include "util.h"
+
+#define FAILURE_LINES_PER_S 10	/* a failure storm is summed up, not logged a line each */
+
+struct serve_state {
+	unsigned int files;	/* CUDA files attached, as last logged */
+	uint64_t second;	/* the second whose failure lines are counted */
+	unsigned int lines, unlogged;
+};
+
+static double serve_interval(const struct options *o)
+{
+	return o->interval_s > 0 ? o->interval_s : 1.0;
+}
+
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void log_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("gpumem: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int serve_begin(struct session *s)
+{
+	s->view_state = xcalloc(1, sizeof(struct serve_state));
+	log_line("serving: state pinned in %s", s->opt->pin_dir);
+	return 0;
+}
+
+/* Failure lines: at most FAILURE_LINES_PER_S a second, and how many were not logged. */
+static bool failure_line_allowed(struct serve_state *st, uint64_t now)
+{
+	uint64_t second = now / 1000000000ull;
+
+	if (second != st->second) {
+		if (st->unlogged)
+			log_line("%u more failed allocations in the last second (counted in "
+				 "gpumem_process_failed_allocations_total)", st->unlogged);
+		st->second = second;
+		st->lines = st->unlogged = 0;
+	}
+	if (st->lines < FAILURE_LINES_PER_S) {
+		st->lines++;
+		return true;
+	}
+	st->unlogged++;
+	return false;
+}
+
+static void serve_event(struct session *s, const struct snap_event *se)
+{
+	struct serve_state *st = s->view_state;
+	const struct gm_call_event *e = se->ev;
+	char comm[4 * GM_COMM_LEN + 1], size[32];
+
+	text_sanitize(comm, sizeof(comm), e->comm);
+	if (e->type == GM_REC_PROCESS_EXIT) {
+		log_line("process %u (%s) ended, exit status %d", e->pid, comm, e->error);
+	} else if (e->type == GM_REC_ALLOC_FAILED && failure_line_allowed(st, now_ns())) {
+		fmt_size(size, sizeof(size), e->size, s->opt->exact_bytes);
+		log_line("allocation failed: process %u (%s) %s of %s: %s (%d)", e->pid, comm,
+			 probe_api_name(e->api), size, cuda_error_name(e->layer, e->error), e->error);
+	}
+}
+
+static void serve_report(struct session *s, const struct snapshot *snap)
+{
+	struct serve_state *st = s->view_state;
+
+	if (snap->disc.files != st->files) {
+		log_line("probes on %u CUDA files (%u probes)", snap->disc.files, snap->disc.probes);
+		st->files = snap->disc.files;
+	}
+	failure_line_allowed(st, now_ns());	/* a storm's summary line, once it is over */
+}
+
+static void serve_end(struct session *s)
+{
+	log_line("stopped; the probes stay pinned in %s and keep counting (gpumem serve "
+		 "--reset removes them)", s->opt->pin_dir);
+	free(s->view_state);
+	s->view_state = NULL;
+}
+
+const struct view_ops serve_view = {
+	.name = "serve",
+	.report_interval = serve_interval,
+	.report_at_start = true,
+	.tick_s = 0.1,
+	.begin = serve_begin,
+	.on_event = serve_event,
+	.on_report = serve_report,
+	.end = serve_end,
+};
