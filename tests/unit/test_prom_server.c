@@ -3,6 +3,7 @@
  * methods under eight concurrent clients while the publisher swaps snapshots, slow clients
  * that hold nobody up, and the addresses and ports it refuses. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -345,8 +346,21 @@ static void test_listen_addresses_gpumem_cannot_read_are_refused(void **state)
 	}
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 static void test_a_port_in_use_is_refused_and_stop_frees_it(void **state)
 {
+	int fds = open_fds();
 	struct prom_server *a = start_on_loopback(), *b = (struct prom_server *)&b;
 	char where[32];
 
@@ -359,6 +373,7 @@ static void test_a_port_in_use_is_refused_and_stop_frees_it(void **state)
 	assert_true(got(AF_INET, prom_server_port(b), "GET", "/healthz", 503, NULL));
 	prom_server_stop(b);
 	prom_server_stop(NULL);
+	assert_int_equal(open_fds(), fds);	/* sockets, epoll and wake-up descriptors */
 }
 
 static void test_ipv6_loopback_in_brackets_listens(void **state)

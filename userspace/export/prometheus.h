@@ -31,7 +31,8 @@ void prom_server_publish(struct prom_server *srv, struct snapshot *s);
 uint16_t prom_server_port(const struct prom_server *srv);
 
 /* Closes the listening socket and every connection, waits for the workers, drops the
- * snapshot. NULL is a no-op. */
+ * snapshot. Call it before the session's symbolizer is freed: a scrape in progress reads the
+ * frame names the snapshot lends from it. NULL is a no-op. */
 void prom_server_stop(struct prom_server *srv);
 
 #endif
