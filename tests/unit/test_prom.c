@@ -29,12 +29,13 @@
 	"pid=\"300\",comm=\"plain\",container=\"" CID "\",pod=\"" PUID                         \
 	"\",namespace=\"\",pod_name=\"\",container_name=\"\""
 
-/* Processes 100 (hostile names, five sites, two of them with the same short stack), 200
- * (ended), 300 (alive, same container) and 400 (alive, no accounted call). */
+/* Processes 100 (hostile names; eight sites, two with the same short stack, two with api
+ * numbers gpumem has no name for), 200 (ended), 300 (alive, same container) and 400 (alive, no
+ * accounted call). */
 struct fake {
 	struct snapshot snap;
 	struct snap_proc proc[4];
-	struct snap_site sites[6];
+	struct snap_site sites[8];
 	struct snap_site site300;
 	struct snap_stack *stacks[6];
 };
@@ -111,8 +112,13 @@ static void fake_proc100(struct fake *f)
 	set_site(&f->sites[3], "cudaMallocHost", GM_KIND_HOST, f->stacks[3], 4096);
 	set_site(&f->sites[4], "cudaMallocAsync", GM_KIND_ASYNC, f->stacks[4], 30);
 	set_site(&f->sites[5], "cudaMalloc", GM_KIND_DEVICE, NULL, 0);
+	/* Two api numbers gpumem has no name for: one label text, so one series. */
+	set_site(&f->sites[6], "cudaMalloc", GM_KIND_DEVICE, f->stacks[5], 1);
+	set_site(&f->sites[7], "cudaMalloc", GM_KIND_DEVICE, f->stacks[5], 2);
+	f->sites[6].api = probe_count + 1;
+	f->sites[7].api = probe_count + 7;
 	p->sites = f->sites;
-	p->nsites = 6;
+	p->nsites = 8;
 }
 
 static void fake_init(struct fake *f)
@@ -356,7 +362,9 @@ static void test_sites_with_the_same_short_stack_are_one_series(void **state)
 					  "api=\"cudaMallocAsync\",kind=\"async\"} 30"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"[no stack]\","
 					  "api=\"cudaMalloc\",kind=\"device\"} 0"), 1);
-	assert_int_equal(count_prefix(text, site), 4);
+	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"small\","
+					  "api=\"unknown\",kind=\"device\"} 3"), 1);
+	assert_int_equal(count_prefix(text, site), 5);
 	assert_int_equal(count_line(text, "gpumem_site_host_pinned_memory_bytes{" P100 ",site=\"pin_buffer<-main\","
 					  "api=\"cudaMallocHost\"} 4096"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P300 ",site=\"small\","

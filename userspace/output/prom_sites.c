@@ -141,8 +141,9 @@ static size_t proc_rows(const struct snap_proc *p, bool host, struct site_row *r
 		if ((ss->kind == GM_KIND_HOST) != host)
 			continue;
 		prom_site_text(ss->stack, rows[n].site, sizeof(rows[n].site));
-		rows[n].api = ss->api;
-		rows[n].kind = ss->kind;
+		/* Every unknown value has one label text ("unknown"): one key for all of them. */
+		rows[n].api = ss->api < probe_count ? ss->api : UINT32_MAX;
+		rows[n].kind = ss->kind < GM_KIND_COUNT ? ss->kind : GM_KIND_COUNT;
 		rows[n].bytes = ss->st.current_bytes;
 		n++;
 	}
