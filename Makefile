@@ -19,8 +19,11 @@ USER_DIRS := userspace $(sort $(dir $(wildcard userspace/*/*.[ch] userspace/*/*/
 USER_INC := $(patsubst %/,%,$(addprefix -I,$(USER_DIRS)))
 # -MMD -MP: the compiler lists each object's headers, so editing one rebuilds what uses it.
 DEPFLAGS := -MMD -MP
-ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(BUILD)
-LIBS := -lbpf -ldw -lelf -lz -lncursesw -ldl -lm
+# The version gpumem reports (gpumem_build_info).
+VERSION := 0.1.0
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(BUILD) \
+	-DGPUMEM_VERSION='"$(VERSION)"'
+LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lpthread -ldl -lm
 
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))

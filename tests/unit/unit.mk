@@ -6,7 +6,7 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm
-UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted
+UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted prom prom_server
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -21,6 +21,10 @@ unit_mods_state := state stacks publish snapshot retention cgroups nvml symboliz
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted
+unit_mods_prom := prom prom_sites prom_writer report json snapshot probes elf_syms uprobe_multi util
+unit_mods_prom_server := prometheus $(unit_mods_prom)
+# Libraries a test needs beyond UNIT_LIBS.
+unit_libs_prom_server := -lmicrohttpd -lpthread
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
@@ -36,7 +40,7 @@ $(UNIT_OUT)/obj/test_%.o: $(UNIT_DIR)/test_%.c | $(BUILD)/gpumem.skel.h
 
 define unit_link_rule
 $(UNIT_OUT)/test_$(1): $(UNIT_OUT)/obj/test_$(1).o $(patsubst %,$(UNIT_OUT)/mod/%.o,$(unit_mods_$(1)))
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(UNIT_LIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(UNIT_LIBS) $$(unit_libs_$(1))
 endef
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_link_rule,$(t))))
 

@@ -121,11 +121,7 @@ void jw_array_end(struct json_writer *w)
 	jw_pop(w, ']');
 }
 
-/*
- * Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not valid:
- * overlong forms, surrogates and code points above U+10FFFF are invalid.
- */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
+size_t utf8_seq_len(const unsigned char *s, size_t n)
 {
 	unsigned char c = s[0];
 	size_t len, i;

@@ -48,6 +48,11 @@ void jw_kv_null(struct json_writer *w, const char *key);
  * depth 0; the next value then starts a new top-level document. */
 void jw_newline(struct json_writer *w);
 
+/* Length of the valid UTF-8 sequence at s (at most n bytes, n > 0), or 0 when it is not
+ * valid: overlong forms, surrogates and code points above U+10FFFF are invalid. The one
+ * UTF-8 check of every escaping writer. */
+size_t utf8_seq_len(const unsigned char *s, size_t n);
+
 /* Copies src into dst (always NUL-terminated, truncated at a character boundary) with
  * control characters, C1 controls and bytes that are not valid UTF-8 replaced by '?'. */
 void text_sanitize(char *dst, size_t dstlen, const char *src);

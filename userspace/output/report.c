@@ -196,8 +196,20 @@ static const struct {
 	  "counts stay exact; raise --keep-failures" },
 };
 
-static uint64_t loss_value(const struct snapshot *snap, size_t i)
+size_t loss_count(void)
 {
+	return sizeof(losses) / sizeof(losses[0]);
+}
+
+const char *loss_name(size_t i)
+{
+	return i < loss_count() ? losses[i].name : "unknown";
+}
+
+uint64_t loss_value(const struct snapshot *snap, size_t i)
+{
+	if (i >= loss_count())
+		return 0;
 	return losses[i].user ? snap->lost[losses[i].which] : snap->counters[losses[i].which];
 }
 

@@ -27,6 +27,11 @@ void json_site_fields(struct json_writer *w, const struct snap_proc *p, const st
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns);
 /* A failure record of the snapshot contract, as one object. */
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f);
+/* The loss counters, the kernel's and userspace's, in the order json_lost writes them: their
+ * number, the name of the i-th (its JSON key), and its value in snap. */
+size_t loss_count(void);
+const char *loss_name(size_t i);
+uint64_t loss_value(const struct snapshot *snap, size_t i);
 /* "lost": every loss counter, zero or not. */
 void json_lost(struct json_writer *w, const struct snapshot *snap);
 /* A string whose value gpumem may not know: null when !valid. */

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0
+/* gpumem's metric families from one snapshot: build info, processes, containers, pods and
+ * every loss counter (the call sites are prom_sites.c's). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "probes.h"
+#include "prom.h"
+#include "prom_families.h"
+#include "report.h"
+#include "util.h"
+
+#ifndef GPUMEM_VERSION
+#define GPUMEM_VERSION "unknown"
+#endif
+
+#define GAUGE "gauge"
+#define COUNTER "counter"
+
+bool prom_proc_shown(const struct snapshot *s, size_t i)
+{
+	const struct snap_proc *p = &s->procs[i], *next;
+
+	if (!p->alive || !(p->valid & SP_STATS))
+		return false;
+	next = i + 1 < s->nprocs ? &s->procs[i + 1] : NULL;
+	return !(next && next->pid == p->pid && next->alive && (next->valid & SP_STATS));
+}
+
+void prom_proc_labels(const struct snap_proc *p, struct proc_labels *pl)
+{
+	const struct container_info *ci = &p->container;
+
+	snprintf(pl->pid, sizeof(pl->pid), "%d", p->pid);
+	snprintf(pl->comm, sizeof(pl->comm), "%.*s", GM_COMM_LEN,
+		 p->valid & SP_COMM ? p->comm : "");
+	pl->ls.n = 0;
+	prom_label_add(&pl->ls, "pid", pl->pid);
+	prom_label_add(&pl->ls, "comm", pl->comm);
+	prom_label_add(&pl->ls, "container", ci->has_id ? ci->id : "");
+	prom_label_add(&pl->ls, "pod", ci->has_pod ? ci->pod_uid : "");
+	prom_label_add(&pl->ls, "namespace", ci->pod_namespace);
+	prom_label_add(&pl->ls, "pod_name", ci->pod_name);
+	prom_label_add(&pl->ls, "container_name", ci->container_name);
+}
+
+static bool is_gpu_kind(unsigned int kind)
+{
+	return kind < GM_KIND_COUNT && kind != GM_KIND_HOST;
+}
+
+/* ---- processes ---- */
+
+/* The per-process families with one sample each: a number of struct gm_proc_stats. */
+static const struct proc_family {
+	const char *name, *type, *help;
+	size_t off;
+} proc_families[] = {
+	{ "gpumem_process_host_pinned_memory_bytes", GAUGE,
+	  "Page-locked host memory the process holds now (cudaMallocHost, cudaHostAlloc, "
+	  "cuMemAllocHost); never part of its GPU memory.",
+	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_HOST]) },
+	{ "gpumem_process_live_allocations", GAUGE,
+	  "GPU allocations the process holds now (host pinned ones not included).",
+	  offsetof(struct gm_proc_stats, current_allocs) },
+	{ "gpumem_process_peak_memory_bytes", GAUGE,
+	  "The most GPU memory the process held at once since gpumem first saw it.",
+	  offsetof(struct gm_proc_stats, peak_bytes) },
+	{ "gpumem_process_allocations_total", COUNTER,
+	  "Successful allocation calls of the process, of every kind.",
+	  offsetof(struct gm_proc_stats, alloc_count) },
+	{ "gpumem_process_frees_total", COUNTER,
+	  "Successful free calls of the process that freed an allocation gpumem saw.",
+	  offsetof(struct gm_proc_stats, free_count) },
+	{ "gpumem_process_failed_allocations_total", COUNTER,
+	  "Allocation calls of the process that returned an error.",
+	  offsetof(struct gm_proc_stats, failed_count) },
+	{ "gpumem_process_allocated_bytes_total", COUNTER,
+	  "Bytes of the successful allocations of the process, of every kind.",
+	  offsetof(struct gm_proc_stats, alloc_bytes_total) },
+};
+
+static uint64_t stat_at(const struct gm_proc_stats *st, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)st + off, sizeof(v));
+	return v;
+}
+
+static void write_process_memory(FILE *out, const struct snapshot *s)
+{
+	struct proc_labels pl;
+
+	prom_family(out, "gpumem_process_memory_bytes", GAUGE,
+		    "GPU memory the process holds now, by kind (device, managed, async, vmm); "
+		    "their sum is its GPU memory.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!prom_proc_shown(s, i))
+			continue;
+		prom_proc_labels(&s->procs[i], &pl);
+		pl.ls.n++;
+		for (unsigned int k = 0; k < GM_KIND_COUNT; k++) {
+			if (!is_gpu_kind(k))
+				continue;
+			pl.ls.l[pl.ls.n - 1] = (struct prom_label){ "kind", kind_name(k) };
+			prom_sample(out, "gpumem_process_memory_bytes", &pl.ls,
+				    s->procs[i].st.by_kind[k]);
+		}
+	}
+}
+
+static void write_processes(FILE *out, const struct snapshot *s)
+{
+	struct proc_labels pl;
+	uint64_t shown = 0;
+
+	for (size_t i = 0; i < s->nprocs; i++)
+		shown += prom_proc_shown(s, i);
+	prom_family(out, "gpumem_processes", GAUGE,
+		    "Processes alive that made an allocation call gpumem accounted.");
+	prom_sample(out, "gpumem_processes", NULL, shown);
+	write_process_memory(out, s);
+	for (size_t f = 0; f < ARRAY_SIZE(proc_families); f++) {
+		const struct proc_family *pf = &proc_families[f];
+
+		prom_family(out, pf->name, pf->type, pf->help);
+		for (size_t i = 0; i < s->nprocs; i++) {
+			if (!prom_proc_shown(s, i))
+				continue;
+			prom_proc_labels(&s->procs[i], &pl);
+			prom_sample(out, pf->name, &pl.ls, stat_at(&s->procs[i].st, pf->off));
+		}
+	}
+}
+
+/* ---- containers and pods ---- */
+
+/* The processes of one container (by id) or one pod (by UID), summed; a label is taken from
+ * the first process that knows it. */
+struct group {
+	const char *key;
+	const char *container, *pod, *ns, *pod_name, *container_name;
+	uint64_t by_kind[GM_KIND_COUNT];
+	uint64_t procs;
+};
+
+struct scope {
+	bool pod;	/* a pod's group, else a container's */
+	const char *memory, *host, *procs;	/* family names */
+	const char *what;	/* in HELP */
+};
+
+static const struct scope scopes[] = {
+	{ false, "gpumem_container_memory_bytes", "gpumem_container_host_pinned_memory_bytes",
+	  "gpumem_container_processes", "container" },
+	{ true, "gpumem_pod_memory_bytes", "gpumem_pod_host_pinned_memory_bytes",
+	  "gpumem_pod_processes", "pod" },
+};
+
+static const char *first_known(const char *have, const char *s)
+{
+	return have && have[0] ? have : s;
+}
+
+/* One process's group. */
+static void group_of(struct group *g, const struct snap_proc *p, const char *key)
+{
+	const struct container_info *ci = &p->container;
+
+	g->key = key;
+	g->container = ci->has_id ? ci->id : "";
+	g->pod = ci->has_pod ? ci->pod_uid : "";
+	g->ns = ci->pod_namespace;
+	g->pod_name = ci->pod_name;
+	g->container_name = ci->container_name;
+	memcpy(g->by_kind, p->st.by_kind, sizeof(g->by_kind));
+	g->procs = 1;
+}
+
+static void group_merge(struct group *into, const struct group *g)
+{
+	into->container = first_known(into->container, g->container);
+	into->pod = first_known(into->pod, g->pod);
+	into->ns = first_known(into->ns, g->ns);
+	into->pod_name = first_known(into->pod_name, g->pod_name);
+	into->container_name = first_known(into->container_name, g->container_name);
+	for (unsigned int k = 0; k < GM_KIND_COUNT; k++)
+		into->by_kind[k] += g->by_kind[k];
+	into->procs += g->procs;
+}
+
+static int group_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct group *)a)->key, ((const struct group *)b)->key);
+}
+
+/* The groups of a scope, sorted by key and merged: *out (free it) and their number, or
+ * -ENOMEM. */
+static ssize_t make_groups(const struct snapshot *s, const struct scope *sc, struct group **out)
+{
+	struct group *g = calloc(s->nprocs ? s->nprocs : 1, sizeof(*g));
+	size_t n = 0, m = 0;
+
+	if (!g)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct container_info *ci = &s->procs[i].container;
+
+		if (!prom_proc_shown(s, i) || !(sc->pod ? ci->has_pod : ci->has_id))
+			continue;
+		group_of(&g[n++], &s->procs[i], sc->pod ? ci->pod_uid : ci->id);
+	}
+	qsort(g, n, sizeof(*g), group_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (m && !strcmp(g[m - 1].key, g[i].key))
+			group_merge(&g[m - 1], &g[i]);
+		else
+			g[m++] = g[i];
+	}
+	*out = g;
+	return (ssize_t)m;
+}
+
+static void group_labels(const struct group *g, const struct scope *sc, struct prom_labels *ls)
+{
+	ls->n = 0;
+	if (!sc->pod)
+		prom_label_add(ls, "container", g->container);
+	prom_label_add(ls, "pod", g->pod);
+	prom_label_add(ls, "namespace", g->ns);
+	prom_label_add(ls, "pod_name", g->pod_name);
+	if (!sc->pod)
+		prom_label_add(ls, "container_name", g->container_name);
+}
+
+static void write_group_memory(FILE *out, const struct scope *sc, const struct group *g, size_t n)
+{
+	char help[160];
+	struct prom_labels ls;
+
+	snprintf(help, sizeof(help), "GPU memory the processes of the %s hold now, by kind.",
+		 sc->what);
+	prom_family(out, sc->memory, GAUGE, help);
+	for (size_t i = 0; i < n; i++) {
+		group_labels(&g[i], sc, &ls);
+		ls.n++;
+		for (unsigned int k = 0; k < GM_KIND_COUNT; k++) {
+			if (!is_gpu_kind(k))
+				continue;
+			ls.l[ls.n - 1] = (struct prom_label){ "kind", kind_name(k) };
+			prom_sample(out, sc->memory, &ls, g[i].by_kind[k]);
+		}
+	}
+}
+
+static int write_scope(FILE *out, const struct snapshot *s, const struct scope *sc)
+{
+	struct prom_labels ls;
+	struct group *g;
+	ssize_t n = make_groups(s, sc, &g);
+	char help[160];
+
+	if (n < 0)
+		return (int)n;
+	write_group_memory(out, sc, g, (size_t)n);
+	snprintf(help, sizeof(help), "Page-locked host memory the processes of the %s hold now.",
+		 sc->what);
+	prom_family(out, sc->host, GAUGE, help);
+	for (ssize_t i = 0; i < n; i++) {
+		group_labels(&g[i], sc, &ls);
+		prom_sample(out, sc->host, &ls, g[i].by_kind[GM_KIND_HOST]);
+	}
+	snprintf(help, sizeof(help), "Processes of the %s that have series.", sc->what);
+	prom_family(out, sc->procs, GAUGE, help);
+	for (ssize_t i = 0; i < n; i++) {
+		group_labels(&g[i], sc, &ls);
+		prom_sample(out, sc->procs, &ls, g[i].procs);
+	}
+	free(g);
+	return 0;
+}
+
+/* ---- gpumem itself ---- */
+
+/* The kernel's counters that are no loss, named as in snapshot --json's "tracer". */
+static const struct {
+	unsigned int which;
+	const char *name;
+} tracer_events[] = {
+	{ GM_CNT_NESTED_CALLS, "nested_calls" },
+	{ GM_CNT_STALE_INFLIGHT, "stale_inflight" },
+	{ GM_CNT_FAILED_FREES, "failed_frees" },
+	{ GM_CNT_HOLDS, "holds" },
+};
+
+static void write_counters(FILE *out, const struct snapshot *s)
+{
+	struct prom_labels ls = { .n = 1 };
+
+	prom_family(out, "gpumem_lost_total", COUNTER,
+		    "What gpumem could not record, by reason (as in snapshot --json \"lost\"); "
+		    "gpumem's loss line names the option that fixes each.");
+	for (size_t i = 0; i < loss_count(); i++) {
+		ls.l[0] = (struct prom_label){ "reason", loss_name(i) };
+		prom_sample(out, "gpumem_lost_total", &ls, loss_value(s, i));
+	}
+	prom_family(out, "gpumem_tracer_events_total", COUNTER,
+		    "Probe events that are no loss, by event (as in snapshot --json \"tracer\").");
+	for (size_t i = 0; i < ARRAY_SIZE(tracer_events); i++) {
+		ls.l[0] = (struct prom_label){ "event", tracer_events[i].name };
+		prom_sample(out, "gpumem_tracer_events_total", &ls,
+			    s->counters[tracer_events[i].which]);
+	}
+}
+
+int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
+{
+	struct prom_opts opts = o ? *o : PROM_OPTS_DEFAULT;
+	struct prom_labels ls = { .n = 1 };
+	int err;
+
+	ls.l[0] = (struct prom_label){ "version", GPUMEM_VERSION };
+	prom_family(out, "gpumem_build_info", GAUGE,
+		    "Always 1; its version label is the version of gpumem.");
+	prom_sample(out, "gpumem_build_info", &ls, 1);
+	write_processes(out, s);
+	err = prom_write_sites(out, s, opts.site_series);
+	for (size_t i = 0; !err && i < ARRAY_SIZE(scopes); i++)
+		err = write_scope(out, s, &scopes[i]);
+	if (err)
+		return err;
+	write_counters(out, s);
+	return ferror(out) ? -EIO : 0;
+}
