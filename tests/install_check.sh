@@ -11,11 +11,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 
-# make_in DESTDIR PREFIX TARGET: every directory spelled out, so that none given to the make
-# that runs this test (make install-check SBINDIR=...) can send a file outside $tmp.
+# make_in DESTDIR PREFIX TARGET: every directory spelled out, and none of the flags of the make
+# that runs this test (make -n, make install-check SBINDIR=...), so that the files go where
+# this test says and nowhere else.
 make_in() {
-	"$make" --no-print-directory "$3" DESTDIR="$1" PREFIX="$2" SBINDIR="$2/sbin" \
-		SYSTEMDUNITDIR="$2/lib/systemd/system" MANDIR="$2/share/man" >/dev/null
+	env -u MAKEFLAGS -u MFLAGS "$make" --no-print-directory "$3" BUILD="$build" \
+		DESTDIR="$1" PREFIX="$2" SBINDIR="$2/sbin" SYSTEMDUNITDIR="$2/lib/systemd/system" \
+		MANDIR="$2/share/man" >/dev/null
 }
 
 fail() {
