@@ -18,7 +18,8 @@ import { createRequire } from "node:module";
 import { parseAllDocuments } from "yaml";
 import { Namespace, ServiceAccount } from "kubernetes-models/v1";
 import { DaemonSet } from "kubernetes-models/apps/v1";
-import { PodMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor";
+import { PodMonitor }
+	from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor";
 
 const models = {
 	"v1/Namespace": { cls: Namespace, module: "kubernetes-models/v1/Namespace", type: "INamespace" },
@@ -47,8 +48,8 @@ const capabilities = new Set(["AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLO
 // A port's name as the API server takes it (IANA_SVC_NAME): at most 15 characters, lowercase
 // letters, digits and single inner hyphens, at least one letter.
 function isPortName(name) {
-	return typeof name === "string" && name.length <= 15 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name) &&
-		!name.includes("--") && /[a-z]/.test(name);
+	return typeof name === "string" && name.length <= 15 &&
+		/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name) && !name.includes("--") && /[a-z]/.test(name);
 }
 
 function checkKeys(where, what, map, isLabel) {
@@ -134,8 +135,9 @@ function checkProbe(where, c, kind, probe) {
 	const pw = `${where} ${kind}`;
 	const handlers = ["exec", "httpGet", "tcpSocket", "grpc"].filter((h) => probe[h]);
 	if (handlers.length !== 1)
-		fail(pw, `must have exactly one handler (exec, httpGet, tcpSocket, grpc), not ${handlers.length}`);
-	if (kind !== "readinessProbe" && probe.successThreshold !== undefined && probe.successThreshold !== 1)
+		fail(pw, "must have exactly one handler (exec, httpGet, tcpSocket, grpc), " +
+		     `not ${handlers.length}`);
+	if (kind !== "readinessProbe" && (probe.successThreshold ?? 1) !== 1)
 		fail(pw, "successThreshold must be 1 for liveness and startup probes");
 	const port = (probe.httpGet ?? probe.tcpSocket ?? probe.grpc)?.port;
 	const ports = c.ports ?? [];
@@ -155,11 +157,12 @@ function checkScrapeAnnotations(where, annotations, podSpec) {
 	const path = annotations?.["prometheus.io/path"];
 	if (scrape !== undefined && scrape !== "true" && scrape !== "false")
 		fail(where, `prometheus.io/scrape is "${scrape}": "true" or "false"`);
-	if (port !== undefined && !(/^[0-9]+$/.test(port) && declaredPorts(podSpec).numbers.has(Number(port))))
+	const numbers = declaredPorts(podSpec).numbers;
+	if (port !== undefined && !(/^[0-9]+$/.test(port) && numbers.has(Number(port))))
 		fail(where, `prometheus.io/port "${port}" is not a containerPort of the pod`);
 	if (path !== undefined && !path.startsWith("/"))
 		fail(where, `prometheus.io/path ${path} must begin with /`);
-	if (scrape === "true" && port === undefined && declaredPorts(podSpec).numbers.size !== 1)
+	if (scrape === "true" && port === undefined && numbers.size !== 1)
 		fail(where, "prometheus.io/scrape without prometheus.io/port: every port would be scraped");
 }
 
@@ -214,7 +217,8 @@ function checkPodSpec(where, podSpec, objects) {
 			fail(where, `volume ${v} is mounted by no container`);
 	if (podSpec.serviceAccountName && !objects.some((o) => o.kind === "ServiceAccount" &&
 	    o.metadata?.name === podSpec.serviceAccountName))
-		fail(where, `serviceAccountName ${podSpec.serviceAccountName} is not defined in the files checked`);
+		fail(where, `serviceAccountName ${podSpec.serviceAccountName} is not defined in the ` +
+		     "files checked");
 }
 
 function checkDaemonSet(where, obj, objects) {
@@ -247,8 +251,8 @@ function checkPodMonitor(where, obj, objects) {
 	if (!checkSelector(where, spec.selector))
 		fail(where, "spec.selector is empty: it selects every pod of its namespaces");
 	const ns = spec.namespaceSelector;
-	const looksIn = (namespace) => ns?.any === true ||
-		(ns?.matchNames?.length ? ns.matchNames.includes(namespace) : namespace === obj.metadata?.namespace);
+	const looksIn = (namespace) => ns?.any === true || (ns?.matchNames?.length ?
+		ns.matchNames.includes(namespace) : namespace === obj.metadata?.namespace);
 	const pods = objects.filter((o) => o.kind === "DaemonSet" && looksIn(o.metadata?.namespace) &&
 		selects(spec.selector, o.spec?.template?.metadata?.labels ?? {}));
 	if (!pods.length) {

@@ -11,7 +11,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${GPUMEM_DEPLOY_CHECK_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpumem/deploy-check}
 # @kubernetes-models/prometheus-operator: the PodMonitor (monitoring.coreos.com/v1) schema and types
-pkgs="kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3 @kubernetes-models/prometheus-operator@6.0.0"
+pkgs="kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3"
+pkgs="$pkgs @kubernetes-models/prometheus-operator@6.0.0"
 
 for tool in node npm; do
 	if ! command -v "$tool" >/dev/null; then
