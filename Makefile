@@ -1,4 +1,5 @@
-# gpumem build. `make` builds build/gpumem; `make test` runs every test; `make bench` measures.
+# gpumem build. `make` builds build/gpumem; `make test` runs every test; `make bench` measures;
+# `make install` installs the binary, the systemd unit and the man page (deploy/install.mk).
 # Missing Debian packages are installed by `make deps` (called by run/test/bench).
 
 BUILD ?= build
@@ -56,6 +57,7 @@ run: deps all
 include tests/tests.mk
 include tests/unit/unit.mk
 -include bench/bench.mk
+include deploy/install.mk
 
 integration: all test-progs
 	$(PYTHON) -m pytest -ra -v tests/integration
@@ -64,7 +66,7 @@ integration: all test-progs
 unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
-test: deps all test-progs unit-test unit-test-asan integration
+test: deps all test-progs unit-test unit-test-asan integration man-lint install-check
 
 bench: deps all test-progs
 	bench/run.sh

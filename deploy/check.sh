@@ -1,14 +1,18 @@
 #!/bin/sh
 # Validates deploy/*.yaml against the Kubernetes API schema, with no cluster: deploy/check.mjs
-# runs the kubernetes-models validators (generated from the Kubernetes OpenAPI spec), a tsc
-# type-check against the same models for unknown fields, and the API server's rules that the
-# schema does not carry. The npm packages, pinned, go to a cache directory on first use.
-# Usage: deploy/check.sh [FILE.yaml...]     (default: every deploy/*.yaml)
+# runs the kubernetes-models validators (generated from the Kubernetes OpenAPI spec, and from
+# the prometheus-operator's CRDs for the PodMonitor), a tsc type-check against the same models
+# for unknown fields, the API server's rules that the schema does not carry, and the references
+# between the objects (probe ports, prometheus.io annotations, the PodMonitor's selector and
+# port). The npm packages, pinned, go to a cache directory on first use.
+# Usage: deploy/check.sh [FILE.yaml...]     (default: every deploy/*.yaml, checked together)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${GPUMEM_DEPLOY_CHECK_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpumem/deploy-check}
+# @kubernetes-models/prometheus-operator: the PodMonitor (monitoring.coreos.com/v1) schema and types
 pkgs="kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3"
+pkgs="$pkgs @kubernetes-models/prometheus-operator@6.0.0"
 
 for tool in node npm; do
 	if ! command -v "$tool" >/dev/null; then
