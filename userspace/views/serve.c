@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "common.h"
 #include "probes.h"
+#include "prometheus.h"
 #include "json.h"
 #include "session.h"
 #include "units.h"
@@ -16,6 +17,7 @@
 #define FAILURE_LINES_PER_S 10	/* a failure storm is summed up, not logged a line each */
 
 struct serve_state {
+	struct prom_server *prom;
 	unsigned int files;	/* CUDA files attached, as last logged */
 	uint64_t second;	/* the second whose failure lines are counted */
 	unsigned int lines, unlogged;
@@ -41,8 +43,16 @@ static void log_line(const char *fmt, ...)
 
 static int serve_begin(struct session *s)
 {
-	s->view_state = xcalloc(1, sizeof(struct serve_state));
-	log_line("serving: state pinned in %s", s->opt->pin_dir);
+	const struct prom_opts po = { .site_series = s->opt->site_series };
+	struct serve_state *st = xcalloc(1, sizeof(*st));
+
+	if (prom_server_start(s->opt->listen, &po, &st->prom)) {
+		free(st);
+		return 1;
+	}
+	s->view_state = st;
+	log_line("serving metrics on http://%s/metrics (port %u); state pinned in %s",
+		 s->opt->listen, prom_server_port(st->prom), s->opt->pin_dir);
 	return 0;
 }
 
@@ -86,6 +96,8 @@ static void serve_report(struct session *s, const struct snapshot *snap)
 {
 	struct serve_state *st = s->view_state;
 
+	/* Scrapes read this one until the next: a reference of the server's own. */
+	prom_server_publish(st->prom, (struct snapshot *)snap);
 	if (snap->disc.files != st->files) {
 		log_line("probes on %u CUDA files (%u probes)", snap->disc.files, snap->disc.probes);
 		st->files = snap->disc.files;
@@ -95,6 +107,9 @@ static void serve_report(struct session *s, const struct snapshot *snap)
 
 static void serve_end(struct session *s)
 {
+	struct serve_state *st = s->view_state;
+
+	prom_server_stop(st->prom);	/* before the model, whose names a scrape reads */
 	log_line("stopped; the probes stay pinned in %s and keep counting (gpumem serve "
 		 "--reset removes them)", s->opt->pin_dir);
 	free(s->view_state);
