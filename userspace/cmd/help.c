@@ -91,7 +91,9 @@ static void print_options(FILE *out, enum command_bit commands, bool exactly)
 
 void help_usage_line(FILE *out, const struct command *cmd)
 {
-	if (cmd)
+	if (cmd && cmd->bit == CMD_SERVE)
+		fprintf(out, "usage: gpumem serve [OPTIONS]\n");
+	else if (cmd)
 		fprintf(out, "usage: gpumem %s %s\n", cmd->name, usage_tail);
 	else
 		fprintf(out, "usage: gpumem [COMMAND] %s\n", usage_tail);
@@ -119,5 +121,7 @@ void help_general(FILE *out, const struct command *commands, size_t ncommands)
 	}
 	fprintf(out, "\noptions every command takes:\n");
 	print_options(out, CMD_ALL, true);
+	fprintf(out, "\noptions every command but serve takes:\n");
+	print_options(out, CMD_VIEWS, true);
 	fprintf(out, "\ngpumem COMMAND --help lists all of that command's options.\n");
 }
