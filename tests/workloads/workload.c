@@ -959,6 +959,8 @@ static int run_manyhold(char **argv)
  *   a SIZE   cudaMalloc from drive_alloc (a failure is reported, not fatal)
  *   b SIZE   cudaMalloc from drive_other (a second call site)
  *   f        cudaFree of the oldest live allocation
+ *   n N SIZE N cudaMalloc calls from drive_quiet, kept when they succeed, one line at the end
+ *            ("calls N failed F")
  *   q        exit 0
  * Each command answers with its call line, then "ok". ---- */
 
@@ -978,6 +980,14 @@ GM_CALL_SITE static int drive_other(size_t size, void **p)
 	return rc;
 }
 
+GM_CALL_SITE static int drive_quiet(size_t size, void **p)
+{
+	int rc = cudaMalloc(p, size);
+
+	__asm__ volatile("" ::: "memory");	/* no tail call: this frame is the call site */
+	return rc;
+}
+
 #define DRIVE_MAX 4096
 
 static int run_driven(char **argv)
@@ -990,7 +1000,7 @@ static int run_driven(char **argv)
 	(void)argv;
 	say("driven");
 	while (fgets(line, sizeof(line), stdin)) {
-		unsigned long long size = 0;
+		unsigned long long size = 0, n = 0;
 		void *p = NULL;
 
 		if (line[0] == 'q')
@@ -1002,12 +1012,25 @@ static int run_driven(char **argv)
 				sizes[tail % DRIVE_MAX] = size;
 				live[tail++ % DRIVE_MAX] = p;
 			}
+		} else if (line[0] == 'n' && sscanf(line + 1, "%llu %llu", &n, &size) == 2) {
+			unsigned long long failed = 0;
+
+			for (unsigned long long i = 0; i < n; i++) {
+				p = NULL;
+				if (drive_quiet(size, &p)) {
+					failed++;
+				} else if (tail - head < DRIVE_MAX) {
+					sizes[tail % DRIVE_MAX] = size;
+					live[tail++ % DRIVE_MAX] = p;
+				}
+			}
+			printf("calls %llu failed %llu\n", n, failed);
 		} else if (line[0] == 'f' && head < tail) {
 			int rc = cudaFree(live[head % DRIVE_MAX]);
 
 			report("cudaFree", sizes[head % DRIVE_MAX], addr_of(live[head % DRIVE_MAX]), rc);
 			head++;
-		} else if (line[0] != 'f') {
+		} else if (line[0] != 'f' && line[0] != 'n') {
 			fprintf(stderr, "workload: driven: unknown command %s", line);
 			return EXIT_USAGE;
 		}

@@ -515,6 +515,10 @@ static int finish(struct parser *p)
 {
 	struct options *o = p->o;
 
+	if (o->cmd_argv && p->cmd->bit == CMD_SERVE) {
+		p_err("serve does not take -c (see gpumem serve --help)");
+		return -EINVAL;
+	}
 	if (o->npids && o->cmd_argv) {
 		p_err("-p and -c cannot be used together");
 		return -EINVAL;
