@@ -520,3 +520,17 @@ def test_events_no_one_read_while_the_agent_was_down_are_counted(pins):
     finally:
         w.kill()
         agent.kill()
+
+
+def test_pins_of_another_layout_version_are_refused(pins):
+    agent = Agent(pins)
+    agent.kill()
+    value = ["0x63"] + ["0"] * 23    # struct gm_agent with layout 99, no agent
+    done = subprocess.run(["bpftool", "map", "update", "pinned", str(pins / "agent"), "key",
+                           "0", "0", "0", "0", "value", *value], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([str(GPUMEM), "serve", "--pin-dir", str(pins), "--listen",
+                           "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "layout 99" in done.stderr and "gpumem serve --reset" in done.stderr, done.stderr
