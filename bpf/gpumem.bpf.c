@@ -18,7 +18,6 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksy
 #define EEXIST 17
 
 /* Set by userspace before load. */
-const volatile bool stream_calls = false;	/* per-allocation events for trace/record */
 const volatile bool filter_pids = false;	/* only processes in `targets` */
 const volatile __u32 filter_cgroups = 0;	/* entries of cgroup_filter in use */
 const volatile bool hold_new_libs = false;	/* SIGSTOP at the first open of an unknown
@@ -93,6 +92,24 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, GM_DEFAULT_RINGBUF_BYTES);
 } events SEC(".maps");
+
+/* What userspace may change while the programs run (pinned with the agent's maps, so that an
+ * agent started with --record streams through the links an earlier one left). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gm_settings);
+} settings SEC(".maps");
+
+/* Per-allocation events for trace, record, export: one array lookup, inlined by the verifier. */
+static __always_inline bool stream_calls(void)
+{
+	__u32 key = 0;
+	struct gm_settings *s = bpf_map_lookup_elem(&settings, &key);
+
+	return s && s->stream_calls;
+}
 
 static __always_inline void count(enum gm_counter which)
 {
@@ -529,7 +546,7 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 			total = ps->current_bytes;
 		}
 	}
-	if (stream_calls)
+	if (stream_calls())
 		emit_call(GM_REC_ALLOC, tgid, tid, stack_id, rec->cookie, kind, addr, size, 0, total);
 }
 
@@ -547,17 +564,19 @@ static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight 
 			restore_allocation(tgid, rec);
 		return;
 	}
-	if (stream_calls)
+	bool stream = stream_calls();
+
+	if (stream)
 		stack_id = user_stack(ctx);
 	if (!rec->has_claim) {
 		count(GM_CNT_UNKNOWN_FREES);
-		if (stream_calls)
+		if (stream)
 			emit_call(GM_REC_UNKNOWN_FREE, tgid, tid, stack_id, rec->cookie, 0,
 				  rec->addr, 0, 0, 0);
 		return;
 	}
 	total = account_free(tgid, &rec->claimed);
-	if (stream_calls)
+	if (stream)
 		emit_call(GM_REC_FREE, tgid, tid, stack_id, rec->cookie, rec->claimed.kind,
 			  rec->addr, rec->claimed.size, 0, total);
 }

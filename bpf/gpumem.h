@@ -205,6 +205,12 @@ struct gm_hold {
 #define GM_LAYOUT_VERSION 1
 #define GM_AGENT_FRESH_NS 5000000000ull	/* an agent whose heartbeat is older is not running */
 
+/* Settings userspace changes at run time (the `settings` map, one entry). */
+struct gm_settings {
+	__u32 stream_calls;	/* per-allocation events: trace, record, export */
+	__u32 pad;
+};
+
 struct gm_agent {
 	__u32 layout;		/* GM_LAYOUT_VERSION of the agent that created the pins */
 	__u32 pid;		/* the agent running now, 0 when none */

@@ -139,7 +139,6 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 		return NULL;
 	if (multi)
 		use_uprobe_multi(skel);
-	skel->rodata->stream_calls = o->stream_calls;
 	skel->rodata->filter_pids = o->filter_pids;
 	skel->rodata->hold_new_procs = o->hold_new_procs;
 	skel->rodata->hold_new_libs = o->hold_new_libs;
@@ -319,6 +318,20 @@ static void report_kernel_memory(struct gpumem_bpf *skel)
 		"--max-sites, --max-procs, --ringbuf-mb)", (double)total / (1 << 20));
 }
 
+/* What the programs read at run time; an agent's are pinned: they rule the links it adopted
+ * too. */
+static int write_settings(struct tracer *t, const struct tracer_opts *o)
+{
+	struct gm_settings set = { .stream_calls = o->stream_calls };
+	__u32 key = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.settings), &key, &set, BPF_ANY)) {
+		p_err("cannot write the settings map: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 /* The agent record of the pins: this agent's, with the pins' first start kept. */
 static void start_agent_record(struct tracer *t)
 {
@@ -399,6 +412,9 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		goto out_destroy;
 	}
 	report_kernel_memory(t->skel);
+	err = write_settings(t, opts);
+	if (err)
+		goto out_destroy;
 	if (t->pin_dir)
 		start_agent_record(t);
 	t->handler.fn = on_record;
