@@ -68,6 +68,7 @@ static const struct command commands[] = {
 		.name = "serve",
 		.bit = CMD_SERVE,
 		.view = &serve_view,
+		.usage = "[OPTIONS]",
 		.summary = "the agent: pinned state that survives restarts, and Prometheus "
 			   "metrics over HTTP",
 		.description =

@@ -91,10 +91,8 @@ static void print_options(FILE *out, enum command_bit commands, bool exactly)
 
 void help_usage_line(FILE *out, const struct command *cmd)
 {
-	if (cmd && cmd->bit == CMD_SERVE)
-		fprintf(out, "usage: gpumem serve [OPTIONS]\n");
-	else if (cmd)
-		fprintf(out, "usage: gpumem %s %s\n", cmd->name, usage_tail);
+	if (cmd)
+		fprintf(out, "usage: gpumem %s %s\n", cmd->name, cmd->usage ? cmd->usage : usage_tail);
 	else
 		fprintf(out, "usage: gpumem [COMMAND] %s\n", usage_tail);
 }

@@ -438,6 +438,25 @@ static int bad_option(const struct parser *p, int c, const char *word)
 	return -EINVAL;
 }
 
+/* What is left after the options: the command's own arguments, as many as it takes. */
+static int take_args(struct parser *p, int n, char **args)
+{
+	const struct command *cmd = p->cmd;
+
+	if (n > 0 && (!cmd->args || (unsigned int)n > cmd->max_args)) {
+		p_err("unexpected argument '%s' (%s)", args[cmd->args ? cmd->max_args : 0],
+		      cmd->args ? "too many arguments" : "a command to run goes after -c");
+		return -EINVAL;
+	}
+	if (cmd->args && (unsigned int)n < cmd->min_args) {
+		p_err("%s needs %s", cmd->name, cmd->args);
+		return -EINVAL;
+	}
+	p->o->args = args;
+	p->o->nargs = (size_t)n;
+	return 0;
+}
+
 static int parse_args(struct parser *p, int argc, char **argv)
 {
 	struct option longs[ARRAY_SIZE(option_specs) + 1];
@@ -462,11 +481,7 @@ static int parse_args(struct parser *p, int argc, char **argv)
 		if (err || p->o->help)
 			return err;
 	}
-	if (optind < argc) {
-		p_err("unexpected argument '%s' (a command to run goes after -c)", argv[optind]);
-		return -EINVAL;
-	}
-	return 0;
+	return take_args(p, argc - optind, argv + optind);
 }
 
 /* Splits off "-c CMD [ARGS...]": everything after -c belongs to CMD. */

@@ -44,6 +44,9 @@ struct options {
 	bool reset;		/* serve --reset */
 	uint32_t site_series;	/* --site-series */
 	bool no_agent;		/* --no-agent: probes of its own even when an agent runs */
+	/* The command's own arguments (struct command.args says which): report FILE.db VIEW */
+	char **args;
+	size_t nargs;
 };
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9473"
@@ -57,6 +60,9 @@ enum command_bit {
 	CMD_LEAKS = 1u << 3,
 	CMD_OOM = 1u << 4,
 	CMD_SERVE = 1u << 5,
+	CMD_RECORD = 1u << 6,	/* record -o FILE.db */
+	CMD_REPORT = 1u << 7,	/* report FILE.db [VIEW]: the views, from a recording */
+	CMD_EXPORT = 1u << 8,	/* export --format F -o OUT [FILE.db] */
 	CMD_VIEWS = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM,
 	CMD_ALL = CMD_VIEWS | CMD_SERVE,
 };
@@ -68,6 +74,12 @@ struct command {
 	const struct view_ops *view;
 	const char *summary;		/* one line, for gpumem --help */
 	const char *description;	/* one paragraph, for gpumem COMMAND --help */
+	/* Arguments of its own, as the usage line shows them ("FILE.db [VIEW]"); NULL: none.
+	 * At most max_args are taken, at least min_args. */
+	const char *args;
+	unsigned int min_args, max_args;
+	/* The usage line's tail; NULL: "[OPTIONS] [-c CMD [ARGS...]]". */
+	const char *usage;
 };
 
 /* Parses argv (the command first, when one is named) into *o. Returns 0, or -EINVAL after
