@@ -20,7 +20,9 @@ USER_INC := $(patsubst %/,%,$(addprefix -I,$(USER_DIRS)))
 # -MMD -MP: the compiler lists each object's headers, so editing one rebuilds what uses it.
 DEPFLAGS := -MMD -MP
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(BUILD)
-LIBS := -lbpf -ldw -lelf -lz -lncursesw -ldl -lm
+# json-c reads the OCI bundles' config.json (model/oci.c).
+JSONC_LIBS := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
+LIBS := -lbpf -ldw -lelf -lz -lncursesw -ldl -lm $(JSONC_LIBS)
 
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))

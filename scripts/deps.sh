@@ -3,7 +3,8 @@
 set -e
 pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
       libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++
-      libncurses-dev tmux"
+      libncurses-dev tmux
+      libjson-c-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -5,8 +5,8 @@
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
-UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm
-UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted
+UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
+UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -21,6 +21,7 @@ unit_mods_state := state stacks publish snapshot retention cgroups nvml symboliz
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted
+unit_mods_oci := oci untrusted util
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
