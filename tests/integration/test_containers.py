@@ -415,3 +415,20 @@ def test_trace_events_carry_the_bundle_names(tmp_path):
     assert len(allocs) == 1, events
     assert (allocs[0]["container"], allocs[0]["pod"]) == (cid, pod_uid)
     assert names_of(allocs[0]) == ("web-5c8f", "shop", "api")
+
+
+def test_snapshot_text_shows_the_pod_and_container_names(tmp_path):
+    cid, pod_uid = docker_id(), str(uuid.uuid4())
+    containerd = tmp_path / "containerd"
+    write_bundle(containerd / "k8s.io" / cid / "config.json",
+                 bundle_config(CONTAINERD_KEYS, "trainer-0", "ml", "cuda"))
+    out = tmp_path / "snapshot.txt"
+    with Cgroup(pod_cgroup("burstable", pod_uid, f"cri-containerd-{cid}.scope")) as cg:
+        join = f"echo $$ > {cg.path}/cgroup.procs && exec {WORKLOAD} hold 4096 </dev/null"
+        done = subprocess.run([str(GPUMEM), "snapshot", "--bundle-dir", str(containerd), "-o",
+                               str(out), "-c", "sh", "-c", join], capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    (row,) = [i for i, line in enumerate(lines) if line.split()[1:2] == ["workload"]]
+    assert lines[row + 1] == "        pod ml/trainer-0, container cuda", lines
