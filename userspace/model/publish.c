@@ -157,6 +157,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), by_pid);
 	if (wants & SNAP_FAILURES)
 		copy_failures(s, snap);
+	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);	/* with this one's lookups */
 	if (wants & SNAP_DEVICES) {
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
 		snap->devices_valid = snap->ndevices > 0;
