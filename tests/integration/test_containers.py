@@ -396,7 +396,8 @@ def test_hostile_bundles_give_no_names_and_are_counted(tmp_path):
         assert proc["current_bytes"] == 4096, kind
     assert report["lost"]["oci_bundles_rejected"] == 4
     reasons = {kind: [line for line in gpumem.stderr.lines
-                      if f"OCI bundle of container {cid[:12]} " in line] for kind, cid in ids.items()}
+                      if f"OCI bundle of container {cid[:12]} " in line]
+               for kind, cid in ids.items()}
     assert [line.rsplit(": ", 1)[1] for kind in ids for line in reasons[kind]] == [
         "a symlink on its way", "larger than 1 MiB", "nested too deep", "not a JSON object"], \
         reasons

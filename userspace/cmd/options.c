@@ -281,7 +281,8 @@ const struct option_spec option_specs[] = {
 	{ "pod", 0, "UID", CMD_ALL, opt_selection, .help = "only processes in this pod" },
 	{ "bundle-dir", 0, "DIR", CMD_ALL, opt_bundle_dir,
 	  .help = "where a container runtime keeps its OCI bundles, whose config.json names pods "
-		  "and containers (repeat; replaces " OCI_ROOT_CONTAINERD " and " OCI_ROOT_CRIO ")" },
+		  "and containers (repeat; replaces " OCI_ROOT_CONTAINERD " and "
+		  OCI_ROOT_CRIO ")" },
 	{ "command", 'c', "CMD [ARGS...]", CMD_ALL, opt_command,
 	  .help = "run CMD (and follow its children); report when it ends and exit with its exit "
 		  "status; must come last" },

@@ -20,18 +20,19 @@
 
 /* ---- config.json ---- */
 
+/* The offset and size of field f of struct oci_names. */
+#define NAME_FIELD(f) offsetof(struct oci_names, f), sizeof(((struct oci_names *)0)->f)
+
 /* Each name, from containerd's annotation, else CRI-O's. */
 static const struct {
 	const char *keys[2];
 	size_t offset, size;
 } name_fields[] = {
-	{ { "io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name" },
-	  offsetof(struct oci_names, pod_name), sizeof(((struct oci_names *)0)->pod_name) },
+	{ { "io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name" }, NAME_FIELD(pod_name) },
 	{ { "io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace" },
-	  offsetof(struct oci_names, pod_namespace), sizeof(((struct oci_names *)0)->pod_namespace) },
+	  NAME_FIELD(pod_namespace) },
 	{ { "io.kubernetes.cri.container-name", "io.kubernetes.container.name" },
-	  offsetof(struct oci_names, container_name),
-	  sizeof(((struct oci_names *)0)->container_name) },
+	  NAME_FIELD(container_name) },
 };
 
 /* A name annotation's value into dst (size bytes): printable ASCII without space, or refused.
@@ -65,10 +66,12 @@ static int read_annotations(struct json_object *config, struct oci_names *out)
 	if (!json_object_is_type(ann, json_type_object))
 		return -EBADMSG;
 	for (size_t i = 0; i < ARRAY_SIZE(name_fields); i++) {
+		char *dst = (char *)out + name_fields[i].offset;
+
 		for (size_t k = 0; k < ARRAY_SIZE(name_fields[i].keys); k++) {
 			if (!json_object_object_get_ex(ann, name_fields[i].keys[k], &v))
 				continue;
-			err = take_name(v, (char *)out + name_fields[i].offset, name_fields[i].size);
+			err = take_name(v, dst, name_fields[i].size);
 			if (err)
 				return err;
 			break;
