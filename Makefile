@@ -24,7 +24,9 @@ DEPFLAGS := -MMD -MP
 VERSION := 0.1.0
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(BUILD) \
 	-DGPUMEM_VERSION='"$(VERSION)"'
-LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lpthread -ldl -lm
+# json-c reads the OCI bundles' config.json (model/oci.c).
+JSONC_LIBS := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
+LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lpthread -ldl -lm $(JSONC_LIBS)
 
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))

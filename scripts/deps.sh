@@ -5,7 +5,8 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++
       libncurses-dev tmux
       libmicrohttpd-dev prometheus
-      mandoc"
+      mandoc
+      libjson-c-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -72,6 +72,18 @@ int open_in_root(int pid, const char *path, const struct file_want *want)
 	return err ? err : check_fd(fd, want);
 }
 
+int open_beneath(int dirfd, const char *path, const struct file_want *want)
+{
+	int fd;
+
+	if (!path || !path[0] || path[0] == '/')
+		return -EINVAL;
+	fd = openat2_in(dirfd, path, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	if (fd < 0)
+		return errno == ENOSYS ? -EOPNOTSUPP : -errno;
+	return check_fd(fd, want);
+}
+
 void fd_path(int fd, char *buf, size_t len)
 {
 	snprintf(buf, len, "/proc/self/fd/%d", fd);

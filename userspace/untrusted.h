@@ -25,6 +25,12 @@ int open_untrusted(const char *path, const struct file_want *want);
  * and ".." included, with openat2(RESOLVE_IN_ROOT); where the kernel has no openat2, it is
  * refused (-EOPNOTSUPP). */
 int open_in_root(int pid, const char *path, const struct file_want *want);
+/* path (relative) below the directory dirfd, with no symlink in any of its components and no
+ * ".." out of it (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): for files that a container
+ * runtime writes on behalf of what it runs. -ELOOP for a symlink on the way, -EXDEV for a path
+ * that leaves dirfd, -EINVAL for an absolute path or anything but a regular file; where the
+ * kernel has no openat2, -EOPNOTSUPP. */
+int open_beneath(int dirfd, const char *path, const struct file_want *want);
 /* "/proc/self/fd/N": the name under which an opened file is parsed and attached, so that it
  * cannot be swapped between the check and the use. */
 void fd_path(int fd, char *buf, size_t len);

@@ -1,7 +1,7 @@
 # libFuzzer harnesses for the parsers of untrusted input: ELF files, /proc text, cgroup paths,
-# mountinfo, and the JSON writer fed arbitrary bytes. Included by the top-level Makefile (after
-# unit.mk, whose libsyms.so fixture seeds the ELF harness). Each harness compiles the
-# userspace modules it needs from source with clang into $(BUILD)/fuzz/.
+# mountinfo, OCI bundles' config.json, and the JSON writer fed arbitrary bytes. Included by the
+# top-level Makefile (after unit.mk, whose libsyms.so fixture seeds the ELF harness). Each
+# harness compiles the userspace modules it needs from source with clang into $(BUILD)/fuzz/.
 #
 #   make fuzz-build                  the harnesses, and the generated ELF seeds
 #   make fuzz FUZZ_SECONDS=600       each harness for that long, one after another
@@ -19,7 +19,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_DIR := tests/fuzz
 FUZZ_OUT := $(BUILD)/fuzz
-FUZZ_HARNESSES ?= elf_syms procs container json
+FUZZ_HARNESSES ?= elf_syms procs container json oci
 
 # The sanitizers as `make SANITIZE=1` has them, with libFuzzer's coverage; the project's
 # warnings, as an error, for the harnesses and the modules alike.
@@ -32,7 +32,9 @@ fuzz_mods_elf_syms := elf_syms
 fuzz_mods_procs := procs
 fuzz_mods_container := container
 fuzz_mods_json := json
+fuzz_mods_oci := oci untrusted util
 fuzz_libs_elf_syms := -lelf -lz
+fuzz_libs_oci := $(JSONC_LIBS)
 
 fuzz_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
 FUZZ_BINS := $(patsubst %,$(FUZZ_OUT)/fuzz_%,$(FUZZ_HARNESSES))

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide,
-                      Workload, find_proc, has_proc, late_attached_files, lines_about)
+                      Workload, find_proc, has_proc, late_attached_files, lines_about,
+                      run_trace_c)
 
 
 def cgroup2_mount():
@@ -281,3 +282,154 @@ def test_one_library_reached_under_two_inodes_counts_once(tmp_path):
     proc = [p for p in report["processes"] if p["comm"] == "workload"][0]
     assert (proc["current_bytes"], proc["alloc_count"], proc["free_count"]) == (8192, 4002, 4000)
     assert report["lost"]["unknown_frees"] == 0
+
+
+# ---- Pod and container names from OCI bundles (--bundle-dir), without the API server ----
+
+CONTAINERD_KEYS = ("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
+                   "io.kubernetes.cri.container-name")
+CRIO_KEYS = ("io.kubernetes.pod.name", "io.kubernetes.pod.namespace",
+             "io.kubernetes.container.name")
+
+
+def bundle_config(keys, pod_name, namespace, container_name):
+    """A config.json as a runtime writes it, trimmed to what matters here."""
+    return json.dumps({"ociVersion": "1.1.0", "process": {"args": ["/workload"], "cwd": "/"},
+                       "root": {"path": "rootfs"},
+                       "annotations": {"io.kubernetes.cri.container-type": "container",
+                                       **dict(zip(keys, (pod_name, namespace, container_name)))}})
+
+
+def write_bundle(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def pod_cgroup(qos, pod_uid, scope):
+    """A kubelet (systemd driver) pod's container cgroup."""
+    slug = pod_uid.replace("-", "_")
+    return f"kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-pod{slug}.slice/{scope}"
+
+
+def names_of(entry):
+    return (entry["pod_name"], entry["namespace"], entry["container_name"])
+
+
+def run_in_cgroups(gpumem_args, cgroups, size=4096):
+    """One `workload hold SIZE` per cgroup, each moved into its cgroup before its first call,
+    under a system-wide snapshot with gpumem_args; returns (report, workloads, gpumem)."""
+    with SystemWide(*gpumem_args, *MOCK_LIB_ARGS) as gpumem:
+        workloads = [Workload("--wait", "hold", size) for _ in cgroups]
+        try:
+            for wl, cg in zip(workloads, cgroups):
+                wl.wait_for("ready")
+                cg.add(wl.pid)
+                wl.release()
+            for wl in workloads:
+                wl.wait_for("holding")
+            for wl in workloads:
+                wl.release()
+                assert wl.finish() == 0
+        finally:
+            for wl in workloads:
+                wl.kill()
+    return gpumem.report, workloads, gpumem
+
+
+def test_snapshot_names_pods_and_containers_from_their_oci_bundles(tmp_path):
+    cd_id, crio_id, dock_id = docker_id(), docker_id(), docker_id()
+    cd_pod, crio_pod = str(uuid.uuid4()), str(uuid.uuid4())
+    containerd, crio = tmp_path / "containerd", tmp_path / "crio"
+    write_bundle(containerd / "k8s.io" / cd_id / "config.json",
+                 bundle_config(CONTAINERD_KEYS, "trainer-7d9f-x2x", "ml", "cuda"))
+    write_bundle(crio / crio_id / "userdata" / "config.json",
+                 bundle_config(CRIO_KEYS, "infer-0", "serving", "server"))
+    with Cgroup(pod_cgroup("burstable", cd_pod, f"cri-containerd-{cd_id}.scope")) as cd_cg, \
+            Cgroup(pod_cgroup("besteffort", crio_pod, f"crio-{crio_id}.scope")) as crio_cg, \
+            Cgroup(f"system.slice/docker-{dock_id}.scope") as dock_cg:
+        report, (cd_wl, crio_wl, dock_wl), _ = run_in_cgroups(
+            ("--bundle-dir", containerd, "--bundle-dir", crio), (cd_cg, crio_cg, dock_cg))
+
+    cd = find_proc(report, cd_wl.pid)
+    assert (cd["container"], cd["pod"], cd["container_runtime"]) == (cd_id, cd_pod, "containerd")
+    assert names_of(cd) == ("trainer-7d9f-x2x", "ml", "cuda")
+    assert cd["current_bytes"] == 4096
+    crio_proc = find_proc(report, crio_wl.pid)
+    assert (crio_proc["container"], crio_proc["pod"]) == (crio_id, crio_pod)
+    assert names_of(crio_proc) == ("infer-0", "serving", "server")
+    # A container whose runtime keeps no bundle under the roots given: its names are unknown.
+    dock = find_proc(report, dock_wl.pid)
+    assert dock["container"] == dock_id and names_of(dock) == (None, None, None)
+    assert report["lost"]["oci_bundles_rejected"] == 0
+
+
+def test_hostile_bundles_give_no_names_and_are_counted(tmp_path):
+    """A symlinked config.json (to a good one), a 5 MB file, 100,000-deep nesting and a file
+    that is not JSON: each container keeps its id and pod, no names, and counts once."""
+    ids = {kind: docker_id() for kind in ("symlink", "huge", "deep", "not-json")}
+    root = tmp_path / "bundles"
+    good = tmp_path / "elsewhere" / "config.json"
+    write_bundle(good, bundle_config(CONTAINERD_KEYS, "stolen", "kube-system", "not-mine"))
+    (root / "k8s.io" / ids["symlink"]).mkdir(parents=True)
+    (root / "k8s.io" / ids["symlink"] / "config.json").symlink_to(good)
+    valid = bundle_config(CONTAINERD_KEYS, "big", "default", "c")
+    write_bundle(root / "k8s.io" / ids["huge"] / "config.json",
+                 valid[:-1] + ', "pad": "' + "x" * (5 << 20) + '"}')
+    write_bundle(root / "k8s.io" / ids["deep"] / "config.json",
+                 valid[:-1] + ', "a": ' + "[" * 100000 + "]" * 100000 + "}")
+    write_bundle(root / "k8s.io" / ids["not-json"] / "config.json", "this is not json {")
+    pod_uid = str(uuid.uuid4())
+    cgroups = [Cgroup(pod_cgroup("besteffort", pod_uid, f"cri-containerd-{cid}.scope"))
+               for cid in ids.values()]
+    for cg in cgroups:
+        cg.__enter__()
+    try:
+        report, workloads, gpumem = run_in_cgroups(("-v", "--bundle-dir", root), cgroups)
+    finally:
+        for cg in cgroups:
+            cg.__exit__(None, None, None)
+
+    for (kind, cid), wl in zip(ids.items(), workloads):
+        proc = find_proc(report, wl.pid)
+        assert (proc["container"], proc["pod"]) == (cid, pod_uid), kind
+        assert names_of(proc) == (None, None, None), kind
+        assert proc["current_bytes"] == 4096, kind
+    assert report["lost"]["oci_bundles_rejected"] == 4
+    reasons = {kind: [line for line in gpumem.stderr.lines
+                      if f"OCI bundle of container {cid[:12]} " in line]
+               for kind, cid in ids.items()}
+    assert [line.rsplit(": ", 1)[1] for kind in ids for line in reasons[kind]] == [
+        "a symlink on its way", "larger than 1 MiB", "nested too deep", "not a JSON object"], \
+        reasons
+
+
+def test_trace_events_carry_the_bundle_names(tmp_path):
+    cid, pod_uid = docker_id(), str(uuid.uuid4())
+    crio = tmp_path / "crio"
+    write_bundle(crio / cid / "userdata" / "config.json",
+                 bundle_config(CRIO_KEYS, "web-5c8f", "shop", "api"))
+    with Cgroup(pod_cgroup("burstable", pod_uid, f"crio-{cid}.scope")) as cg:
+        join = f"echo $$ > {cg.path}/cgroup.procs && exec {WORKLOAD} hold 8192 </dev/null"
+        events, rc = run_trace_c(["sh", "-c", join], gpumem_args=("--bundle-dir", crio))
+    assert rc == 0
+    allocs = [e for e in events if e["event"] == "alloc" and e["size"] == 8192]
+    assert len(allocs) == 1, events
+    assert (allocs[0]["container"], allocs[0]["pod"]) == (cid, pod_uid)
+    assert names_of(allocs[0]) == ("web-5c8f", "shop", "api")
+
+
+def test_snapshot_text_shows_the_pod_and_container_names(tmp_path):
+    cid, pod_uid = docker_id(), str(uuid.uuid4())
+    containerd = tmp_path / "containerd"
+    write_bundle(containerd / "k8s.io" / cid / "config.json",
+                 bundle_config(CONTAINERD_KEYS, "trainer-0", "ml", "cuda"))
+    out = tmp_path / "snapshot.txt"
+    with Cgroup(pod_cgroup("burstable", pod_uid, f"cri-containerd-{cid}.scope")) as cg:
+        join = f"echo $$ > {cg.path}/cgroup.procs && exec {WORKLOAD} hold 4096 </dev/null"
+        done = subprocess.run([str(GPUMEM), "snapshot", "--bundle-dir", str(containerd), "-o",
+                               str(out), "-c", "sh", "-c", join], capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    (row,) = [i for i, line in enumerate(lines) if line.split()[1:2] == ["workload"]]
+    assert lines[row + 1] == "        pod ml/trainer-0, container cuda", lines

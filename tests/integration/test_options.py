@@ -96,7 +96,8 @@ def test_each_command_help_lists_exactly_its_options(command, only_here, not_her
     assert rc == 0
     options = listed_options(stdout)
     assert only_here <= options and not options & not_here, options
-    for common in ("--pid", "--keep-ended", "--keep-ended-for", "--max-allocs", "--help"):
+    for common in ("--pid", "--keep-ended", "--keep-ended-for", "--max-allocs", "--bundle-dir",
+                   "--help"):
         assert common in options, (common, options)
 
 
@@ -151,6 +152,10 @@ def test_keep_ended_needs_a_whole_number_from_one(value):
     (["snapshot", "-bc", "true"], ["snapshot does not take -b"]),
     (["snapshot", "-ctrue"], ["-c must be an argument of its own"]),
     (["snapshot", "stray"], ["unexpected argument 'stray'"]),
+    (["snapshot", "--bundle-dir", "run/containerd"],
+     ["--bundle-dir takes an absolute path", "'run/containerd'"]),
+    (["trace", "--bundle-dir", ""], ["--bundle-dir takes an absolute path"]),
+    (["snapshot", *["--bundle-dir", "/run"] * 17], ["--bundle-dir can be given at most 16 times"]),
 ])
 def test_bad_command_line_is_one_line_and_exit_2(args, words):
     rc, _, stderr = run_gpumem(*args)

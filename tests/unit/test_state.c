@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <cmocka.h>
 
 #include "gpumem.h"
+#include "oci.h"
 #include "state.h"
 
 /* Pids above any real one on a default system: /proc reads about them fail harmlessly. */
@@ -489,9 +492,74 @@ static void test_failure_records_keep_the_first_and_the_last(void **state)
 	snapshot_put(snap);
 }
 
+static void put_in_container(struct proc_rec *p, char digit)
+{
+	memset(p->container.id, digit, CONTAINER_ID_LEN);
+	p->container.id[CONTAINER_ID_LEN] = '\0';
+	p->container.has_id = true;
+}
+
+static void write_bundle(const char *root, char digit, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%.*s", root, CONTAINER_ID_LEN,
+		 "0000000000000000000000000000000000000000000000000000000000000000");
+	memset(path + strlen(root) + 1, digit, CONTAINER_ID_LEN);
+	assert_int_equal(mkdir(path, 0755), 0);
+	strcat(path, "/config.json");
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The names of a process's OCI bundle reach its snapshot and its failures, even when the bundle
+ * was found after the process was first seen; a refused bundle is counted in the snapshot. */
+static void test_snapshots_carry_the_bundle_names_and_count_refusals(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	char root[] = "/tmp/gpumem-state-oci-XXXXXX", cmd[64];
+	const char *roots[1] = { root };
+	const struct snap_proc *a, *b;
+	struct gm_call_event e = { .type = GM_REC_ALLOC_FAILED, .pid = PID_A, .tid = PID_A,
+				   .stack_id = -1, .size = 100, .error = 2 };
+	struct snapshot *snap;
+
+	assert_non_null(mkdtemp(root));
+	fx->s->oci = oci_cache_new(roots, 1, 0);
+	put_in_container(state_proc(fx->s, PID_A), 'a');
+	put_in_container(state_proc(fx->s, PID_B), 'b');
+	state_on_failure(fx->s, &e);
+	write_bundle(root, 'a', "{\"annotations\":{\"io.kubernetes.pod.name\":\"web-0\","
+				"\"io.kubernetes.pod.namespace\":\"shop\","
+				"\"io.kubernetes.container.name\":\"api\"}}");
+	write_bundle(root, 'b', "{\"annotations\":{\"io.kubernetes.pod.name\":\"evil\\n\"}}");
+	snap = state_publish(fx->s, SNAP_FAILURES);
+	a = snapshot_find(snap, PID_A);
+	b = snapshot_find(snap, PID_B);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_string_equal(a->container.pod_name, "web-0");
+	assert_string_equal(a->container.pod_namespace, "shop");
+	assert_string_equal(a->container.container_name, "api");
+	assert_int_equal(snap->nfailures, 1);
+	assert_string_equal(snap->failures[0].container.pod_name, "web-0");
+	assert_string_equal(b->container.pod_name, "");
+	assert_int_equal(snap->lost[SNAP_LOST_OCI_REJECTED], 1);
+	snapshot_put(snap);
+	oci_cache_free(fx->s->oci);
+	fx->s->oci = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			test_snapshots_carry_the_bundle_names_and_count_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_records_keep_the_first_and_the_last,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot_marks_what_was_never_read_unknown,

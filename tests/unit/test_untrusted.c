@@ -154,6 +154,43 @@ static void test_symlinks_in_a_root_resolve_inside_it(void **state)
 	rmdir(etc);
 }
 
+static void test_beneath_a_directory_no_symlink_is_followed(void **state)
+{
+	char path[256], target[256];
+	int dirfd, fd;
+
+	(void)state;
+	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dirfd >= 0);
+	path_in(path, sizeof(path), "b");
+	assert_int_equal(mkdir(path, 0755), 0);
+	path_in(path, sizeof(path), "b/config.json");
+	write_file(path, "{}");
+	fd = open_beneath(dirfd, "b/config.json", NULL);
+	assert_true(fd >= 0);
+	close(fd);
+	/* a symlinked file, a symlinked directory on the way, a way out, a directory */
+	path_in(path, sizeof(path), "b/link.json");
+	assert_int_equal(symlink("config.json", path), 0);
+	assert_int_equal(open_beneath(dirfd, "b/link.json", NULL), -ELOOP);
+	path_in(target, sizeof(target), "b");
+	path_in(path, sizeof(path), "c");
+	assert_int_equal(symlink(target, path), 0);
+	assert_int_equal(open_beneath(dirfd, "c/config.json", NULL), -ELOOP);
+	assert_int_equal(open_beneath(dirfd, "../etc/passwd", NULL), -EXDEV);
+	assert_int_equal(open_beneath(dirfd, "b", NULL), -EINVAL);
+	assert_int_equal(open_beneath(dirfd, "/etc/passwd", NULL), -EINVAL);
+	assert_int_equal(open_beneath(dirfd, "b/none.json", NULL), -ENOENT);
+	unlink(path);
+	path_in(path, sizeof(path), "b/link.json");
+	unlink(path);
+	path_in(path, sizeof(path), "b/config.json");
+	unlink(path);
+	path_in(path, sizeof(path), "b");
+	rmdir(path);
+	close(dirfd);
+}
+
 static void test_fd_path_names_the_descriptor(void **state)
 {
 	char buf[64];
@@ -170,6 +207,7 @@ int main(void)
 		cmocka_unit_test(test_relative_paths_and_directories_are_refused),
 		cmocka_unit_test(test_a_file_is_opened_only_if_it_is_the_wanted_inode),
 		cmocka_unit_test(test_symlinks_in_a_root_resolve_inside_it),
+		cmocka_unit_test(test_beneath_a_directory_no_symlink_is_followed),
 		cmocka_unit_test(test_fd_path_names_the_descriptor),
 	};
 	int rc;

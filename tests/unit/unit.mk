@@ -5,8 +5,9 @@
 
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
-UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm
-UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted prom prom_server
+UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
+UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci prom \
+	prom_server
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -15,16 +16,17 @@ unit_mods_json := json
 unit_mods_procs := procs
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs untrusted
-unit_mods_probes := probes elf_syms uprobe_multi util
+unit_mods_probes := probes pin elf_syms uprobe_multi util
 unit_mods_state := state stacks publish snapshot retention cgroups nvml symbolize elf_syms procs unwind \
-	container probes uprobe_multi untrusted util
+	container oci probes pin uprobe_multi untrusted util
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted
-unit_mods_prom := prom prom_sites prom_writer report json snapshot probes elf_syms uprobe_multi util
+unit_mods_prom := prom prom_sites prom_writer report json snapshot probes pin elf_syms uprobe_multi util
 unit_mods_prom_server := prometheus $(unit_mods_prom)
 # Libraries a test needs beyond UNIT_LIBS.
 unit_libs_prom_server := -lmicrohttpd -lpthread
+unit_mods_oci := oci untrusted util
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "oci.h"
 #include "option_spec.h"
 #include "session.h"
 #include "util.h"
@@ -166,6 +167,24 @@ static int opt_pin_dir(struct parser *p, const struct option_spec *spec, const c
 	return 0;
 }
 
+/* --bundle-dir: where a runtime keeps its OCI bundles (the first one replaces the defaults). */
+static int opt_bundle_dir(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	struct options *o = p->o;
+
+	if (arg[0] != '/') {
+		p_err("--%s takes an absolute path, not '%s'", spec->name, arg);
+		return -EINVAL;
+	}
+	if (o->nbundle_dirs == OCI_MAX_ROOTS) {
+		p_err("--%s can be given at most %u times", spec->name, OCI_MAX_ROOTS);
+		return -EINVAL;
+	}
+	o->bundle_dirs = xrealloc(o->bundle_dirs, (o->nbundle_dirs + 1) * sizeof(*o->bundle_dirs));
+	o->bundle_dirs[o->nbundle_dirs++] = (char *)arg;
+	return 0;
+}
+
 static int opt_output(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	(void)spec;
@@ -286,6 +305,10 @@ const struct option_spec option_specs[] = {
 	{ "container", 0, "ID", CMD_VIEWS, opt_selection,
 	  .help = "only processes in this container (an id prefix will do)" },
 	{ "pod", 0, "UID", CMD_VIEWS, opt_selection, .help = "only processes in this pod" },
+	{ "bundle-dir", 0, "DIR", CMD_ALL, opt_bundle_dir,
+	  .help = "where a container runtime keeps its OCI bundles, whose config.json names pods "
+		  "and containers (repeat; replaces " OCI_ROOT_CONTAINERD " and "
+		  OCI_ROOT_CRIO ")" },
 	{ "command", 'c', "CMD [ARGS...]", CMD_VIEWS, opt_command,
 	  .help = "run CMD (and follow its children); report when it ends and exit with its exit "
 		  "status; must come last" },
@@ -576,6 +599,8 @@ void options_free(struct options *o)
 	free(o->pids);
 	free(o->selections);
 	free(o->libs);
+	free(o->bundle_dirs);
+	o->bundle_dirs = NULL;
 	o->pids = NULL;
 	o->selections = NULL;
 	o->libs = NULL;

@@ -24,6 +24,8 @@ struct options {
 	char **cmd_argv;	/* -c CMD [ARGS...] */
 	char **libs;		/* --lib */
 	size_t nlibs;
+	char **bundle_dirs;	/* --bundle-dir: OCI bundle roots (none: the runtimes' own) */
+	size_t nbundle_dirs;
 	double duration_s;	/* 0: until Ctrl-C (or CMD's end) */
 	double interval_s;	/* 0: the view's default */
 	struct selection *selections;	/* --cgroup, --container, --pod */

@@ -13,6 +13,7 @@
 #include "discover.h"
 #include "history.h"
 #include "nvml.h"
+#include "oci.h"
 #include "pin.h"
 #include "report.h"
 #include "procs.h"
@@ -478,6 +479,8 @@ static void open_model(struct session *s)
 
 	s->state = state_new(&maps, &so);
 	s->state->exit_wants = o->view->exit_wants;
+	s->oci = oci_cache_new((const char *const *)o->bundle_dirs, o->nbundle_dirs, 0);
+	s->state->oci = s->oci;
 	if (o->view->keeps_history)
 		s->hist = history_new();
 }
@@ -636,6 +639,7 @@ out:
 	discovery_free(s.disc);
 	history_free(s.hist);
 	state_free(s.state);
+	oci_cache_free(s.oci);
 	tracer_close(s.tracer);
 	if (close_output(s.out, o->output, s.write_errno))
 		rc = rc ? rc : 1;

@@ -15,6 +15,7 @@
 
 struct session;
 struct history;
+struct oci_cache;
 
 /* What a view needs and how it formats; any callback may be NULL. */
 struct view_ops {
@@ -51,6 +52,7 @@ struct session {
 	struct discovery *disc;
 	struct state *state;
 	struct history *hist;	/* view->keeps_history */
+	struct oci_cache *oci;	/* pod and container names, lent to the model */
 	FILE *out;
 	pid_t child;
 	uint64_t start_mono_ns;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nvml.h"
+#include "oci.h"
 #include "state.h"
 #include "util.h"
 
@@ -112,12 +113,14 @@ static void copy_failures(struct state *s, struct snapshot *snap)
 	snap->failures = xcalloc(s->nfailures + s->nrecent + 1, sizeof(*snap->failures));
 	for (size_t i = 0; i < s->nfailures; i++) {
 		rename_failure(s, &s->failures[i]);
+		oci_fill(s->oci, &s->failures[i].container, snap->time_ns);
 		copy_failure(&snap->failures[n++], &s->failures[i]);
 	}
 	for (size_t i = 0; i < s->nrecent; i++) {
 		struct failure_rec *f = &s->recent[(s->recent_head + i) % keep];
 
 		rename_failure(s, f);
+		oci_fill(s->oci, &f->container, snap->time_ns);
 		copy_failure(&snap->failures[n++], f);
 	}
 	snap->nfailures = n;
@@ -133,6 +136,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 	snap->mono_to_real_ns = realtime_ns() - snap->time_ns;
 	state_counters(s, snap->counters);
 	memcpy(snap->lost, s->lost, sizeof(snap->lost));
+	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
 	if (wants & SNAP_LOSSES_ONLY)
 		return snap;	/* a stream's loss line: no walk, no processes */
 	snap->error = state_refresh(s, wants);
@@ -145,12 +149,15 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 	snap->map_allocs_valid = s->map_allocs_valid;
 	snap->procs = xcalloc(s->nprocs ? s->nprocs : 1, sizeof(*snap->procs));
 	snap->nprocs = s->nprocs;
-	for (size_t i = 0; i < s->nprocs; i++)
+	for (size_t i = 0; i < s->nprocs; i++) {
+		oci_fill(s->oci, &s->procs[i]->container, snap->time_ns);	/* found late? */
 		copy_proc(s, s->procs[i], &snap->procs[i]);
+	}
 	if (snap->nprocs > 1)
 		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), by_pid);
 	if (wants & SNAP_FAILURES)
 		copy_failures(s, snap);
+	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);	/* with this one's lookups */
 	if (wants & SNAP_DEVICES) {
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
 		snap->devices_valid = snap->ndevices > 0;
@@ -167,10 +174,13 @@ void state_describe_event(struct state *s, const struct gm_call_event *e, struct
 	out->wall_ns = e->time_ns + s->mono_to_real_ns;	/* no clock read per event */
 	if (e->type == GM_REC_PROCESS_EXIT) {
 		p = state_find(s, (int)e->pid);
+		if (p)
+			oci_fill(s->oci, &p->container, e->time_ns);
 		out->container = p ? &p->container : NULL;
 		return;
 	}
 	p = state_proc(s, (int)e->pid);
+	oci_fill(s->oci, &p->container, e->time_ns);	/* the event's clock: no clock read */
 	out->container = &p->container;
 	out->stack = state_named_stack(s, p, e->stack_id);
 }

@@ -97,6 +97,7 @@ enum snap_loss {
 	SNAP_LOST_BAD_RECORDS = 0,	/* ring-buffer records of an unknown type or size */
 	SNAP_LOST_ENDED_DROPPED,	/* ended processes let go: --keep-ended, --keep-ended-for */
 	SNAP_LOST_FAILURES_DROPPED,	/* failure records between the first and the last kept */
+	SNAP_LOST_OCI_REJECTED,		/* OCI bundles refused: those containers' names unknown */
 	SNAP_LOST_COUNT,
 };
 

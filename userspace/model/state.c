@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "cgroups.h"
+#include "oci.h"
 #include "state.h"
 #include "symbolize.h"
 #include "unwind.h"
@@ -316,6 +317,7 @@ static void follow_cgroup(struct state *s, struct proc_rec *p)
 	free(p->cgroup);
 	p->cgroup = xstrdup(path);
 	container_parse_cgroup(p->cgroup, &p->container);
+	oci_fill(s->oci, &p->container, now_ns());
 }
 
 static void read_identity(struct state *s, struct proc_rec *p)
@@ -331,6 +333,7 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	if (!p->cgroup && proc_read_cgroup(p->pid, buf, sizeof(buf)) == 0) {
 		p->cgroup = xstrdup(buf);
 		container_parse_cgroup(p->cgroup, &p->container);
+		oci_fill(s->oci, &p->container, now_ns());
 	}
 	if (!p->ns_pid && proc_ns_pid(p->pid, &p->ns_pid))
 		p->ns_pid = 0;

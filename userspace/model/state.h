@@ -106,6 +106,7 @@ struct state_opts {
 
 struct age_note;
 struct cgroup_cache;
+struct oci_cache;
 struct user_cache;
 
 struct state {
@@ -135,6 +136,7 @@ struct state {
 	struct age_note *ages;	/* scratch for the median: (site, time) of live allocations */
 	size_t nages, ages_cap;
 	uint64_t lost[SNAP_LOST_COUNT];
+	struct oci_cache *oci;	/* pod and container names from OCI bundles (lent; NULL: none) */
 	uint64_t mono_to_real_ns;	/* wall clock minus CLOCK_MONOTONIC, read once at start */
 };
 

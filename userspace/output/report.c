@@ -110,6 +110,9 @@ void json_container(struct json_writer *w, const struct container_info *ci)
 {
 	jw_kv_string(w, "container", ci && ci->has_id ? ci->id : NULL);
 	jw_kv_string(w, "pod", ci && ci->has_pod ? ci->pod_uid : NULL);
+	jw_kv_string(w, "pod_name", ci && ci->pod_name[0] ? ci->pod_name : NULL);
+	jw_kv_string(w, "namespace", ci && ci->pod_namespace[0] ? ci->pod_namespace : NULL);
+	jw_kv_string(w, "container_name", ci && ci->container_name[0] ? ci->container_name : NULL);
 }
 
 void json_container_full(struct json_writer *w, const struct container_info *ci)
@@ -194,6 +197,9 @@ static const struct {
 	  "raise --keep-ended or --keep-ended-for" },
 	{ true, SNAP_LOST_FAILURES_DROPPED, "failure_records_dropped",
 	  "counts stay exact; raise --keep-failures" },
+	{ true, SNAP_LOST_OCI_REJECTED, "oci_bundles_rejected",
+	  "a container's config.json was malformed, too big, too deep or a symlink: its pod "
+	  "and container names are unknown (-v names it)" },
 };
 
 size_t loss_count(void)

@@ -15,7 +15,8 @@
  * cached (with a reference to it) until json_frames_cache_free. */
 void json_frames(struct json_writer *w, const struct snap_stack *st);
 void json_frames_cache_free(void);
-/* "container" and "pod" (null when not known; ci NULL: the process was not seen). */
+/* "container", "pod", and the names its OCI bundle gave: "pod_name", "namespace",
+ * "container_name" (each null when not known; ci NULL: the process was not seen). */
 void json_container(struct json_writer *w, const struct container_info *ci);
 /* The same with "container_runtime" and "pod_qos". */
 void json_container_full(struct json_writer *w, const struct container_info *ci);

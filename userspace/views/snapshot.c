@@ -123,6 +123,19 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 	}
 }
 
+/* The names its container's OCI bundle gave, on a line of their own when it gave any. */
+static void names_text(struct session *s, const struct container_info *ci)
+{
+	char ns[CONTAINER_LABEL_LEN + 1], pod[CONTAINER_NAME_LEN + 1], name[CONTAINER_LABEL_LEN + 1];
+
+	if (!ci->pod_name[0] && !ci->pod_namespace[0] && !ci->container_name[0])
+		return;
+	fprintf(s->out, "        pod %s/%s, container %s\n",
+		text_known(ns, sizeof(ns), ci->pod_namespace, true),
+		text_known(pod, sizeof(pod), ci->pod_name, true),
+		text_known(name, sizeof(name), ci->container_name, true));
+}
+
 static void failures_text(struct session *s, const struct snapshot *snap)
 {
 	bool exact = s->opt->exact_bytes;
@@ -158,6 +171,7 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 		fprintf(s->out, "%7d %-16s %12s %12s %12s %8llu %8llu %6llu %s\n", p->pid, comm, cur,
 			peak, host, p->st.alloc_count, p->st.free_count, p->st.failed_count,
 			p->alive ? "alive" : "ended");
+		names_text(s, &p->container);
 		sites_text(s, p);
 	}
 	failures_text(s, snap);
