@@ -433,15 +433,18 @@ class Prometheus:
 
 @pytest.mark.skipif(not shutil.which("prometheus"),
                     reason="prometheus is not installed (Debian package prometheus)")
-def test_a_real_prometheus_scrapes_exact_bytes_per_pid_and_pod(pins):
-    from test_containers import CGROUP2, Cgroup
+def test_a_real_prometheus_scrapes_exact_bytes_per_pid_and_pod(pins, tmp_path):
+    from test_containers import (CGROUP2, CONTAINERD_KEYS, Cgroup, bundle_config, pod_cgroup,
+                                 write_bundle)
     if CGROUP2 is None:
         pytest.skip("no cgroup v2 file system is mounted")
     pod = str(uuid.uuid4())
     cid = uuid.uuid4().hex + uuid.uuid4().hex
-    cgroup = (f"kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
-              f"{pod.replace('-', '_')}.slice/cri-containerd-{cid}.scope")
-    agent = Agent(pins)
+    cgroup = pod_cgroup("besteffort", pod, f"cri-containerd-{cid}.scope")
+    bundles = tmp_path / "containerd"
+    write_bundle(bundles / "k8s.io" / cid / "config.json",
+                 bundle_config(CONTAINERD_KEYS, "trainer-0", "ml", "cuda"))
+    agent = Agent(pins, "--bundle-dir", bundles)
     prom = Prometheus(agent.port)
     workloads = []
     try:
@@ -459,6 +462,12 @@ def test_a_real_prometheus_scrapes_exact_bytes_per_pid_and_pod(pins):
                                 what="Prometheus to answer " + expr)
             assert [r["metric"]["pod"] for r in result] == [pod]
             assert result[0]["value"][1] == "12288"
+            # Names from the OCI bundle, as labels.
+            named = prom.query('sum by (namespace, pod_name, container_name) '
+                               '(gpumem_process_memory_bytes{pod_name="trainer-0"})')
+            assert [(r["metric"], r["value"][1]) for r in named] == [
+                ({"namespace": "ml", "pod_name": "trainer-0", "container_name": "cuda"},
+                 "12288")]
             per_pid = wait_until(
                 lambda: prom.query(f'gpumem_process_memory_bytes{{pid="{solo.pid}",kind="device"}}'),
                 what="the per-pid series")
