@@ -31,7 +31,7 @@ LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lpthread -ldl -lm $(JSONC_
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
-.PHONY: all deps run test unit-test unit-test-asan integration bench bench-discovery clean
+.PHONY: deploy-check all deps run test unit-test unit-test-asan integration bench bench-discovery clean
 all: $(BUILD)/gpumem
 
 deps:
@@ -68,7 +68,13 @@ integration: all test-progs
 unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
-test: deps all test-progs unit-test unit-test-asan integration man-lint install-check
+test: deps all test-progs unit-test unit-test-asan integration man-lint install-check deploy-check
+
+# The Kubernetes manifests validated with no cluster, and each of the checker's rules made to
+# fire on a broken copy (Node.js and npm packages, installed on first use).
+deploy-check:
+	deploy/check.sh
+	deploy/check-test.sh
 
 bench: deps all test-progs
 	bench/run.sh

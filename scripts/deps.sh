@@ -6,7 +6,8 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       libncurses-dev tmux
       libmicrohttpd-dev prometheus
       mandoc
-      libjson-c-dev"
+      libjson-c-dev
+      nodejs npm"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
