@@ -1,8 +1,8 @@
 /* samepid FIRST [ARGS] -- SECOND [ARGS]: runs FIRST (stdin from /dev/null) until it ends, reaps
  * it, then starts SECOND on the very pid FIRST had (clone3 with set_tid: root only), so a
  * tracer sees one pid numbering two processes back to back. SECOND keeps samepid's stdin and
- * stdout. Prints `first PID STATUS` and `second PID`; exits with SECOND's status, or 125 if
- * the pid could not be had again. */
+ * stdout. Prints `first PID STATUS`, then `second PID` before SECOND runs; exits with SECOND's
+ * status, or 125 if the pid could not be had again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -18,8 +18,13 @@
 
 #define EXIT_NO_REUSE 125
 
-static void run(char **argv, bool quiet_stdin)
+/* go: a pipe to wait on until the parent has said what it runs (-1: none). */
+static void run(char **argv, bool quiet_stdin, int go)
 {
+	char c;
+
+	if (go >= 0 && read(go, &c, 1) != 1)
+		_exit(127);
 	if (quiet_stdin) {
 		int fd = open("/dev/null", O_RDONLY);
 
@@ -50,7 +55,7 @@ int main(int argc, char **argv)
 {
 	char **second = NULL;
 	pid_t first, again;
-	int status;
+	int status, go[2];
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -68,14 +73,19 @@ int main(int argc, char **argv)
 	if (first < 0)
 		return 1;
 	if (first == 0)
-		run(&argv[1], true);
+		run(&argv[1], true, -1);
 	if (waitpid(first, &status, 0) != first)
 		return 1;
 	printf("first %d %d\n", (int)first, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	fflush(stdout);
+	if (pipe(go))
+		return 1;
 	again = spawn_on(first);
-	if (again == 0)
-		run(second, false);
+	if (again == 0) {
+		close(go[1]);
+		run(second, false, go[0]);
+	}
+	close(go[0]);
 	if (again < 0) {
 		fprintf(stderr, "samepid: cannot start a process on pid %d: %s\n", (int)first,
 			strerror((int)-again));
@@ -83,6 +93,9 @@ int main(int argc, char **argv)
 	}
 	printf("second %d\n", (int)again);
 	fflush(stdout);
+	if (write(go[1], "g", 1) != 1)
+		return 1;
+	close(go[1]);
 	if (waitpid(again, &status, 0) != again)
 		return 1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
