@@ -8,8 +8,6 @@ only after both have started: what a busy host does to it now and then, here eve
 second process gets the first one's pid from clone3's set_tid (tests/workloads/samepid.c)."""
 import signal
 
-import pytest
-
 from conftest import MOCK_LIB_ARGS, SAMEPID, WORKLOAD, SystemWide, Workload
 
 
@@ -22,11 +20,6 @@ def numbers(proc):
             proc["alloc_count"], proc["free_count"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gpumem bug (issue 9 W2): the maps key processes by tgid only, so the second process "
-    "adds to the first one's entries and record: one record, comm 'second', reaped with the "
-    "first (alive false), cur 300 / peak 500, 2 allocs and 1 free (its allocation at the "
-    "address the first still held counted as a replaced allocation)"))
 def test_a_pid_reused_at_once_gives_the_new_process_its_own_record_and_numbers(tmp_path):
     # Two names for the workload, so that each process has a comm of its own.
     first, second = tmp_path / "first", tmp_path / "second"
