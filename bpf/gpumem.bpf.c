@@ -63,7 +63,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GM_DEFAULT_MAX_PROCS);
-	__type(key, __u32);			/* tgid */
+	__type(key, struct gm_proc_key);
 	__type(value, struct gm_proc_stats);
 } procs SEC(".maps");
 
@@ -185,10 +185,25 @@ static __always_inline bool is_free_shape(__u64 cookie)
 	return shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE;
 }
 
+/* The calling thread's process (start time, generation), read at the thread's first call and
+ * kept in its record: one read per thread, not per call. */
+static __always_inline void identify_process(struct gm_inflight *rec)
+{
+	struct task_struct *task;
+
+	if (rec->gen)
+		return;
+	task = bpf_get_current_task_btf();
+	rec->start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+	rec->gen = gm_proc_gen(rec->start_ns);
+}
+
 static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 					 const struct gm_inflight *rec)
 {
 	key->tgid = tgid;
+	key->gen = rec->gen;
+	key->pad = 0;
 	key->space = GM_COOKIE_SHAPE(rec->cookie) == GM_SHAPE_VMM_RELEASE ? GM_SPACE_VMM_HANDLE
 									  : GM_SPACE_ADDR;
 	key->addr = rec->addr;
@@ -256,6 +271,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	rec->height = height;
 	rec->addr = addr;
 	rec->has_claim = 0;
+	identify_process(rec);
 	if (addr && is_free_shape(rec->cookie))
 		claim_allocation(id >> 32, rec);
 	return 0;
@@ -291,17 +307,20 @@ static __always_inline __u64 namespace_pid(void)
 	return (__u64)up.nr;
 }
 
-static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
+static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
+							 const struct gm_inflight *rec, __u64 now)
 {
+	struct gm_proc_key key = { .tgid = tgid, .gen = rec->gen };
 	struct gm_proc_stats *ps, init = {};
 
-	ps = bpf_map_lookup_elem(&procs, &tgid);
+	ps = bpf_map_lookup_elem(&procs, &key);
 	if (ps)
 		return ps;
 	init.first_seen_ns = now;
 	init.cgroup_id = bpf_get_current_cgroup_id();
 	init.ns_pid = namespace_pid();
-	if (bpf_map_update_elem(&procs, &tgid, &init, BPF_NOEXIST) == 0) {
+	init.start_ns = rec->start_ns;
+	if (bpf_map_update_elem(&procs, &key, &init, BPF_NOEXIST) == 0) {
 		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 		if (e) {
@@ -311,6 +330,8 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 			__builtin_memset(e, 0, sizeof(*e));
 			e->type = GM_REC_PROCESS_NEW;
 			e->pid = tgid;
+			e->gen = rec->gen;
+			e->start_ns = rec->start_ns;
 			e->time_ns = now;
 			bpf_get_current_comm(e->comm, sizeof(e->comm));
 			bpf_ringbuf_submit(e, 0);
@@ -318,7 +339,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid, __u64 now)
 			count(GM_CNT_RINGBUF_DROPPED);
 		}
 	}
-	ps = bpf_map_lookup_elem(&procs, &tgid);
+	ps = bpf_map_lookup_elem(&procs, &key);
 	if (!ps)
 		count(GM_CNT_PROC_MAP_FULL);
 	return ps;
@@ -350,9 +371,9 @@ static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes
 	}
 }
 
-static __always_inline void emit_call(__u32 type, __u32 tgid, __u32 tid, __s32 stack_id,
-				      __u64 cookie, __u32 kind, __u64 addr, __u64 size,
-				      __s32 error, __u64 process_bytes)
+static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
+				      __u32 tid, __s32 stack_id, __u32 kind, __u64 addr,
+				      __u64 size, __s32 error, __u64 process_bytes)
 {
 	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -369,10 +390,13 @@ static __always_inline void emit_call(__u32 type, __u32 tgid, __u32 tid, __s32 s
 	e->size = size;
 	e->process_bytes = process_bytes;
 	e->error = error;
-	e->api = GM_COOKIE_API(cookie);
+	e->api = GM_COOKIE_API(rec->cookie);
 	e->kind = kind;
-	e->layer = GM_COOKIE_LAYER(cookie);
+	e->layer = GM_COOKIE_LAYER(rec->cookie);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->gen = rec->gen;
+	e->pad = 0;
+	e->start_ns = rec->start_ns;
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -390,10 +414,12 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx)
 }
 
 /* Subtracts a freed allocation from its site and process; returns the process's bytes. */
-static __always_inline __u64 account_free(__u32 tgid, const struct gm_alloc_info *info)
+static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
+					  const struct gm_alloc_info *info)
 {
-	struct gm_site_key skey = { .tgid = tgid, .stack_id = info->stack_id, .api = info->api,
-				    .kind = info->kind };
+	struct gm_site_key skey = { .tgid = tgid, .gen = gen, .stack_id = info->stack_id,
+				    .api = info->api, .kind = info->kind };
+	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
 
@@ -403,7 +429,7 @@ static __always_inline __u64 account_free(__u32 tgid, const struct gm_alloc_info
 		__sync_fetch_and_add(&ss->current_allocs, -1);
 		__sync_fetch_and_add(&ss->free_count, 1);
 	}
-	ps = bpf_map_lookup_elem(&procs, &tgid);
+	ps = bpf_map_lookup_elem(&procs, &pkey);
 	if (!ps)
 		return 0;
 	if (!is_gpu_kind(info->kind))
@@ -423,13 +449,13 @@ static __always_inline void replace_stale(struct gm_alloc_key *akey)
 	if (bpf_map_delete_elem(&allocs, akey))
 		return;
 	count(GM_CNT_REPLACED_ALLOCS);
-	account_free(akey->tgid, &old);
+	account_free(akey->tgid, akey->gen, &old);
 }
 
 /* The first allocation of a new site in DWARF mode: the caller's registers and the top of its
  * stack, for userspace to unwind through code built without frame pointers. */
-static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u32 tid,
-					    __s32 stack_id)
+static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u32 gen,
+					    __u32 tid, __s32 stack_id)
 {
 	struct gm_stack_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	__u64 sp = PT_REGS_SP(ctx);
@@ -451,7 +477,7 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u
 	e->regs[GM_REG_R13] = ctx->r13;
 	e->regs[GM_REG_R14] = ctx->r14;
 	e->regs[GM_REG_R15] = ctx->r15;
-	e->pad = 0;
+	e->gen = gen;
 	if (len > GM_STACK_COPY_MAX)
 		len = GM_STACK_COPY_MAX;
 	/* Near the top of the stack mapping a long read faults: fall back to a short one. */
@@ -471,9 +497,9 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	__u32 kind = GM_COOKIE_KIND(rec->cookie);
 	__u32 shape = GM_COOKIE_SHAPE(rec->cookie);
 	__u64 now = rec->time_ns;	/* the call's start: one clock read per call */
-	struct gm_alloc_key akey = { .tgid = tgid };
+	struct gm_alloc_key akey = { .tgid = tgid, .gen = rec->gen };
 	struct gm_alloc_info info = {};
-	struct gm_site_key skey = { .tgid = tgid };
+	struct gm_site_key skey = { .tgid = tgid, .gen = rec->gen };
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
 	__u64 addr = 0, size = rec->size, total = 0;
@@ -484,12 +510,12 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	skey.stack_id = stack_id;
 	skey.api = GM_COOKIE_API(rec->cookie);
 	skey.kind = kind;
-	ps = proc_stats(tgid, now);
+	ps = proc_stats(tgid, rec, now);
 	ss = site_stats(&skey, &new_site);
 	if (new_site && ps)
 		ps->cgroup_id = bpf_get_current_cgroup_id();	/* followed if it moved */
 	if (new_site && stack_mode == GM_STACKS_DWARF && stack_id >= 0)
-		emit_stack_copy(ctx, tgid, tid, stack_id);
+		emit_stack_copy(ctx, tgid, rec->gen, tid, stack_id);
 
 	if (rc != 0) {
 		if (shape == GM_SHAPE_ALLOC_PITCH)
@@ -500,8 +526,7 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 		}
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
-		emit_call(GM_REC_ALLOC_FAILED, tgid, tid, stack_id, rec->cookie, kind, 0, size, rc,
-			  total);
+		emit_call(GM_REC_ALLOC_FAILED, rec, tgid, tid, stack_id, kind, 0, size, rc, total);
 		return;
 	}
 
@@ -547,7 +572,7 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 		}
 	}
 	if (stream_calls())
-		emit_call(GM_REC_ALLOC, tgid, tid, stack_id, rec->cookie, kind, addr, size, 0, total);
+		emit_call(GM_REC_ALLOC, rec, tgid, tid, stack_id, kind, addr, size, 0, total);
 }
 
 static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight *rec,
@@ -571,14 +596,14 @@ static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight 
 	if (!rec->has_claim) {
 		count(GM_CNT_UNKNOWN_FREES);
 		if (stream)
-			emit_call(GM_REC_UNKNOWN_FREE, tgid, tid, stack_id, rec->cookie, 0,
-				  rec->addr, 0, 0, 0);
+			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, 0, rec->addr, 0,
+				  0, 0);
 		return;
 	}
-	total = account_free(tgid, &rec->claimed);
+	total = account_free(tgid, rec->gen, &rec->claimed);
 	if (stream)
-		emit_call(GM_REC_FREE, tgid, tid, stack_id, rec->cookie, rec->claimed.kind,
-			  rec->addr, rec->claimed.size, 0, total);
+		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, rec->claimed.kind, rec->addr,
+			  rec->claimed.size, 0, total);
 }
 
 /* One return program for every shape. A return whose stack pointer is not above the
@@ -653,7 +678,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /* The executable file mappings of an ending process, which still has its memory map here. */
-static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid)
+static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, __u32 gen)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
@@ -674,6 +699,8 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid)
 		}
 		e->type = GM_REC_EXIT_VMA;
 		e->pid = tgid;
+		e->gen = gen;
+		e->pad = 0;
 		e->start = vma->vm_start;
 		e->end = vma->vm_end;
 		e->pgoff = vma->vm_pgoff;
@@ -690,13 +717,17 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	struct gm_proc_key key = { .tgid = tgid };
 	struct gm_call_event *e;
+	__u64 start_ns;
 
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;	/* not the last thread of its process */
-	if (!bpf_map_lookup_elem(&procs, &tgid) && !bpf_map_lookup_elem(&targets, &tgid))
+	start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
+	key.gen = gm_proc_gen(start_ns);
+	if (!bpf_map_lookup_elem(&procs, &key) && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	emit_module_map(p, tgid);
+	emit_module_map(p, tgid, key.gen);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);
@@ -705,6 +736,8 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	__builtin_memset(e, 0, sizeof(*e));
 	e->type = GM_REC_PROCESS_EXIT;
 	e->pid = tgid;
+	e->gen = key.gen;
+	e->start_ns = start_ns;
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
 	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */

@@ -8,6 +8,11 @@
 #include <linux/types.h>
 #endif
 
+/* The layout of what crosses the boundary: bump it whenever a pinned map's key or value (or a
+ * ring-buffer record) changes, so that state pinned by another build is never read as this
+ * one's (an agent refuses pins of another layout). 2: processes keyed by {tgid, generation}. */
+#define GM_LAYOUT_VERSION 2
+
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
 #define GM_PATH_LEN 256
@@ -80,6 +85,22 @@ enum gm_counter {
 	GM_CNT_COUNT,
 };
 
+/* A process's generation: two processes that one pid numbers in turn (a pid reused before
+ * userspace reaped the first) never share an entry of procs, sites or allocs. Folded from the
+ * process's start time in ns since boot (its group leader's start_boottime, what field 22 of
+ * /proc/PID/stat counts in clock ticks); never 0, so that 0 can mean "not known". */
+static inline __u32 gm_proc_gen(__u64 start_ns)
+{
+	__u32 gen = (__u32)start_ns ^ (__u32)(start_ns >> 32);
+
+	return gen ? gen : 1;
+}
+
+struct gm_proc_key {
+	__u32 tgid;
+	__u32 gen;		/* gm_proc_gen() of its start time */
+};
+
 struct gm_alloc_info {
 	__u64 size;
 	__u64 time_ns;
@@ -102,21 +123,33 @@ struct gm_inflight {
 	 * hand its address to another thread; put back if the free fails. */
 	struct gm_alloc_info claimed;
 	__u32 has_claim;
-	__u32 pad;
+	/* The thread's process, read at its first call: a thread never changes process, and
+	 * exec keeps the start time (a thread that execs takes its leader's). 0: not read yet. */
+	__u32 gen;
+	__u64 start_ns;
 };
 
+/* The generation is in the key, not only in the value: an address the pid's new process is
+ * handed while the old one's entry waits to be reaped is then a new entry, and a free finds
+ * only its own process's allocation, with no check on the hot path. */
 struct gm_alloc_key {
 	__u32 tgid;
+	__u32 gen;
 	__u32 space;		/* enum gm_space */
+	__u32 pad;		/* 0: keys are compared byte for byte */
 	__u64 addr;
 };
+_Static_assert(sizeof(struct gm_alloc_key) == 24, "gm_alloc_key has no hidden padding");
 
 struct gm_site_key {
 	__u32 tgid;
+	__u32 gen;
 	__s32 stack_id;
-	__u32 api;
-	__u32 kind;
+	__u16 api;		/* the probe table's row, GM_COOKIE_API: 16 bits */
+	__u16 kind;		/* enum gm_kind */
 };
+_Static_assert(sizeof(struct gm_site_key) == 16, "gm_site_key stays 16 bytes, unpadded");
+_Static_assert(sizeof(struct gm_proc_key) == 8, "gm_proc_key has no hidden padding");
 
 struct gm_site_stats {
 	__u64 current_bytes;
@@ -143,6 +176,7 @@ struct gm_proc_stats {
 	__u64 first_seen_ns;
 	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call, or its last new site */
 	__u64 ns_pid;		/* its pid inside its own pid namespace */
+	__u64 start_ns;		/* its start, ns since boot (CLOCK_BOOTTIME): proc_start_matches() */
 };
 
 /* Ring-buffer records; each begins with its type. */
@@ -173,6 +207,9 @@ struct gm_call_event {
 	__u8 kind;
 	__u8 layer;
 	char comm[GM_COMM_LEN];
+	__u32 gen;		/* the process's generation: which of a pid's processes */
+	__u32 pad;
+	__u64 start_ns;		/* the process's start, ns since boot */
 };
 
 /* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry
@@ -201,8 +238,6 @@ struct gm_hold {
  * so the probes keep counting while it restarts; the one-entry map `agent` there says which
  * layout they have and which agent owns them. */
 #define GM_PIN_DIR_DEFAULT "/sys/fs/bpf/gpumem"
-/* Bump whenever a pinned map's key or value changes: an agent refuses another layout. */
-#define GM_LAYOUT_VERSION 1
 #define GM_AGENT_FRESH_NS 5000000000ull	/* an agent whose heartbeat is older is not running */
 
 /* Settings userspace changes at run time (the `settings` map, one entry). */
@@ -264,7 +299,7 @@ struct gm_stack_event {
 	__s32 stack_id;		/* the site's frame-pointer stack id */
 	__u64 regs[GM_REG_COUNT];
 	__u32 len;		/* bytes of stack copied from regs[GM_REG_SP] up */
-	__u32 pad;
+	__u32 gen;		/* the process's generation */
 	__u8 stack[GM_STACK_COPY_MAX];
 };
 
@@ -273,6 +308,8 @@ struct gm_stack_event {
 struct gm_vma_event {
 	__u32 type;		/* GM_REC_EXIT_VMA */
 	__u32 pid;
+	__u32 gen;		/* the ending process's generation */
+	__u32 pad;
 	__u64 start;
 	__u64 end;
 	__u64 pgoff;		/* in pages */

@@ -33,7 +33,8 @@ TESTS_MOCK_CFLAGS += -fno-schedule-insns2 -fno-shrink-wrap -fno-ipa-icf
 endif
 
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
-TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl
+TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
+	$(TESTS_OUT)/samepid
 
 ifneq ($(wildcard $(TESTS_CUDA)/include/cuda_runtime_api.h $(TESTS_CUDA)/lib64/libcudart.so.13),)
 TESTS_PROGS += $(TESTS_OUT)/real_cudart
@@ -70,6 +71,11 @@ $(TESTS_OUT)/workload: tests/workloads/workload.c $(TESTS_MOCK_HEADERS) $(TESTS_
 $(TESTS_OUT)/workload_dl: tests/workloads/workload.c
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) -DGM_DLOPEN_ONLY -o $@ $< -ldl
+
+# Two processes on one pid, back to back.
+$(TESTS_OUT)/samepid: tests/workloads/samepid.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $<
 
 $(TESTS_OUT)/real_cudart: tests/workloads/real_cudart.c
 	@mkdir -p $(@D)

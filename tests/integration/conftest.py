@@ -20,6 +20,7 @@ BUILD = ROOT / "build"
 GPUMEM = BUILD / "gpumem"
 WORKLOAD = BUILD / "tests" / "workload"
 WORKLOAD_DL = BUILD / "tests" / "workload_dl"
+SAMEPID = BUILD / "tests" / "samepid"    # two processes on one pid, back to back
 MOCK_LIB_DIR = BUILD / "tests" / "lib"
 REAL_CUDART_PROG = BUILD / "tests" / "real_cudart"
 STATIC_CUDA_PROG = BUILD / "tests" / "static_cuda"
@@ -41,7 +42,7 @@ def bpf_unavailable_reason():
         return "integration tests load BPF programs and need root (run them as root)"
     if not Path("/sys/kernel/btf/vmlinux").exists():
         return "the kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing)"
-    for path in (GPUMEM, WORKLOAD, WORKLOAD_DL, MOCK_LIB_DIR / "libcudart.so.13",
+    for path in (GPUMEM, WORKLOAD, WORKLOAD_DL, SAMEPID, MOCK_LIB_DIR / "libcudart.so.13",
                  MOCK_LIB_DIR / "libcuda.so.1"):
         if not path.exists():
             return f"{path} is missing: run `make all test-progs` first"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* /proc parsing from fixture text: maps (spaces, deleted, anonymous, sorted lookup), stat
  * with ") " inside comm, cgroup v2 and hybrid, cmdline joining; and the live readers on
- * this process. */
+ * this process and a child (start times in ns since boot against /proc's clock ticks). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -192,6 +194,68 @@ static void test_stat_start_time_of_self_is_stable(void **state)
 	assert_int_equal(a, b);
 }
 
+static uint64_t tick_ns(void)
+{
+	return 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
+}
+
+static uint64_t boottime_ns(void)
+{
+	struct timespec ts;
+
+	assert_int_equal(clock_gettime(CLOCK_BOOTTIME, &ts), 0);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Within one tick of /proc's start time either way, and not two ticks off. */
+static void test_start_matches_own_start_within_one_tick(void **state)
+{
+	uint64_t ticks, t = tick_ns();
+
+	(void)state;
+	assert_int_equal(proc_start_time(getpid(), &ticks), 0);
+	assert_true(ticks >= 2);
+	assert_true(proc_start_matches(getpid(), ticks * t));
+	assert_true(proc_start_matches(getpid(), ticks * t + t / 2));
+	assert_true(proc_start_matches(getpid(), (ticks + 1) * t + t - 1));
+	assert_true(proc_start_matches(getpid(), (ticks - 1) * t));
+	assert_false(proc_start_matches(getpid(), (ticks + 2) * t));
+	assert_false(proc_start_matches(getpid(), (ticks - 2) * t + t - 1));
+	assert_false(proc_start_matches(getpid(), 0));
+}
+
+/* A child's start, in the kernel's ns since boot, lies between CLOCK_BOOTTIME before and after
+ * the fork; once the child is gone its pid matches nothing. */
+static void test_start_matches_a_child_until_it_is_gone(void **state)
+{
+	uint64_t before, after, ticks, t = tick_ns();
+	int go[2], status;
+	pid_t child;
+	char c;
+
+	(void)state;
+	assert_int_equal(pipe(go), 0);
+	before = boottime_ns();
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(go[1]);
+		_exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+	}
+	after = boottime_ns();
+	close(go[0]);
+	assert_int_equal(proc_start_time(child, &ticks), 0);
+	assert_true(before / t <= ticks && ticks <= after / t);
+	assert_true(proc_start_matches(child, ticks * t));
+	assert_true(proc_start_matches(child, after));
+	assert_false(proc_start_matches(child, after + 3 * t));
+	assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_false(proc_start_matches(child, ticks * t));
+	assert_false(proc_start_matches(-1, ticks * t));
+}
+
 static void test_cgroup_v2_only(void **state)
 {
 	char buf[256];
@@ -322,6 +386,8 @@ int main(void)
 		cmocka_unit_test(test_stat_start_time_with_paren_space_in_comm),
 		cmocka_unit_test(test_stat_start_time_plain_and_truncated),
 		cmocka_unit_test(test_stat_start_time_of_self_is_stable),
+		cmocka_unit_test(test_start_matches_own_start_within_one_tick),
+		cmocka_unit_test(test_start_matches_a_child_until_it_is_gone),
 		cmocka_unit_test(test_cgroup_v2_only),
 		cmocka_unit_test(test_cgroup_hybrid_picks_v2_line),
 		cmocka_unit_test(test_cgroup_v1_only_is_enoent),

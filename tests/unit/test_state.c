@@ -22,6 +22,10 @@
 /* Pids above any real one on a default system: /proc reads about them fail harmlessly. */
 #define PID_A 4000001
 #define PID_B 4000002
+/* Generations: GEN_A2 is a later process on PID_A. */
+#define GEN_A 0x1111
+#define GEN_B 0x2222
+#define GEN_A2 0x3333
 
 #define MIB (1ULL << 20)
 #define API_CUDA_MALLOC 0
@@ -60,7 +64,7 @@ static int setup(void **state)
 	static struct fixture fx;
 
 	memset(&fx, 0, sizeof(fx));
-	fx.fds.procs = create_map(BPF_MAP_TYPE_HASH, "gm_procs", sizeof(__u32),
+	fx.fds.procs = create_map(BPF_MAP_TYPE_HASH, "gm_procs", sizeof(struct gm_proc_key),
 				  sizeof(struct gm_proc_stats));
 	fx.fds.sites = create_map(BPF_MAP_TYPE_HASH, "gm_sites", sizeof(struct gm_site_key),
 				  sizeof(struct gm_site_stats));
@@ -121,19 +125,19 @@ static const struct {
 	struct gm_site_stats v;
 } sites[] = {
 	/* A, sorted as the model sorts them: stack id, api, kind. */
-	{ { PID_A, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	{ { PID_A, GEN_A, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
 	  { .current_bytes = 2 * MIB, .current_allocs = 2, .alloc_count = 3, .free_count = 1,
 	    .alloc_bytes_total = 3 * MIB } },
-	{ { PID_A, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE },
+	{ { PID_A, GEN_A, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE },
 	  { .current_bytes = MIB, .current_allocs = 1, .alloc_count = 1,
 	    .alloc_bytes_total = MIB, .failed_count = 1 } },
-	{ { PID_A, 11, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	{ { PID_A, GEN_A, 11, API_CUDA_MALLOC, GM_KIND_DEVICE },
 	  { .alloc_count = 1, .free_count = 1, .alloc_bytes_total = 2 * MIB } },
 	/* B */
-	{ { PID_B, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	{ { PID_B, GEN_B, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
 	  { .current_bytes = 4096, .current_allocs = 1, .alloc_count = 1,
 	    .alloc_bytes_total = 4096 } },
-	{ { PID_B, 12, 26, GM_KIND_VMM },
+	{ { PID_B, GEN_B, 12, 26, GM_KIND_VMM },
 	  { .current_bytes = 2 * MIB, .current_allocs = 1, .alloc_count = 1,
 	    .alloc_bytes_total = 2 * MIB } },
 };
@@ -144,15 +148,15 @@ static const struct {
 	struct gm_alloc_key k;
 	struct gm_alloc_info v;
 } allocs[] = {
-	{ { PID_A, GM_SPACE_ADDR, 0x7f0000000000 },
+	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000000000 },
 	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
-	{ { PID_A, GM_SPACE_ADDR, 0x7f0000200000 },
+	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000200000 },
 	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
-	{ { PID_A, GM_SPACE_ADDR, 0x7f0000400000 },
+	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000400000 },
 	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER } },
-	{ { PID_B, GM_SPACE_ADDR, 0x7f0000600000 },
+	{ { PID_B, GEN_B, GM_SPACE_ADDR, 0, 0x7f0000600000 },
 	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
-	{ { PID_B, GM_SPACE_VMM_HANDLE, 0x7f0000000000 },
+	{ { PID_B, GEN_B, GM_SPACE_VMM_HANDLE, 0, 0x7f0000000000 },
 	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER } },
 };
 #define NALLOCS_A 3
@@ -161,12 +165,12 @@ static const struct {
 
 static void fill_maps(const struct fixture *fx)
 {
-	__u32 pid;
+	struct gm_proc_key key;
 
-	pid = PID_A;
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_a, BPF_NOEXIST), 0);
-	pid = PID_B;
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_b, BPF_NOEXIST), 0);
+	key = (struct gm_proc_key){ PID_A, GEN_A };
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_a, BPF_NOEXIST), 0);
+	key = (struct gm_proc_key){ PID_B, GEN_B };
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_b, BPF_NOEXIST), 0);
 	for (size_t i = 0; i < COUNT(sites); i++)
 		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &sites[i].k, &sites[i].v,
 						     BPF_NOEXIST), 0);
@@ -207,9 +211,9 @@ static void assert_b_entries_untouched(const struct fixture *fx)
 	struct gm_proc_stats ps;
 	struct gm_site_stats ss;
 	struct gm_alloc_info ai;
-	__u32 pid = PID_B;
+	struct gm_proc_key key = { PID_B, GEN_B };
 
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &pid, &ps), 0);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), 0);
 	assert_memory_equal(&ps, &stats_b, sizeof(ps));
 	for (size_t i = NSITES_A; i < COUNT(sites); i++) {
 		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), 0);
@@ -221,10 +225,10 @@ static void assert_b_entries_untouched(const struct fixture *fx)
 	}
 }
 
-static void end_process(struct state *s, int pid, uint64_t time_ns, int exit_code)
+static void end_process(struct state *s, int pid, uint32_t gen, uint64_t time_ns, int exit_code)
 {
 	struct gm_call_event e = {
-		.type = GM_REC_PROCESS_EXIT, .pid = (__u32)pid, .tid = (__u32)pid,
+		.type = GM_REC_PROCESS_EXIT, .pid = (__u32)pid, .tid = (__u32)pid, .gen = gen,
 		.time_ns = time_ns, .error = exit_code,
 	};
 
@@ -281,7 +285,7 @@ static void test_reap_keeps_final_numbers_of_ended_process(void **state)
 
 	fill_maps(fx);
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
-	end_process(fx->s, PID_A, 9000, 3);
+	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	a = state_find(fx->s, PID_A);
 	assert_non_null(a);
@@ -300,14 +304,14 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	struct gm_proc_stats ps;
 	struct gm_site_stats ss;
 	struct gm_alloc_info ai;
-	__u32 pid = PID_A;
+	struct gm_proc_key key = { PID_A, GEN_A };
 
 	fill_maps(fx);
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
-	end_process(fx->s, PID_A, 9000, 0);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &pid, &ps), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), -ENOENT);
 	for (size_t i = 0; i < NSITES_A; i++)
 		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), -ENOENT);
 	for (size_t i = 0; i < NALLOCS_A; i++)
@@ -330,74 +334,211 @@ static void test_reap_counts_the_entries_left_in_the_maps(void **state)
 
 	fill_maps(fx);
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
-	end_process(fx->s, PID_A, 9000, 0);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(fx->s->map_procs, 1);
 	assert_int_equal(fx->s->map_sites, NSITES_B);
 	assert_int_equal(fx->s->map_allocs, 2);
 }
 
+/* A later process on PID_A (GEN_A2): 4 MiB in one site, and a live allocation at the very
+ * address the ended one still holds in the map. */
+static const struct gm_proc_stats stats_new = {
+	.current_bytes = 4 * MIB, .current_allocs = 1, .peak_bytes = 4 * MIB,
+	.alloc_count = 1, .alloc_bytes_total = 4 * MIB,
+	.by_kind = { [GM_KIND_DEVICE] = 4 * MIB }, .first_seen_ns = 20000, .start_ns = 19000,
+};
+static const struct gm_site_key site_new = { .tgid = PID_A, .gen = GEN_A2, .stack_id = 7,
+					      .api = API_CUDA_MALLOC, .kind = GM_KIND_DEVICE };
+static const struct gm_site_stats site_new_stats = {
+	.current_bytes = 4 * MIB, .current_allocs = 1, .alloc_count = 1,
+	.alloc_bytes_total = 4 * MIB,
+};
+static const struct gm_alloc_key alloc_new = { PID_A, GEN_A2, GM_SPACE_ADDR, 0,
+					       0x7f0000000000 };
+static const struct gm_alloc_info alloc_new_info = { 4 * MIB, 19500, 7, API_CUDA_MALLOC,
+						     GM_KIND_DEVICE, GM_LAYER_RUNTIME };
+
+static void fill_new_process(const struct fixture *fx)
+{
+	struct gm_proc_key key = { PID_A, GEN_A2 };
+
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_new, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(fx->fds.sites, &site_new, &site_new_stats, BPF_NOEXIST),
+			 0);
+	assert_int_equal(bpf_map_update_elem(fx->fds.allocs, &alloc_new, &alloc_new_info,
+					     BPF_NOEXIST), 0);
+}
+
+static void assert_new_numbers(const struct proc_rec *p)
+{
+	assert_true(p->alive);
+	assert_int_equal(p->gen, GEN_A2);
+	assert_int_equal(p->start_ns, stats_new.start_ns);
+	assert_memory_equal(&p->st, &stats_new, sizeof(stats_new));
+	assert_int_equal(p->nsites, 1);
+	assert_memory_equal(&p->sites[0].key, &site_new, sizeof(site_new));
+	assert_int_equal(p->sites[0].oldest_ns, 19500);
+}
+
 static void test_reused_pid_gets_a_new_record(void **state)
 {
-	static const struct gm_proc_stats stats_new = {
-		.current_bytes = 4 * MIB, .current_allocs = 1, .peak_bytes = 4 * MIB,
-		.alloc_count = 1, .alloc_bytes_total = 4 * MIB,
-		.by_kind = { [GM_KIND_DEVICE] = 4 * MIB }, .first_seen_ns = 20000,
-	};
-	static const struct gm_site_key site_new = { .tgid = PID_A, .stack_id = 900,
-						      .kind = GM_KIND_DEVICE };
-	static const struct gm_site_stats site_new_stats = {
-		.current_bytes = 4 * MIB, .current_allocs = 1, .alloc_count = 1,
-		.alloc_bytes_total = 4 * MIB,
-	};
 	struct fixture *fx = fixture_or_skip(state);
 	struct proc_rec *old, *now;
-	__u32 pid = PID_A;
 
 	fill_maps(fx);
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
-	end_process(fx->s, PID_A, 9000, 3);
+	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	old = state_find(fx->s, PID_A);
 
-	now = state_proc(fx->s, PID_A);
+	now = state_proc(fx->s, PID_A, GEN_A2, 0);
 	assert_ptr_not_equal(now, old);
 	assert_true(now->alive);
 	assert_false(now->have_stats);
 	assert_int_equal(now->nsites, 0);
 	assert_ptr_equal(state_find(fx->s, PID_A), now);
-	assert_ptr_equal(state_proc(fx->s, PID_A), now);	/* found, not made again */
+	assert_ptr_equal(state_proc(fx->s, PID_A, GEN_A2, 0), now);	/* found, not made again */
+	assert_ptr_equal(state_proc(fx->s, PID_A, GEN_A, 0), old);	/* the ended one's own */
+	assert_ptr_equal(state_find_gen(fx->s, PID_A, GEN_A), old);
 	assert_int_equal(fx->s->nprocs, 3);
 
-	/* The new process's numbers go to the new record; the ended one keeps its own. Its
-	 * counts are the sums of its sites, so it gets the one site that holds them. */
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &stats_new, BPF_NOEXIST), 0);
-	assert_int_equal(bpf_map_update_elem(fx->fds.sites, &site_new, &site_new_stats, BPF_NOEXIST),
-			 0);
+	/* The new process's numbers go to the new record; the ended one keeps its own. */
+	fill_new_process(fx);
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(fx->s->nprocs, 3);
-	assert_memory_equal(&now->st, &stats_new, sizeof(stats_new));
+	assert_new_numbers(now);
 	assert_false(old->alive);
 	assert_int_equal(old->exit_code, 3);
 	assert_int_equal(old->end_ns, 9000);
 	assert_a_numbers(old);
 }
 
+/* The BPF side saw the new process on PID_A before userspace reaped the one that ended: both
+ * processes' entries are in the maps at once, even an allocation at the same address. Each
+ * gets its own record, and the reap of the ended one deletes its entries only. */
+static void test_reused_pid_before_the_reap_keeps_both_processes_apart(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_proc_key old_key = { PID_A, GEN_A }, new_key = { PID_A, GEN_A2 };
+	struct gm_proc_stats ps;
+	struct gm_site_stats ss;
+	struct gm_alloc_info ai;
+	struct proc_rec *old, *now;
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	old = state_find(fx->s, PID_A);
+	end_process(fx->s, PID_A, GEN_A, 9000, 3);
+	fill_new_process(fx);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	now = state_find(fx->s, PID_A);
+	assert_ptr_not_equal(now, old);
+	assert_int_equal(fx->s->nprocs, 3);
+	assert_a_numbers(old);
+	assert_new_numbers(now);
+
+	assert_int_equal(state_reap(fx->s), 1);
+	assert_false(old->alive);
+	assert_int_equal(old->exit_code, 3);
+	assert_a_numbers(old);
+	assert_new_numbers(now);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &old_key, &ps), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &new_key, &ps), 0);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &site_new, &ss), 0);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &alloc_new, &ai), 0);
+	for (size_t i = 0; i < NALLOCS_A; i++)
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+	assert_b_entries_untouched(fx);
+
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	assert_int_equal(fx->s->map_procs, 2);
+	assert_int_equal(fx->s->map_sites, NSITES_B + 1);
+	assert_int_equal(fx->s->map_allocs, 3);
+	assert_new_numbers(now);
+	assert_a_numbers(old);
+}
+
+/* Its end was never delivered (the ring buffer was full), but a newer process has its pid:
+ * the older one has ended, and is reaped with its entries. */
+static void test_a_process_whose_pid_a_newer_one_has_is_reaped(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_proc_key old_key = { PID_A, GEN_A };
+	struct gm_proc_stats ps;
+	struct proc_rec *old;
+
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	old = state_find(fx->s, PID_A);
+	fill_new_process(fx);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	assert_false(old->alive);
+	assert_false(old->exit_known);
+	assert_a_numbers(old);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &old_key, &ps), -ENOENT);
+	assert_new_numbers(state_find(fx->s, PID_A));
+	assert_true(state_find(fx->s, PID_B)->alive);
+}
+
+/* What /proc says about a process is its own only until it ends: read after its end (the pid
+ * may be the next process's by then) it is let go, and the kernel's word at exit stands. */
+static void read_self_then_end(struct fixture *fx, uint64_t exit_ns, struct proc_rec **out)
+{
+	struct gm_call_event e = { .type = GM_REC_PROCESS_NEW, .pid = (__u32)getpid(),
+				   .gen = GEN_A, .comm = "at_first_call" };
+
+	state_on_process_new(fx->s, &e);
+	*out = state_find(fx->s, getpid());
+	assert_non_null((*out)->cmdline);	/* read from /proc: this process */
+	e.type = GM_REC_PROCESS_EXIT;
+	e.time_ns = exit_ns;
+	memcpy(e.comm, "at_exit", sizeof("at_exit"));
+	state_on_process_exit(fx->s, &e);
+}
+
+static void test_proc_reads_after_the_end_are_let_go(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *p;
+
+	read_self_then_end(fx, 1, &p);	/* it "ended" long before /proc was read */
+	assert_string_equal(p->comm, "at_exit");
+	assert_null(p->cmdline);
+	assert_null(p->cgroup);
+	assert_null(p->user);
+	assert_false(p->have_mm);
+}
+
+static void test_proc_reads_before_the_end_are_kept(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	char comm[GM_COMM_LEN + 1];
+	struct proc_rec *p;
+
+	assert_int_equal(proc_read_comm(getpid(), comm, sizeof(comm)), 0);
+	read_self_then_end(fx, UINT64_MAX, &p);
+	assert_string_equal(p->comm, comm);
+	assert_non_null(p->cmdline);
+	assert_true(p->have_mm);
+}
+
 static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state)
 {
 	struct fixture *fx = fixture_or_skip(state);
 	struct gm_proc_stats ps = stats_a;
-	__u32 pid = PID_A;
+	struct gm_proc_key key = { PID_A, GEN_A };
 	struct gm_site_stats v = { .alloc_count = 1, .free_count = 1 };
 
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &pid, &ps, BPF_NOEXIST), 0);
+	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &ps, BPF_NOEXIST), 0);
 	for (int i = 0; i < 100; i++) {
-		struct gm_site_key k = { PID_A, 100 + i, 0, 0 };
+		struct gm_site_key k = { PID_A, GEN_A, 100 + i, 0, 0 };
 		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &k, &v, BPF_NOEXIST), 0);
 	}
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(state_find(fx->s, PID_A)->nsites, 100);
-	end_process(fx->s, PID_A, 9000, 0);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(fx->s->map_sites, 0);
 }
@@ -408,7 +549,7 @@ static void test_exit_seen_before_any_record_keeps_code_and_time(void **state)
 	struct proc_rec *a;
 
 	fill_maps(fx);
-	end_process(fx->s, PID_A, 9000, 3);
+	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	a = state_find(fx->s, PID_A);
 	assert_non_null(a);
@@ -427,7 +568,7 @@ static void test_snapshot_marks_what_was_never_read_unknown(void **state)
 	struct snapshot *snap;
 
 	fill_maps(fx);
-	end_process(fx->s, PID_A, 9000, 3);
+	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	snap = state_publish(fx->s, SNAP_AGES);
 	assert_int_equal(snap->error, 0);
@@ -459,9 +600,9 @@ static void test_ended_processes_beyond_the_bound_are_let_go_and_counted(void **
 
 	fx->s->opt.keep_ended = 1;
 	fill_maps(fx);
-	end_process(fx->s, PID_A, 9000, 0);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
-	end_process(fx->s, PID_B, 9500, 0);
+	end_process(fx->s, PID_B, GEN_B, 9500, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_null(state_find(fx->s, PID_A));	/* ended first: let go */
 	assert_non_null(state_find(fx->s, PID_B));
@@ -477,8 +618,8 @@ static void test_failure_records_keep_the_first_and_the_last(void **state)
 	fx->s->opt.keep_failures = 3;
 	for (uint32_t i = 0; i < 10; i++) {
 		struct gm_call_event e = { .type = GM_REC_ALLOC_FAILED, .pid = PID_A,
-					   .tid = PID_A, .stack_id = -1, .size = 100 + i,
-					   .error = 2 };
+					   .tid = PID_A, .gen = GEN_A, .stack_id = -1,
+					   .size = 100 + i, .error = 2 };
 
 		state_on_failure(fx->s, &e);
 	}
@@ -523,14 +664,14 @@ static void test_snapshots_carry_the_bundle_names_and_count_refusals(void **stat
 	char root[] = "/tmp/gpumem-state-oci-XXXXXX", cmd[64];
 	const char *roots[1] = { root };
 	const struct snap_proc *a, *b;
-	struct gm_call_event e = { .type = GM_REC_ALLOC_FAILED, .pid = PID_A, .tid = PID_A,
-				   .stack_id = -1, .size = 100, .error = 2 };
+	struct gm_call_event e = { .type = GM_REC_ALLOC_FAILED, .pid = PID_A, .gen = GEN_A,
+				   .tid = PID_A, .stack_id = -1, .size = 100, .error = 2 };
 	struct snapshot *snap;
 
 	assert_non_null(mkdtemp(root));
 	fx->s->oci = oci_cache_new(roots, 1, 0);
-	put_in_container(state_proc(fx->s, PID_A), 'a');
-	put_in_container(state_proc(fx->s, PID_B), 'b');
+	put_in_container(state_proc(fx->s, PID_A, GEN_A, 0), 'a');
+	put_in_container(state_proc(fx->s, PID_B, GEN_B, 0), 'b');
 	state_on_failure(fx->s, &e);
 	write_bundle(root, 'a', "{\"annotations\":{\"io.kubernetes.pod.name\":\"web-0\","
 				"\"io.kubernetes.pod.namespace\":\"shop\","
@@ -584,6 +725,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reap_counts_the_entries_left_in_the_maps,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reused_pid_gets_a_new_record, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_reused_pid_before_the_reap_keeps_both_processes_apart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_process_whose_pid_a_newer_one_has_is_reaped,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proc_reads_after_the_end_are_let_go, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_proc_reads_before_the_end_are_kept, setup,
 						teardown),
 	};
 

@@ -1082,11 +1082,42 @@ static int run_dlopen(char **argv)
 	rc = alloc_after_dlopen(cuda_malloc, size);
 	return rc == 0 || rc == GM_NO_DRIVER ? EXIT_OK : EXIT_UNEXPECTED;
 }
+
+/* dlopenstep PATH SIZE: each step once a line is read: dlopen (then "opened"), allocate (then
+ * "holding"), end. Nothing else is opened between the dlopen and the first call, when the
+ * runtime opens the driver. */
+static int run_dlopen_step(char **argv)
+{
+	cuda_malloc_fn cuda_malloc;
+	uint64_t size;
+	void *lib;
+	int rc;
+
+	if (parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	say("waiting");
+	wait_for_line();
+	lib = dlopen(argv[0], RTLD_NOW);
+	cuda_malloc = lib ? (cuda_malloc_fn)dlsym(lib, "cudaMalloc") : NULL;
+	if (!cuda_malloc) {
+		fprintf(stderr, "workload: no cudaMalloc from %s: %s\n", argv[0], dlerror());
+		return EXIT_UNEXPECTED;
+	}
+	say("opened");
+	wait_for_line();
+	rc = alloc_after_dlopen(cuda_malloc, size);
+	if (rc != 0 && rc != GM_NO_DRIVER)
+		return EXIT_UNEXPECTED;
+	say("holding");
+	wait_for_line();
+	return EXIT_OK;
+}
 #endif
 
 static const struct scenario scenarios[] = {
 #ifdef GM_DLOPEN_ONLY
 	{ "dlopen", 2, "PATH SIZE", run_dlopen },
+	{ "dlopenstep", 2, "PATH SIZE", run_dlopen_step },
 #else
 	{ "leak", 2, "STEPS SIZE", run_leak },
 	{ "kinds", 0, "", run_kinds },

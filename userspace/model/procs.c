@@ -178,6 +178,18 @@ int proc_start_time(int pid, uint64_t *ticks)
 	return proc_parse_stat_start_time(text, ticks);
 }
 
+bool proc_start_matches(int pid, uint64_t start_ns)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t ticks, ours;
+
+	if (hz <= 0 || proc_start_time(pid, &ticks))
+		return false;
+	/* As the kernel converts for /proc: whole ticks, rounded down. */
+	ours = start_ns / (1000000000ull / (uint64_t)hz);
+	return ticks + 1 >= ours && ours + 1 >= ticks;
+}
+
 bool proc_exists(int pid)
 {
 	if (pid <= 0)

@@ -21,6 +21,10 @@ int proc_parse_cgroup(const char *text, char *buf, size_t len);
 /* Field 22 of /proc/PID/stat, in clock ticks since boot. */
 int proc_start_time(int pid, uint64_t *ticks);
 int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks);
+/* Whether pid is still the process that started at start_ns (ns since boot, CLOCK_BOOTTIME, as
+ * the BPF side records it): its start time, in clock ticks, is that one within a tick. False if
+ * the pid is gone, or another process's since. */
+bool proc_start_matches(int pid, uint64_t start_ns);
 bool proc_exists(int pid);
 
 struct mapping {

@@ -88,7 +88,7 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 /* A failure's stack named again while its process is kept (its exit map may have come). */
 static void rename_failure(struct state *s, struct failure_rec *f)
 {
-	struct proc_rec *p = state_find(s, (int)f->ev.pid);
+	struct proc_rec *p = state_find_gen(s, (int)f->ev.pid, f->ev.gen);
 	struct snap_stack *st;
 
 	if (!p || p->serial != f->serial)
@@ -173,13 +173,13 @@ void state_describe_event(struct state *s, const struct gm_call_event *e, struct
 	out->ev = e;
 	out->wall_ns = e->time_ns + s->mono_to_real_ns;	/* no clock read per event */
 	if (e->type == GM_REC_PROCESS_EXIT) {
-		p = state_find(s, (int)e->pid);
+		p = state_find_gen(s, (int)e->pid, e->gen);
 		if (p)
 			oci_fill(s->oci, &p->container, e->time_ns);
 		out->container = p ? &p->container : NULL;
 		return;
 	}
-	p = state_proc(s, (int)e->pid);
+	p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
 	oci_fill(s->oci, &p->container, e->time_ns);	/* the event's clock: no clock read */
 	out->container = &p->container;
 	out->stack = state_named_stack(s, p, e->stack_id);

@@ -122,7 +122,8 @@ static size_t pid_slot(struct proc_rec *const *table, size_t cap, int pid)
 	return i;
 }
 
-/* Makes p the record that state_find(p->pid) returns: a reused pid finds its newest one. */
+/* Makes p the record that state_find(p->pid) returns, the pid's earlier records hanging from
+ * it: a reused pid finds its newest one first. */
 static void index_proc(struct state *s, struct proc_rec *p)
 {
 	size_t i;
@@ -141,20 +142,17 @@ static void index_proc(struct state *s, struct proc_rec *p)
 	i = pid_slot(s->by_pid, s->by_pid_cap, p->pid);
 	if (!s->by_pid[i])
 		s->by_pid_used++;
+	p->older = s->by_pid[i];
 	s->by_pid[i] = p;
 }
 
+/* procs is in the order the records were made: a later record of a pid is a later process. */
 void state_reindex(struct state *s)
 {
 	memset(s->by_pid, 0, s->by_pid_cap * sizeof(*s->by_pid));
 	s->by_pid_used = 0;
-	for (size_t i = 0; i < s->nprocs; i++) {
-		struct proc_rec *cur = state_find(s, s->procs[i]->pid);
-
-		/* The newest record of a pid wins: a later one in procs, or the living one. */
-		if (!cur || s->procs[i]->alive || !cur->alive)
-			index_proc(s, s->procs[i]);
-	}
+	for (size_t i = 0; i < s->nprocs; i++)
+		index_proc(s, s->procs[i]);
 }
 
 struct proc_rec *state_find(struct state *s, int pid)
@@ -162,6 +160,21 @@ struct proc_rec *state_find(struct state *s, int pid)
 	if (!s->by_pid_cap)
 		return NULL;
 	return s->by_pid[pid_slot(s->by_pid, s->by_pid_cap, pid)];
+}
+
+struct proc_rec *state_find_gen(struct state *s, int pid, uint32_t gen)
+{
+	struct proc_rec *p = state_find(s, pid);
+
+	while (p && p->gen != gen)
+		p = p->older;
+	return p;
+}
+
+/* Whether /proc/PID still speaks of p: not if the pid has gone to another process since. */
+static bool pid_is_still_its(const struct proc_rec *p)
+{
+	return !p->start_ns || proc_start_matches(p->pid, p->start_ns);
 }
 
 static const char *known_path_of(struct state *s, uint64_t dev, uint64_t ino)
@@ -217,7 +230,7 @@ void state_on_exec(struct state *s, int pid)
 
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 {
-	struct proc_rec *p = state_proc(s, (int)e->pid);
+	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
 	struct module_map *m = &p->exit_mm;
 	const char *path;
 	struct mapping *mp;
@@ -324,7 +337,9 @@ static void read_identity(struct state *s, struct proc_rec *p)
 {
 	char buf[4096];
 
-	p->identity_read = true;
+	/* Ended, or its pid another's: what the kernel sent is all there is. */
+	if (p->exit_known || !pid_is_still_its(p))
+		return;
 	read_owner(s, p);
 	if (!p->comm[0] && proc_read_comm(p->pid, buf, sizeof(buf)) == 0)
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, buf);
@@ -345,14 +360,48 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		/* Open its files now: deleted or in a container, they stay nameable after it ends. */
 		symbolizer_prefetch(s->sym, p->pid, &p->mm);
 	}
+	p->identity_ns = p->maps_ns = now_ns();
 }
 
-struct proc_rec *state_proc(struct state *s, int pid)
+/* What /proc said about p once it had ended (by the kernel's clock, which stamps its exit) was
+ * its zombie's word or, the pid taken again at once, the next process's: a start time in /proc
+ * has a clock tick's resolution, too coarse to tell two such processes apart. Let go of it;
+ * the kernel's own records stand in (comm at exit, cgroup and namespace pid from the maps,
+ * the exit-time module map). */
+static void forget_late_reads(struct proc_rec *p, uint64_t exit_ns)
 {
-	struct proc_rec *p = state_find(s, pid);
+	if (p->maps_ns && p->maps_ns >= exit_ns && p->have_mm) {
+		module_map_free(&p->mm);
+		p->have_mm = false;
+		p->maps_gen++;
+		unwinder_free(p->unwinder);
+		p->unwinder = NULL;
+	}
+	p->maps_ns = 0;
+	if (!p->identity_ns || p->identity_ns < exit_ns)
+		return;
+	p->identity_ns = 0;
+	p->comm[0] = 0;
+	free(p->cmdline);
+	p->cmdline = NULL;
+	free(p->cgroup);
+	p->cgroup = NULL;
+	p->cgroup_id = 0;
+	memset(&p->container, 0, sizeof(p->container));
+	free(p->user);
+	p->user = NULL;
+	p->ns_pid = (int)p->st.ns_pid;
+}
 
-	if (p && p->alive)
+struct proc_rec *state_proc(struct state *s, int pid, uint32_t gen, uint64_t start_ns)
+{
+	struct proc_rec *p = state_find_gen(s, pid, gen);
+
+	if (p) {
+		if (!p->start_ns)
+			p->start_ns = start_ns;
 		return p;
+	}
 	if (s->nprocs == s->procs_cap) {
 		s->procs_cap = s->procs_cap ? 2 * s->procs_cap : 64;
 		s->procs = xrealloc(s->procs, s->procs_cap * sizeof(*s->procs));
@@ -360,6 +409,8 @@ struct proc_rec *state_proc(struct state *s, int pid)
 	p = xcalloc(1, sizeof(*p));
 	p->serial = ++s->next_serial;
 	p->pid = pid;
+	p->gen = gen;
+	p->start_ns = start_ns;
 	p->alive = true;
 	s->procs[s->nprocs++] = p;
 	index_proc(s, p);
@@ -369,11 +420,13 @@ struct proc_rec *state_proc(struct state *s, int pid)
 
 void state_on_process_new(struct state *s, const struct gm_call_event *e)
 {
-	struct proc_rec *p = state_find(s, (int)e->pid);
+	struct proc_rec *p = state_find_gen(s, (int)e->pid, e->gen);
 
-	if (!p || !p->alive) {
-		p = state_proc(s, (int)e->pid);
-	} else if (!p->have_mm) {
+	if (!p) {
+		p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
+	} else if (p->alive && !p->have_mm) {
+		if (!p->start_ns)
+			p->start_ns = e->start_ns;
 		read_identity(s, p);
 	}
 	if (!p->comm[0])
@@ -392,7 +445,7 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 {
 	struct module_map fresh = { 0 };
 
-	if (!p->alive)
+	if (!p->alive || p->exit_known || !pid_is_still_its(p))
 		return false;
 	/* A zombie reads as empty: never trade a capture for that. */
 	if (module_map_read(p->pid, &fresh) || !fresh.count) {
@@ -403,6 +456,7 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 	p->mm = fresh;
 	p->have_mm = true;
 	p->maps_gen++;
+	p->maps_ns = now_ns();
 	remember_paths(s, &p->mm);
 	symbolizer_prefetch(s->sym, p->pid, &p->mm);
 	unwinder_free(p->unwinder);	/* made again, over the new map, when next needed */
@@ -412,7 +466,7 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 
 void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 {
-	struct proc_rec *p = state_proc(s, (int)e->pid);
+	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
 	struct dwarf_stack ds = { .stack_id = e->stack_id };
 
 	if (dwarf_stack_of(p, e->stack_id))
@@ -485,7 +539,7 @@ static struct failure_rec *failure_slot(struct state *s)
 
 void state_on_failure(struct state *s, const struct gm_call_event *e)
 {
-	struct proc_rec *p = state_proc(s, (int)e->pid);
+	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
 	struct failure_rec *f = failure_slot(s);
 
 	f->ev = *e;
@@ -516,20 +570,27 @@ void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT])
 	free(vals);
 }
 
-static void queue_exit(struct state *s, int pid)
+/* Records wait here until state_reap; they stay alive (and kept) until then. */
+static void queue_exit(struct state *s, struct proc_rec *p)
 {
+	if (p->exit_queued || !p->alive)
+		return;
 	if (s->npending == s->pending_cap) {
 		s->pending_cap = s->pending_cap ? 2 * s->pending_cap : 16;
-		s->pending_exits = xrealloc(s->pending_exits, s->pending_cap * sizeof(int));
+		s->pending_exits = xrealloc(s->pending_exits,
+					    s->pending_cap * sizeof(*s->pending_exits));
 	}
-	s->pending_exits[s->npending++] = pid;
+	s->pending_exits[s->npending++] = p;
+	p->exit_queued = true;
 }
 
 void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 {
-	struct proc_rec *p = state_proc(s, (int)e->pid);	/* even if its start was missed */
+	/* Even if its start was missed; only this process's record, never the pid's next. */
+	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
 
-	queue_exit(s, (int)e->pid);
+	queue_exit(s, p);
+	forget_late_reads(p, e->time_ns);
 	p->end_ns = e->time_ns;
 	p->exit_code = e->error;
 	p->exit_known = true;
@@ -588,14 +649,6 @@ out:
 	return err;
 }
 
-static bool pid_in(const int *pids, size_t n, uint32_t pid)
-{
-	for (size_t i = 0; i < n; i++)
-		if ((uint32_t)pids[i] == pid)
-			return true;
-	return false;
-}
-
 static struct site_rec *add_site(struct proc_rec *p, const struct gm_site_key *k,
 				  const struct gm_site_stats *v)
 {
@@ -631,8 +684,8 @@ struct age_note {
 static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_info *a,
 		     bool median)
 {
-	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .stack_id = a->stack_id,
-				 .api = a->api, .kind = a->kind };
+	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .gen = p->gen,
+				 .stack_id = a->stack_id, .api = a->api, .kind = a->kind };
 	struct site_rec *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 
 	if (!ss)
@@ -677,24 +730,27 @@ static void assign_median_ages(struct state *s)
 struct walk {
 	struct state *s;
 	bool median;		/* collect (site, time) pairs for median ages */
-	const int *pids;	/* NULL: every living process */
-	size_t npids;
+	bool reap;		/* only the records marked reaping; else every living process */
 	void *del_keys;		/* keys to delete after the walk */
 	size_t ndel, del_cap, ksz;
 	uint64_t seen;		/* entries of the map walked */
 };
 
-static bool walk_wants(struct walk *w, uint32_t tgid, struct proc_rec **p)
+/* The record an entry of (tgid, gen) belongs to, if this walk is for it. An entry of a record
+ * already reaped is not: the refresh walk makes no new record of it either. */
+static struct proc_rec *walk_owner(struct walk *w, uint32_t tgid, uint32_t gen, bool *unknown)
 {
-	if (w->pids && !pid_in(w->pids, w->npids, tgid))
-		return false;
-	*p = state_find(w->s, (int)tgid);
-	return *p != NULL;
+	struct proc_rec *p = state_find_gen(w->s, (int)tgid, gen);
+
+	*unknown = !p;
+	if (w->reap)
+		return p && p->reaping ? p : NULL;
+	return p && p->alive ? p : NULL;
 }
 
 static void queue_delete(struct walk *w, const void *key)
 {
-	if (!w->pids)
+	if (!w->reap)
 		return;
 	if (w->ndel == w->del_cap) {
 		w->del_cap = w->del_cap ? 2 * w->del_cap : 256;
@@ -716,16 +772,20 @@ static void delete_queued(int fd, struct walk *w)
 static void walk_proc(void *ctx, const void *key, const void *value)
 {
 	struct walk *w = ctx;
-	uint32_t tgid = *(const uint32_t *)key;
+	const struct gm_proc_key *k = key;
+	const struct gm_proc_stats *v = value;
 	struct proc_rec *p;
+	bool unknown;
 
 	w->seen++;
-	if (w->pids && !pid_in(w->pids, w->npids, tgid))
+	p = walk_owner(w, k->tgid, k->gen, &unknown);
+	if (!p && unknown && !w->reap)
+		p = state_proc(w->s, (int)k->tgid, k->gen, v->start_ns);
+	if (!p)
 		return;
-	p = state_find(w->s, (int)tgid);
-	if (!p || !p->alive)
-		p = state_proc(w->s, (int)tgid);
-	p->st = *(const struct gm_proc_stats *)value;
+	if (!p->start_ns)
+		p->start_ns = v->start_ns;
+	p->st = *v;
 	p->have_stats = true;
 	p->no_proc_entry = false;
 	p->nsites = 0;
@@ -737,9 +797,9 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 /* The record of sites whose process has no process entry (the map was full: --max-procs):
  * shown with totals from its sites, and let go when the process is gone, since the kernel
  * reports no end for it. */
-static struct proc_rec *owner_without_entry(struct walk *w, uint32_t tgid)
+static struct proc_rec *owner_without_entry(struct walk *w, uint32_t tgid, uint32_t gen)
 {
-	struct proc_rec *p = state_proc(w->s, (int)tgid);
+	struct proc_rec *p = state_proc(w->s, (int)tgid, gen, 0);
 
 	if (!p->have_stats) {
 		p->have_stats = true;
@@ -754,10 +814,12 @@ static void walk_site(void *ctx, const void *key, const void *value)
 	struct walk *w = ctx;
 	const struct gm_site_key *k = key;
 	struct proc_rec *p;
+	bool unknown;
 
 	w->seen++;
-	if (w->pids) {
-		if (!walk_wants(w, k->tgid, &p) || !p->alive)
+	p = walk_owner(w, k->tgid, k->gen, &unknown);
+	if (w->reap) {
+		if (!p)
 			return;
 		if (!p->have_stats) {
 			p->have_stats = true;	/* an ending process that had no entry */
@@ -765,9 +827,10 @@ static void walk_site(void *ctx, const void *key, const void *value)
 			p->nsites = 0;
 		}
 	} else {
-		p = state_find(w->s, (int)k->tgid);
-		if (!p || !p->alive || !p->have_stats)
-			p = owner_without_entry(w, k->tgid);
+		if (!p && !unknown)
+			return;	/* a leftover of a process already reaped */
+		if (!p || !p->have_stats)
+			p = owner_without_entry(w, k->tgid, k->gen);
 	}
 	add_site(p, k, value);
 	queue_delete(w, key);
@@ -778,9 +841,11 @@ static void walk_alloc(void *ctx, const void *key, const void *value)
 	struct walk *w = ctx;
 	const struct gm_alloc_key *k = key;
 	struct proc_rec *p;
+	bool unknown;
 
 	w->seen++;
-	if (!walk_wants(w, k->tgid, &p) || !p->alive)
+	p = walk_owner(w, k->tgid, k->gen, &unknown);
+	if (!p)
 		return;
 	note_age(w->s, p, value, w->median);
 	queue_delete(w, key);
@@ -826,12 +891,12 @@ static void sum_sites(struct proc_rec *p)
 
 /* Whether any of these ended processes still had live allocations: if none did, their
  * cleanup needs no pass over the live-allocation map. */
-static bool holds_allocations(struct state *s, const int *pids, size_t npids)
+static bool holds_allocations(struct proc_rec *const *ending, size_t nending)
 {
-	for (size_t i = 0; i < npids; i++) {
-		struct proc_rec *p = state_find(s, pids[i]);
+	for (size_t i = 0; i < nending; i++) {
+		const struct proc_rec *p = ending[i];
 
-		if (!p || !p->alive || !p->have_stats)
+		if (!p->reaping || !p->have_stats)
 			continue;
 		if (p->st.current_allocs || p->st.by_kind[GM_KIND_HOST])
 			return true;
@@ -839,38 +904,47 @@ static bool holds_allocations(struct state *s, const int *pids, size_t npids)
 	return false;
 }
 
+/* Whether a pass (reap: only the records marked reaping) is for p. */
+static bool pass_is_for(const struct proc_rec *p, bool reap)
+{
+	return p->alive && (!reap || p->reaping);
+}
+
 /* Which records a walk was for: their ages are now as known as the walk made them. */
-static void mark_ages(struct state *s, const int *pids, size_t npids, bool walked, bool median)
+static void mark_ages(struct state *s, bool reap, bool walked, bool median)
 {
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
 
-		if (!p->alive || (pids && !pid_in(pids, npids, (uint32_t)p->pid)))
+		if (!pass_is_for(p, reap))
 			continue;
 		/* An ending process that held nothing has no ages to find: they are known. */
-		p->ages_known = walked || pids;
-		p->medians_known = (walked && median) || (pids && !walked);
+		p->ages_known = walked || reap;
+		p->medians_known = (walked && median) || (reap && !walked);
 	}
 }
 
-/* One pass over procs, sites and allocs for the given processes (NULL: all living). */
-static int read_maps(struct state *s, const int *pids, size_t npids, unsigned int wants)
+/* One pass over procs, sites and allocs for the given ending processes (NULL: all living). */
+static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nending,
+		     unsigned int wants)
 {
-	struct walk w = { .s = s, .pids = pids, .npids = npids,
-			  .median = wants & SNAP_MEDIAN_AGES };
+	struct walk w = { .s = s, .reap = ending != NULL, .median = wants & SNAP_MEDIAN_AGES };
 	bool need_ages = wants & (SNAP_AGES | SNAP_MEDIAN_AGES);
 	int err;
 
-	w.ksz = sizeof(__u32);
-	err = map_walk(s->fd.procs, sizeof(__u32), sizeof(struct gm_proc_stats), walk_proc, &w);
+	for (size_t i = 0; i < nending; i++)
+		ending[i]->reaping = ending[i]->alive;
+	w.ksz = sizeof(struct gm_proc_key);
+	err = map_walk(s->fd.procs, sizeof(struct gm_proc_key), sizeof(struct gm_proc_stats),
+		       walk_proc, &w);
 	if (err)
-		return err;
+		goto out;
 	s->map_procs = w.seen;
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
 
 		/* Sites are read again: walk_proc cleared those of processes with an entry. */
-		if (p->alive && p->no_proc_entry && (!pids || pid_in(pids, npids, (uint32_t)p->pid)))
+		if (pass_is_for(p, w.reap) && p->no_proc_entry)
 			p->nsites = 0;
 	}
 	w.seen = 0;
@@ -878,18 +952,18 @@ static int read_maps(struct state *s, const int *pids, size_t npids, unsigned in
 	err = map_walk(s->fd.sites, sizeof(struct gm_site_key), sizeof(struct gm_site_stats),
 		       walk_site, &w);
 	if (err)
-		return err;
+		goto out;
 	s->map_sites = w.seen - w.ndel;
 	sort_sites(s);
 	delete_queued(s->fd.sites, &w);
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
 
-		if (p->alive && (!pids || pid_in(pids, npids, (uint32_t)p->pid)))
+		if (pass_is_for(p, w.reap))
 			sum_sites(p);
 	}
-	if (pids)
-		need_ages = holds_allocations(s, pids, npids);
+	if (w.reap)
+		need_ages = holds_allocations(ending, nending);
 	if (need_ages) {
 		w.seen = 0;
 		w.ksz = sizeof(struct gm_alloc_key);
@@ -900,15 +974,16 @@ static int read_maps(struct state *s, const int *pids, size_t npids, unsigned in
 		assign_median_ages(s);
 		delete_queued(s->fd.allocs, &w);
 	}
-	mark_ages(s, pids, npids, need_ages, w.median);
-	if (pids && !s->opt.read_only) {
-		for (size_t i = 0; i < npids; i++) {
-			__u32 key = (__u32)pids[i];
+	mark_ages(s, w.reap, need_ages, w.median);
+	for (size_t i = 0; i < nending && !s->opt.read_only; i++) {
+		struct gm_proc_key key = { .tgid = (__u32)ending[i]->pid, .gen = ending[i]->gen };
 
-			if (bpf_map_delete_elem(s->fd.procs, &key) == 0)
-				s->map_procs--;
-		}
+		if (ending[i]->reaping && bpf_map_delete_elem(s->fd.procs, &key) == 0)
+			s->map_procs--;
 	}
+out:
+	for (size_t i = 0; i < nending; i++)
+		ending[i]->reaping = false;
 	return err;
 }
 
@@ -924,8 +999,13 @@ int state_refresh(struct state *s, unsigned int wants)
 		if (!p->alive)
 			continue;
 		p->end_ns = now;
-		if (p->no_proc_entry && !proc_exists(p->pid))
-			queue_exit(s, p->pid);	/* reaped at the next state_reap */
+		/* Reaped at the next state_reap: a process the kernel reports no end for (it had
+		 * no entry: --max-procs) once its pid is gone or another's, and one whose pid a
+		 * newer process has (its end was not delivered: the ring buffer was full). */
+		if (p->no_proc_entry && (p->start_ns ? !pid_is_still_its(p) : !proc_exists(p->pid)))
+			queue_exit(s, p);
+		else if (state_find(s, p->pid) != p)
+			queue_exit(s, p);
 	}
 	return err;
 }
@@ -956,13 +1036,12 @@ size_t state_reap(struct state *s)
 
 	if (!n)
 		return 0;
-	for (size_t i = 0; i < n; i++)
-		state_proc(s, s->pending_exits[i]);	/* a record even if it never allocated */
 	read_maps(s, s->pending_exits, n, s->exit_wants);
 	for (size_t i = 0; i < n; i++) {
-		struct proc_rec *p = state_find(s, s->pending_exits[i]);
+		struct proc_rec *p = s->pending_exits[i];
 
-		if (p && p->alive) {
+		p->exit_queued = false;
+		if (p->alive) {
 			p->alive = false;
 			p->reaped = true;
 			p->reaped_ns = now;
@@ -983,8 +1062,9 @@ size_t state_sweep_vanished(struct state *s)
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
 
-		if (p->alive && p->have_stats && !proc_exists(p->pid)) {
-			queue_exit(s, p->pid);
+		if (p->alive && p->have_stats &&
+		    (p->start_ns ? !pid_is_still_its(p) : !proc_exists(p->pid))) {
+			queue_exit(s, p);
 			n++;
 		}
 	}

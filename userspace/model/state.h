@@ -44,12 +44,19 @@ struct named_stack {
 	struct snap_stack *stack;
 };
 
+/* One process: a pid and a generation (gm_proc_gen of its start), so a pid the kernel hands to a
+ * new process before the old one is reaped numbers two records. */
 struct proc_rec {
 	uint64_t serial;
 	int pid;
+	uint32_t gen;		/* as the BPF side keys it */
+	uint64_t start_ns;	/* ns since boot; 0: not known yet */
+	struct proc_rec *older;	/* the pid's previous record, if kept */
 	bool alive;
 	bool have_stats;
-	bool identity_read;
+	/* When /proc was read about it (CLOCK_MONOTONIC, after the reads; 0: never): its
+	 * identity (comm, cmdline, cgroup, owner, first module map), its module map again. */
+	uint64_t identity_ns, maps_ns;
 	char comm[GM_COMM_LEN + 1];
 	char *cmdline;
 	char *cgroup;
@@ -76,6 +83,8 @@ struct proc_rec {
 	bool reaped;		/* ended and its entries dropped from the maps */
 	bool no_proc_entry;	/* its sites were recorded but not its totals (--max-procs) */
 	bool exit_known;	/* the kernel reported its end, with its exit code */
+	bool exit_queued;	/* waits in pending_exits for state_reap */
+	bool reaping;		/* one of the records the current read_maps pass reaps */
 	uint64_t reaped_ns;	/* when: --keep-ended-for counts from here */
 	bool ages_known;	/* sites' oldest_ns are as the last walk of allocs found them */
 	bool medians_known;
@@ -115,14 +124,15 @@ struct state {
 	uint64_t next_serial;
 	struct proc_rec **procs;	/* every process kept, alive or ended */
 	size_t nprocs, procs_cap;
-	struct proc_rec **by_pid;	/* open addressing: each pid's newest record */
+	struct proc_rec **by_pid;	/* open addressing: each pid's newest record (older ones
+					 * hang from it, newest first) */
 	size_t by_pid_cap, by_pid_used;
 	/* Failure records: the first keep_failures, then the most recent keep_failures in a ring
 	 * (recent[recent_head] is the oldest of those); the ones between are counted, not kept.
 	 * Per-site and per-process failure counts stay exact in the maps. */
 	struct failure_rec *failures, *recent;
 	size_t nfailures, nrecent, recent_head;
-	int *pending_exits;
+	struct proc_rec **pending_exits;	/* ended, to reap (alive until then) */
 	size_t npending, pending_cap;
 	struct symbolizer *sym;
 	struct cgroup_cache *cgroups;
@@ -142,7 +152,12 @@ struct state {
 
 struct state *state_new(const struct model_maps *maps, const struct state_opts *opt);
 void state_free(struct state *s);
-struct proc_rec *state_proc(struct state *s, int pid);	/* finds or creates */
+/* The record of process (pid, gen), made if there is none; start_ns (0: unknown) is kept if the
+ * record had none. */
+struct proc_rec *state_proc(struct state *s, int pid, uint32_t gen, uint64_t start_ns);
+/* The record of process (pid, gen), or NULL. */
+struct proc_rec *state_find_gen(struct state *s, int pid, uint32_t gen);
+/* The newest record of pid, or NULL. */
 struct proc_rec *state_find(struct state *s, int pid);
 /* Ring-buffer records. */
 void state_on_process_new(struct state *s, const struct gm_call_event *e);
