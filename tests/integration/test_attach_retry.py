@@ -8,6 +8,7 @@ import ctypes
 import os
 import platform
 import shutil
+import signal
 import struct
 import subprocess
 import time
@@ -125,3 +126,27 @@ def test_a_library_whose_attach_failed_is_attached_when_next_mapped(tmp_path):
     # next one's where the runtime, attached since, did.
     assert apis_of(gpumem.report, refused.pid) == [("cuMemAlloc_v2", 1, SIZE)]
     assert apis_of(gpumem.report, mapped_again.pid) == [("cudaMalloc", 1, SIZE)]
+
+
+def test_a_descriptor_reused_before_gpumem_looks_does_not_lose_the_library(tmp_path):
+    """Not held (--no-hold), a process's library-open event names a descriptor the loader has
+    closed by the time gpumem reads it, and another file may have it: gpumem must see that it
+    is not the library (its device and inode) and find the library in the mappings."""
+    (tmp_path / "lib").mkdir()
+    cudart = tmp_path / "lib" / f"libcudart.so.13.fd-{os.getpid()}"
+    shutil.copy2(MOCK_LIB_DIR / "libcudart.so.13", cudart)
+    (tmp_path / "lib" / "libcuda.so.1").symlink_to(MOCK_LIB_DIR / "libcuda.so.1")
+    with SystemWide("-v", *MOCK_LIB_ARGS) as gpumem:
+        with Workload("dlopenfd", cudart, SIZE, program=WORKLOAD_DL) as w:
+            w.wait_for("waiting")
+            gpumem.proc.send_signal(signal.SIGSTOP)   # its event waits while the fd moves on
+            try:
+                w.release()
+                w.wait_for("opened")
+            finally:
+                gpumem.proc.send_signal(signal.SIGCONT)
+            assert wait_for_late_attach(gpumem, cudart.name), lines_about(gpumem, w.pid)
+            w.release()
+            w.wait_for("holding")
+            assert w.finish() == 0
+    assert apis_of(gpumem.report, w.pid) == [("cudaMalloc", 1, SIZE)]

@@ -1,6 +1,7 @@
 /* Test workloads for gpumem: each scenario makes CUDA calls whose numbers the tests know, from
  * named functions a tracer can report, and prints one `call API SIZE ADDR RC` line per call. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -1112,10 +1113,42 @@ static int run_dlopen_step(char **argv)
 	wait_for_line();
 	return EXIT_OK;
 }
+/* dlopenfd PATH SIZE: as dlopenstep, and right after the dlopen another regular file is opened
+ * (and kept open): it takes the descriptor number the loader opened PATH with and closed. */
+static int run_dlopen_fd(char **argv)
+{
+	cuda_malloc_fn cuda_malloc;
+	uint64_t size;
+	void *lib;
+	int rc, fd;
+
+	if (parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	say("waiting");
+	wait_for_line();
+	lib = dlopen(argv[0], RTLD_NOW);
+	fd = open("/etc/passwd", O_RDONLY);
+	cuda_malloc = lib ? (cuda_malloc_fn)dlsym(lib, "cudaMalloc") : NULL;
+	if (!cuda_malloc || fd < 0) {
+		fprintf(stderr, "workload: no cudaMalloc from %s: %s\n", argv[0], dlerror());
+		return EXIT_UNEXPECTED;
+	}
+	printf("opened %d\n", fd);
+	fflush(stdout);
+	wait_for_line();
+	rc = alloc_after_dlopen(cuda_malloc, size);
+	if (rc != 0 && rc != GM_NO_DRIVER)
+		return EXIT_UNEXPECTED;
+	say("holding");
+	wait_for_line();
+	close(fd);
+	return EXIT_OK;
+}
 #endif
 
 static const struct scenario scenarios[] = {
 #ifdef GM_DLOPEN_ONLY
+	{ "dlopenfd", 2, "PATH SIZE", run_dlopen_fd },
 	{ "dlopen", 2, "PATH SIZE", run_dlopen },
 	{ "dlopenstep", 2, "PATH SIZE", run_dlopen_step },
 #else

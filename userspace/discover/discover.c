@@ -120,9 +120,10 @@ static int add_opened(struct discovery *d, int fd, bool *attached)
 }
 
 /* path: absolute, or a /proc magic link; a regular file opened as untrusted.h says. */
-static int add_file(struct discovery *d, const char *path, bool *attached)
+static int add_file_wanted(struct discovery *d, const char *path, const struct file_want *want,
+			   bool *attached)
 {
-	int fd = open_untrusted(path, NULL), err;
+	int fd = open_untrusted(path, want), err;
 
 	*attached = false;
 	if (fd < 0)
@@ -130,6 +131,11 @@ static int add_file(struct discovery *d, const char *path, bool *attached)
 	err = add_opened(d, fd, attached);
 	close(fd);
 	return err;
+}
+
+static int add_file(struct discovery *d, const char *path, bool *attached)
+{
+	return add_file_wanted(d, path, NULL, attached);
 }
 
 int discovery_add(struct discovery *d, const char *path)
@@ -322,17 +328,27 @@ static void note_late_attach(struct discovery *d, unsigned int files_before,
 
 void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 {
+	/* The very file opened: its descriptor is still open while the process is held. Not
+	 * held, the number may be another file's by now: only the event's (device, inode) will
+	 * do, else the process's mappings are looked at. */
+	const struct file_want want = {
+		.ino = e->ino,
+		.dev = makedev(e->dev >> GM_DEV_MINOR_BITS, e->dev & GM_DEV_MINOR_MASK),
+		.check_dev = true,
+	};
 	unsigned int before = d->stats.files;
 	char path[PATH_MAX];
+	bool attached;
+	int err;
 
 	if (e->type == GM_REC_EXEC) {
 		scan_executable(d, (int)e->pid);
 		note_late_attach(d, before, e);
 		return;
 	}
-	/* The very file opened: its descriptor is still open while the process is held. */
 	snprintf(path, sizeof(path), "/proc/%u/fd/%u", e->pid, e->fd);
-	if (discovery_add(d, path) != 0) {
+	err = add_file_wanted(d, path, &want, &attached);
+	if (err && err != -ENOEXEC) {
 		/* Not held (not traced): the loader has closed it by now, but mapped it. */
 		discovery_scan_process(d, (int)e->pid);
 		if (d->stats.files == before)
