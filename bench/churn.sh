@@ -7,8 +7,10 @@
 # --check turns a ratio of 2 or more into a failing exit status.
 #
 # Usage: bench/churn.sh [--check] [CASE...]
-#   CASE: top, snapshot or leaks (the default is all three, each in a gpumem of its own), or
-#   gpumem's arguments in one word ("top -b -i 2 --no-hold"), whose stdout goes to /dev/null.
+#   CASE: top, snapshot or leaks (the default is all three, each in a gpumem of its own), serve
+#   (the agent, on a free loopback port, pinned in a directory of its own under /sys/fs/bpf that
+#   is reset after it; bench/serve.sh runs this case), or gpumem's arguments in one word
+#   ("top -b -i 2 --no-hold"), whose stdout goes to /dev/null.
 # Knobs: CHURN_N (processes, default 2000), CHURN_BASE (the first reading, default 100),
 # CHURN_SETTLE_S (seconds gpumem gets to handle the exits before a reading, default 2),
 # CHURN_STOP_S (seconds it gets to exit after SIGINT, default 60), GPUMEM, BUILD.
@@ -47,9 +49,20 @@ done
 
 WORK=$(mktemp -d /tmp/gpumem-churn.XXXXXX)
 GPUMEM_PID=
+PIN_DIR=/sys/fs/bpf/gpumem-churn-$$	# the serve case's, reset once its agent is gone
 cleanup() {
-	[ -z "$GPUMEM_PID" ] || kill -KILL "$GPUMEM_PID" 2>/dev/null
+	if [ -n "$GPUMEM_PID" ]; then
+		kill -KILL "$GPUMEM_PID" 2>/dev/null
+		wait "$GPUMEM_PID" 2>/dev/null
+	fi
+	reset_pins
 	rm -rf "$WORK"
+}
+reset_pins() {
+	[ -e "$PIN_DIR" ] || return 0
+	"$GPUMEM" serve --reset --pin-dir "$PIN_DIR" >/dev/null 2>"$WORK/reset.err" ||
+		echo "bench-churn: 'gpumem serve --reset --pin-dir $PIN_DIR' failed:" \
+			"$(head -3 "$WORK/reset.err")" >&2
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -127,6 +140,12 @@ pids_in_leaks_text() {	# PIDS REPORT: how many of the pids a "pid N ..." line na
 		seen[$2] = 1; n++ } END { print n + 0 }' "$1" "$2"
 }
 
+pids_ended_in_log() {	# PIDS LOG: how many of the pids serve's "process N (...) ended" names
+	awk 'NR == FNR { ours[$1] = 1; next }
+		$1 == "gpumem:" && $2 == "process" && $5 == "ended," && ($3 in ours) && !($3 in seen) {
+		seen[$3] = 1; n++ } END { print n + 0 }' "$1" "$2"
+}
+
 FAILED=0
 OVER=0
 
@@ -142,6 +161,9 @@ run_case() {
 	leaks)
 		args="leaks -i 5 --no-hold"
 		out=$WORK/leaks.out
+		;;
+	serve)
+		args="serve --listen 127.0.0.1:0 --pin-dir $PIN_DIR"
 		;;
 	*)
 		args=$name
@@ -202,7 +224,11 @@ run_case() {
 	stop_gpumem || return 1
 
 	seen=
-	if [ -n "$report" ]; then
+	if [ "$name" = serve ]; then
+		reset_pins
+		seen=$(pids_ended_in_log "$WORK/pids" "$WORK/gpumem.err")
+		seen="$seen of $N workload pids logged as ended"
+	elif [ -n "$report" ]; then
 		read -r seen total < <(pids_in_json "$WORK/pids" "$report")
 		seen="$seen of $N workload pids in the final report ($total processes in it)"
 	elif [ "$out" != /dev/null ]; then
