@@ -156,7 +156,7 @@ awk -v a="$t_start" -v b="$t_ready" -v p="$PROCS" -v n="$ALLOCS" 'BEGIN {
 		p, n, p * n, b - a }'
 sleep "$SETTLE"
 "$PYTHON" bench/serve.py measure "$PORT" "$AGENT_PID" "$WORK/pids" "$WINDOW" "$EVERY" \
-	"$WORK/measure.json" 3>&- || die "the measurement failed"
+	"$WORK/agent.err" "$WORK/measure.json" 3>&- || die "the measurement failed"
 
 # The profile: after the window, so that perf's own cost is in no measured number.
 over_cpu=$("$PYTHON" -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["cpu_pct"] >= float(sys.argv[2])))' \
@@ -167,7 +167,7 @@ if [ "$PERF" = 1 ] || { [ "$PERF" = auto ] && [ "$over_cpu" = 1 ]; }; then
 			>/dev/null 2>"$WORK/perf.err" 3>&- &
 		PERF_PID=$!
 		"$PYTHON" bench/serve.py measure "$PORT" "$AGENT_PID" "$WORK/pids" "$PERF_S" "$EVERY" \
-			"$WORK/perf-window.json" >/dev/null 3>&-
+			"$WORK/agent.err" "$WORK/perf-window.json" >/dev/null 3>&-
 		wait "$PERF_PID"
 		PERF_PID=
 		perf report -i "$WORK/perf.data" --stdio --no-children --sort comm,dso,sym \
@@ -178,9 +178,13 @@ if [ "$PERF" = 1 ] || { [ "$PERF" = auto ] && [ "$over_cpu" = 1 ]; }; then
 	fi
 fi
 
-# The holders end together; the agent reaps them (and their allocations' entries).
+# One holder ends (a line on the FIFO: one of them reads it), then all the others together;
+# the agent reaps them, and deletes their allocations' entries.
+echo >&3
+"$PYTHON" bench/serve.py gone "$PORT" "$AGENT_PID" "$WORK/pids" $((PROCS - 1)) 300 \
+	"$WORK/gone1.json" 3>&- || echo "bench-serve: the agent still showed the holder 300 s after it ended" >&2
 exec 3>&-
-"$PYTHON" bench/serve.py gone "$PORT" "$AGENT_PID" "$WORK/pids" 300 "$WORK/gone.json" ||
+"$PYTHON" bench/serve.py gone "$PORT" "$AGENT_PID" "$WORK/pids" 0 300 "$WORK/gone.json" ||
 	echo "bench-serve: the agent still showed holders 300 s after they ended" >&2
 failed=0
 for pid in "${HOLDER_PIDS[@]}"; do wait "$pid" || failed=$((failed + 1)); done
@@ -207,6 +211,7 @@ import json, os, re, sys
 work, procs, allocs, sites, every, interval, cpu_t, rss_t, churn, check = sys.argv[1:]
 m = json.load(open(f"{work}/measure.json"))
 g = json.load(open(f"{work}/gone.json"))
+g1 = json.load(open(f"{work}/gone1.json"))
 mb = lambda kb: kb / 1024
 missed = []
 print(f"  window: {m['wall_s']:.0f} s at rest, {m['scrapes']} scrapes (every {every} s, "
@@ -223,6 +228,11 @@ if cpu >= float(cpu_t):
 print("%-58s %-26s" % ("  user / system", f"{m['user_s']:.2f} s / {m['sys_s']:.2f} s"))
 for name, s in sorted(m["threads_s"].items(), key=lambda kv: -kv[1]):
     print("%-58s %-26s" % (f"  thread {name!r}", f"{s:.3f} s ({100 * s / m['wall_s']:.2f}%)"))
+print("%-58s %-26s" % ("  by second: min / median / max",
+                       f"{m['second_min_pct']:.2f}% / {m['second_median_pct']:.2f}% / "
+                       f"{m['second_max_pct']:.1f}%"))
+print("%-58s %-26s" % ("  other processes that ended meanwhile (agent's log)",
+                       f"{m['others_ended']}"))
 print("%-58s %-26s" % ("  per scrape (the agent's threads)",
                        f"{m['scrape_cpu_median_ms']:.1f} ms CPU (median)"))
 print("%-58s %-26s %s" % ("scrape GET /metrics, median / max",
@@ -230,7 +240,13 @@ print("%-58s %-26s %s" % ("scrape GET /metrics, median / max",
 print("%-58s %-26s" % ("  body", f"{m['bytes'] / 1024:.0f} KiB, {m['series']} series"))
 print("%-58s %-26s" % (f"agent RSS with {int(procs) * int(allocs)} live allocations",
                        f"{mb(m['rss_kb']):.1f} MB (anon {mb(m['anon_kb']):.1f})"))
-print("%-58s %-26s" % (f"holders' end seen (all {procs} at once)",
+lost = ", ".join(f"{k} {v}" for k, v in m["lost"].items() if v) or "none"
+print("%-58s %s" % ("losses (gpumem_lost_total, at the window's end)", lost))
+lost = ", ".join(f"{k} {v}" for k, v in m["lost_in_window"].items() if v) or "none"
+print("%-58s %s" % ("  of which during the window", lost))
+print("%-58s %-26s" % ("one holder's end seen, the others held",
+                       f"{g1['seconds']:.2f} s, {g1['cpu_s']:.2f} s CPU"))
+print("%-58s %-26s" % (f"the other {int(procs) - 1} holders' end seen (at once)",
                        f"{g['seconds']:.1f} s, {g['cpu_s']:.2f} s CPU"))
 if churn == "1":
     out = open(f"{work}/churn.out").read()
