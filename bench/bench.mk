@@ -72,3 +72,10 @@ bench-progs: $(BENCH_OUT)/idle_procs
 .PHONY: bench-churn
 bench-churn: all test-progs
 	bench/churn.sh $(CHURN_ARGS)
+
+# What the agent costs (bench/serve.sh): its CPU with 100 processes x 10,000 live allocations
+# scraped every 5 s, the scrapes' latency, and its RSS across 2,000 short-lived processes.
+# Numbers only; `make bench-serve SERVE_ARGS=--check` fails where a target is missed.
+.PHONY: bench-serve
+bench-serve: all test-progs bench-progs
+	bench/serve.sh $(SERVE_ARGS)

@@ -162,22 +162,23 @@ for i in $(seq "$PROCS"); do
 	grep -q '^holding' "$WORK/holder.$i" || die "holder $i: $(head -3 "$WORK/holder.$i")"
 done
 awk -v a="$t_start" -v b="$t_ready" -v p="$PROCS" -v n="$ALLOCS" 'BEGIN {
-	printf "  %d holders x %d allocations (%d live) seen in one scrape %.1f s after they started\n",
-		p, n, p * n, b - a }'
+	printf "  %d holders x %d allocations (%d live) seen in one scrape %.1f s after they" \
+		" started\n", p, n, p * n, b - a }'
 sleep "$SETTLE"
 "$PYTHON" bench/serve.py measure "$PORT" "$AGENT_PID" "$WORK/pids" "$WINDOW" "$EVERY" \
 	"$WORK/agent.err" "$WORK/measure.json" 3>&- || die "the measurement failed"
 
 # The profile: after the window, so that perf's own cost is in no measured number.
-over_cpu=$("$PYTHON" -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["cpu_pct"] >= float(sys.argv[2])))' \
+over_cpu=$("$PYTHON" -c 'import json, sys
+print(int(json.load(open(sys.argv[1]))["cpu_pct"] >= float(sys.argv[2])))' \
 	"$WORK/measure.json" "$CPU_TARGET")
 if [ "$PERF" = 1 ] || { [ "$PERF" = auto ] && [ "$over_cpu" = 1 ]; }; then
 	if command -v perf >/dev/null; then
-		perf record -q -F 4999 -g -p "$AGENT_PID" -o "$WORK/perf.data" -- sleep "$PERF_S" \
+		perf record -q -F 4999 -p "$AGENT_PID" -o "$WORK/perf.data" -- sleep "$PERF_S" \
 			>/dev/null 2>"$WORK/perf.err" 3>&- &
 		PERF_PID=$!
-		"$PYTHON" bench/serve.py measure "$PORT" "$AGENT_PID" "$WORK/pids" "$PERF_S" "$EVERY" \
-			"$WORK/agent.err" "$WORK/perf-window.json" >/dev/null 3>&-
+		"$PYTHON" bench/serve.py measure "$PORT" "$AGENT_PID" "$WORK/pids" "$PERF_S" \
+			"$EVERY" "$WORK/agent.err" "$WORK/perf-window.json" >/dev/null 3>&-
 		wait "$PERF_PID"
 		PERF_PID=
 		perf report -i "$WORK/perf.data" --stdio --no-children --sort comm,dso,sym \
@@ -186,13 +187,45 @@ if [ "$PERF" = 1 ] || { [ "$PERF" = auto ] && [ "$over_cpu" = 1 ]; }; then
 	else
 		echo "perf is not installed: no profile" >"$WORK/perf.txt"
 	fi
+	# Which maps its BPF syscalls walk, for as long again: strace, after perf (it slows them).
+	if command -v strace >/dev/null; then
+		ended0=$(grep -c ' ended, ' "$WORK/agent.err")
+		timeout "$PERF_S" strace -qq -f -e trace=bpf -p "$AGENT_PID" -o "$WORK/strace.txt" \
+			3>&- 2>/dev/null
+		"$PYTHON" - "$AGENT_PID" "$WORK/strace.txt" "$PERF_S" \
+			$(($(grep -c ' ended, ' "$WORK/agent.err") - ended0)) >"$WORK/walks.txt" <<'PY'
+import collections, os, re, subprocess, sys
+agent, trace, secs, ended = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+names = {}
+for fd in os.listdir(f"/proc/{agent}/fdinfo"):
+    try:
+        m = re.search(r"^map_id:\s*(\d+)", open(f"/proc/{agent}/fdinfo/{fd}").read(), re.M)
+    except OSError:
+        continue
+    if m:
+        out = subprocess.run(["bpftool", "map", "show", "id", m.group(1)], text=True,
+                             capture_output=True).stdout
+        n = re.search(r"name (\S+)", out)
+        names[fd] = n.group(1) if n else "id " + m.group(1)
+calls, walks = collections.Counter(), collections.Counter()
+for line in open(trace):
+    m = re.search(r"BPF_MAP_LOOKUP_BATCH, \{batch=\{in_batch=(\S+), .*map_fd=(\d+)", line)
+    if m:
+        calls[m.group(2)] += 1
+        walks[m.group(2)] += m.group(1) == "NULL"
+print(f"batch look-ups in {secs} s (strace), {ended} other processes ended meanwhile:")
+for fd, n in calls.most_common():
+    print(f"  map {names.get(fd, 'fd ' + fd)!r}: {walks[fd]} walks, {n} batches of 4096")
+PY
+	fi
 fi
 
 # One holder ends (a line on the FIFO: one of them reads it), then all the others together;
 # the agent reaps them, and deletes their allocations' entries.
 echo >&3
 "$PYTHON" bench/serve.py gone "$PORT" "$AGENT_PID" "$WORK/pids" $((PROCS - 1)) 300 \
-	"$WORK/gone1.json" 3>&- || echo "bench-serve: the agent still showed the holder 300 s after it ended" >&2
+	"$WORK/gone1.json" 3>&- ||
+	echo "bench-serve: the agent still showed the holder 300 s after it ended" >&2
 exec 3>&-
 "$PYTHON" bench/serve.py gone "$PORT" "$AGENT_PID" "$WORK/pids" 0 300 "$WORK/gone.json" ||
 	echo "bench-serve: the agent still showed holders 300 s after they ended" >&2
@@ -289,6 +322,9 @@ if os.path.exists(f"{work}/perf.txt"):
           + (f" at {p['cpu_pct']:.2f}% of a core" if p else "") + "; self time, >= 1.5%):")
     for line in open(f"{work}/perf.txt"):
         print("  " + line.rstrip())
+if os.path.exists(f"{work}/walks.txt"):
+    print()
+    print(open(f"{work}/walks.txt").read().rstrip())
 if missed:
     print(f"\nmissed: {', '.join(missed)}")
 sys.exit(1 if missed and check == "1" else 0)
