@@ -14,9 +14,8 @@
 #     MID to N (a ratio under SERVE_RSS_TARGET).
 # Also printed: the agent's RSS with the holders' allocations live, its CPU by thread, and the
 # time and CPU it takes to see the holders end. With SERVE_PERF, a perf profile of the agent
-# under the same scrapes after the measured window, then (strace) the maps its BPF syscalls walk
-# meanwhile. Numbers are printed; only --check turns
-# a missed target into a failing exit status.
+# under the same scrapes after the measured window, then (strace) which maps its BPF syscalls
+# walk. Numbers are printed; only --check turns a missed target into a failing exit status.
 #
 # Usage: bench/serve.sh [--check]
 # Knobs: SERVE_PROCS (100), SERVE_ALLOCS (10000), SERVE_SITES (10), SERVE_SIZE (4096 bytes,
