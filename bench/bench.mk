@@ -37,8 +37,14 @@ $(BENCH_OUT)/loop: bench/loop.c $(TESTS_MOCK_HEADERS) $(BENCH_MOCK_LIBS)
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
 		-L$(BENCH_LIB) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/lib'
 
+# The agent benchmark's holders (bench/serve.sh): N allocations over up to 10 call sites, held.
+$(BENCH_OUT)/holder: bench/holder.c $(TESTS_MOCK_HEADERS) $(BENCH_MOCK_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
+		-L$(BENCH_LIB) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/lib'
+
 .PHONY: bench-progs
-bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_MOCK_LIBS)
+bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_OUT)/holder $(BENCH_MOCK_LIBS)
 
 bench: bench-progs
 
@@ -66,3 +72,10 @@ bench-progs: $(BENCH_OUT)/idle_procs
 .PHONY: bench-churn
 bench-churn: all test-progs
 	bench/churn.sh $(CHURN_ARGS)
+
+# What the agent costs (bench/serve.sh): its CPU with 100 processes x 10,000 live allocations
+# scraped every 5 s, the scrapes' latency, and its RSS across 2,000 short-lived processes.
+# Numbers only; `make bench-serve SERVE_ARGS=--check` fails where a target is missed.
+.PHONY: bench-serve
+bench-serve: all test-progs bench-progs
+	bench/serve.sh $(SERVE_ARGS)

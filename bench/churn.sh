@@ -7,9 +7,13 @@
 # --check turns a ratio of 2 or more into a failing exit status.
 #
 # Usage: bench/churn.sh [--check] [CASE...]
-#   CASE: top, snapshot or leaks (the default is all three, each in a gpumem of its own), or
-#   gpumem's arguments in one word ("top -b -i 2 --no-hold"), whose stdout goes to /dev/null.
+#   CASE: top, snapshot or leaks (the default is all three, each in a gpumem of its own), serve
+#   (the agent, on a free loopback port, pinned in a directory of its own under /sys/fs/bpf that
+#   is reset after it; bench/serve.sh runs this case), or gpumem's arguments in one word
+#   ("top -b -i 2 --no-hold"), whose stdout goes to /dev/null.
 # Knobs: CHURN_N (processes, default 2000), CHURN_BASE (the first reading, default 100),
+# CHURN_MID (a reading between them, printed with the ratio of the last to it: none unless set;
+# 1000, gpumem's --keep-ended, shows whether RSS stays flat once the model keeps all it may),
 # CHURN_SETTLE_S (seconds gpumem gets to handle the exits before a reading, default 2),
 # CHURN_STOP_S (seconds it gets to exit after SIGINT, default 60), GPUMEM, BUILD.
 set -u
@@ -21,6 +25,7 @@ GPUMEM=${GPUMEM:-$BUILD/gpumem}
 WORKLOAD=$BUILD/tests/workload
 N=${CHURN_N:-2000}
 BASE=${CHURN_BASE:-100}
+MID=${CHURN_MID:-}
 SETTLE=${CHURN_SETTLE_S:-2}
 STOP_S=${CHURN_STOP_S:-60}
 PYTHON=${PYTHON:-python3}
@@ -47,9 +52,20 @@ done
 
 WORK=$(mktemp -d /tmp/gpumem-churn.XXXXXX)
 GPUMEM_PID=
+PIN_DIR=/sys/fs/bpf/gpumem-churn-$$	# the serve case's, reset once its agent is gone
 cleanup() {
-	[ -z "$GPUMEM_PID" ] || kill -KILL "$GPUMEM_PID" 2>/dev/null
+	if [ -n "$GPUMEM_PID" ]; then
+		kill -KILL "$GPUMEM_PID" 2>/dev/null
+		wait "$GPUMEM_PID" 2>/dev/null
+	fi
+	reset_pins
 	rm -rf "$WORK"
+}
+reset_pins() {
+	[ -e "$PIN_DIR" ] || return 0
+	"$GPUMEM" serve --reset --pin-dir "$PIN_DIR" >/dev/null 2>"$WORK/reset.err" ||
+		echo "bench-churn: 'gpumem serve --reset --pin-dir $PIN_DIR' failed:" \
+			"$(head -3 "$WORK/reset.err")" >&2
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -65,6 +81,9 @@ for f in "$GPUMEM" "$WORKLOAD" "$BUILD/tests/lib/libcudart.so.13" "$BUILD/tests/
 done
 case $N$BASE in *[!0-9]*) die "CHURN_N and CHURN_BASE must be numbers" ;; esac
 { [ "$BASE" -ge 1 ] && [ "$N" -gt "$BASE" ]; } || die "need 1 <= CHURN_BASE < CHURN_N"
+case $MID in *[!0-9]*) die "CHURN_MID must be a number" ;; esac
+[ -z "$MID" ] || { [ "$MID" -gt "$BASE" ] && [ "$N" -gt "$MID" ]; } ||
+	die "need CHURN_BASE < CHURN_MID < CHURN_N"
 
 # Every system-wide gpumem sees every process of the machine: others' count in the readings.
 others=$(pgrep -x gpumem | tr '\n' ' ')
@@ -127,12 +146,18 @@ pids_in_leaks_text() {	# PIDS REPORT: how many of the pids a "pid N ..." line na
 		seen[$2] = 1; n++ } END { print n + 0 }' "$1" "$2"
 }
 
+pids_ended_in_log() {	# PIDS LOG: how many of the pids serve's "process N (...) ended" names
+	awk 'NR == FNR { ours[$1] = 1; next }
+		$1 == "gpumem:" && $2 == "process" && $5 == "ended," && ($3 in ours) && !($3 in seen) {
+		seen[$3] = 1; n++ } END { print n + 0 }' "$1" "$2"
+}
+
 FAILED=0
 OVER=0
 
 run_case() {
 	local name=$1 args out=/dev/null report='' rss_base=0 rss_end ratio seen total i pid
-	local detail_base detail_end
+	local detail_base detail_end rss_mid=0 detail_mid=
 	case $name in
 	top) args="top -b -i 1 --no-hold" ;;
 	snapshot)
@@ -142,6 +167,9 @@ run_case() {
 	leaks)
 		args="leaks -i 5 --no-hold"
 		out=$WORK/leaks.out
+		;;
+	serve)
+		args="serve --listen 127.0.0.1:0 --pin-dir $PIN_DIR"
 		;;
 	*)
 		args=$name
@@ -188,6 +216,10 @@ run_case() {
 			sleep "$SETTLE"
 			rss_base=$(rss_kb)
 			detail_base=$(detail)
+		elif [ "$i" = "$MID" ]; then
+			sleep "$SETTLE"
+			rss_mid=$(rss_kb)
+			detail_mid=$(detail)
 		fi
 	done
 	sleep "$SETTLE"
@@ -202,7 +234,11 @@ run_case() {
 	stop_gpumem || return 1
 
 	seen=
-	if [ -n "$report" ]; then
+	if [ "$name" = serve ]; then
+		reset_pins
+		seen=$(pids_ended_in_log "$WORK/pids" "$WORK/gpumem.err")
+		seen="$seen of $N workload pids logged as ended"
+	elif [ -n "$report" ]; then
 		read -r seen total < <(pids_in_json "$WORK/pids" "$report")
 		seen="$seen of $N workload pids in the final report ($total processes in it)"
 	elif [ "$out" != /dev/null ]; then
@@ -220,7 +256,13 @@ run_case() {
 	awk -v a="$rss_base" -v b="$rss_end" -v n=$((N - BASE)) -v s="$rss_start" 'BEGIN {
 		printf "  at start %.1f MB; %.0f KB more for each of the last %d processes\n",
 			s / 1024, (b - a) / n, n }'
+	if [ -n "$MID" ]; then
+		awk -v m="$rss_mid" -v b="$rss_end" -v mid="$MID" -v n="$N" 'BEGIN {
+			printf "  after %d = %.1f MB; after %d / after %d = %.2f\n", mid, m / 1024,
+				n, mid, m ? b / m : 0 }'
+	fi
 	echo "  after $BASE: $detail_base"
+	[ -z "$MID" ] || echo "  after $MID: $detail_mid"
 	echo "  after $N: $detail_end"
 	[ -z "$seen" ] || echo "  seen: $seen"
 	awk -v r="$ratio" -v t="$TARGET" 'BEGIN { exit !(r >= t) }' && OVER=1

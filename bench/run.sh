@@ -318,3 +318,8 @@ bench/trace_rate.sh
 # Discovery: late-attach latency, start-up on a host with 1,000 processes (bench/discovery.sh).
 echo
 bench/discovery.sh
+
+# The agent: CPU at rest under scrapes, scrape latency, RSS across short-lived processes
+# (bench/serve.sh, about two minutes).
+echo
+bench/serve.sh
