@@ -543,3 +543,39 @@ def test_pins_of_another_layout_version_are_refused(pins):
                            "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "layout 99" in done.stderr and "gpumem serve --reset" in done.stderr, done.stderr
+
+
+def alloc_entries_of(pins, pid):
+    """The live-allocation entries of process pid in the agent's pinned map."""
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pins / "allocs")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return sum(1 for e in json.loads(out.stdout) if e["formatted"]["key"]["tgid"] == pid)
+
+
+def test_an_ended_process_leaves_no_allocation_entries_in_the_pins(pins):
+    """An end costs no walk over every allocation: the entries of processes that ended holding
+    memory are deleted later, together; an agent that stops deletes what waits, and one that
+    adopts the pins of a killed one deletes what it left."""
+    agent = Agent(pins)
+    try:
+        w = Driven()
+        for _ in range(3):
+            w.do("a 4096")
+        w.quit()
+        wait_until(lambda: f'pid="{w.pid}"' not in agent.metrics(), what="the end")
+        assert agent.term() == 0
+        assert alloc_entries_of(pins, w.pid) == 0
+        agent = Agent(pins)
+        w = Driven()
+        for _ in range(3):
+            w.do("a 4096")
+        w.quit()
+        wait_until(lambda: f'pid="{w.pid}"' not in agent.metrics(), what="the end")
+        agent.kill()
+        agent = Agent(pins)
+        assert alloc_entries_of(pins, w.pid) == 0
+        adopted = [l for l in agent.stderr.lines if "adopted the pinned state" in l]
+        assert adopted and re.search(r"\((\d+) allocation entries", adopted[0]), adopted
+    finally:
+        agent.kill()

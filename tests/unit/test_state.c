@@ -17,6 +17,7 @@
 
 #include "gpumem.h"
 #include "oci.h"
+#include "purge.h"
 #include "state.h"
 
 /* Pids above any real one on a default system: /proc reads about them fail harmlessly. */
@@ -81,6 +82,7 @@ static int setup(void **state)
 		return 0;
 	}
 	fx.s = state_new(&fx.fds, NULL);
+	fx.s->exit_wants = SNAP_AGES;	/* as snapshot: ages at the end (the purge tests clear it) */
 	*state = &fx;
 	return 0;
 }
@@ -194,6 +196,16 @@ static void assert_a_numbers(const struct proc_rec *a)
 	assert_site(&a->sites[0], 0, 3000);	/* the older of its two live allocations */
 	assert_site(&a->sites[1], 1, 8000);
 	assert_site(&a->sites[2], 2, 0);	/* nothing live: no age */
+}
+
+/* A's numbers and sites, with no age asked for at its end. */
+static void assert_a_numbers_but_ages(const struct proc_rec *a)
+{
+	assert_true(a->have_stats);
+	assert_memory_equal(&a->st, &stats_a, sizeof(stats_a));
+	assert_int_equal(a->nsites, NSITES_A);
+	for (size_t i = 0; i < NSITES_A; i++)
+		assert_memory_equal(&a->sites[i].st, &sites[i].v, sizeof(a->sites[i].st));
 }
 
 static void assert_b_numbers(const struct proc_rec *b)
@@ -326,6 +338,50 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	assert_false(state_find(fx->s, PID_A)->alive);
 	assert_a_numbers(state_find(fx->s, PID_A));
 	assert_b_numbers(state_find(fx->s, PID_B));
+}
+
+/* A view that needs no ages at the end (serve, trace): the ended process's allocation entries
+ * wait for a purge, which deletes exactly them, in one walk for every process waiting. */
+static void test_an_end_without_ages_leaves_its_entries_to_one_later_purge(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_alloc_info ai;
+	struct gm_proc_key key = { PID_A, GEN_A };
+	struct gm_proc_stats ps;
+
+	fx->s->exit_wants = 0;
+	fill_maps(fx);
+	assert_int_equal(state_refresh(fx->s, 0), 0);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), -ENOENT);
+	assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[0].k, &ai), 0);
+	assert_a_numbers_but_ages(state_find(fx->s, PID_A));
+	assert_int_equal(purge_pending(fx->s->purge), 1);
+	assert_int_equal(state_purge(fx->s, false), 0);	/* not due: recent, and few */
+	assert_int_equal(state_purge(fx->s, true), NALLOCS_A);
+	for (size_t i = 0; i < NALLOCS_A; i++)
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+	assert_b_entries_untouched(fx);
+	assert_int_equal(purge_pending(fx->s->purge), 0);
+}
+
+/* Entries whose process the model holds as ended or never knew (an earlier agent's): gone. */
+static void test_orphan_purge_deletes_what_no_living_process_owns(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_alloc_info ai;
+	struct gm_proc_key key = { PID_A, GEN_A };
+
+	fill_maps(fx);
+	assert_int_equal(bpf_map_delete_elem(fx->fds.procs, &key), 0);	/* A's record is gone */
+	for (size_t i = 0; i < NSITES_A; i++)
+		assert_int_equal(bpf_map_delete_elem(fx->fds.sites, &sites[i].k), 0);
+	assert_int_equal(state_refresh(fx->s, 0), 0);
+	assert_int_equal(state_purge_orphans(fx->s), NALLOCS_A);
+	for (size_t i = 0; i < NALLOCS_A; i++)
+		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+	assert_b_entries_untouched(fx);
 }
 
 static void test_reap_counts_the_entries_left_in_the_maps(void **state)
@@ -721,6 +777,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reap_keeps_final_numbers_of_ended_process,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reap_deletes_exactly_the_ended_pids_entries,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_an_end_without_ages_leaves_its_entries_to_one_later_purge, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_orphan_purge_deletes_what_no_living_process_owns,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reap_counts_the_entries_left_in_the_maps,
 						setup, teardown),

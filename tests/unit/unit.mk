@@ -18,7 +18,7 @@ unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs untrusted
 unit_mods_probes := probes pin elf_syms uprobe_multi util
 unit_mods_state := state stacks publish snapshot retention cgroups nvml symbolize elf_syms procs unwind \
-	container oci probes pin uprobe_multi untrusted util
+	container oci probes pin purge uprobe_multi untrusted util
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted

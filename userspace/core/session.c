@@ -4,6 +4,7 @@
  * Ctrl-C, --duration or the end of CMD, detach everything. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,6 +370,7 @@ static int run_loop(struct session *s)
 		fflush(s->out);	/* what a batch printed is out within a poll (100 ms) */
 		state_reap(s->state);
 		sweep_due(s);
+		state_purge(s->state, false);
 		if (s->child > 0 && waitpid(s->child, &status, WNOHANG) == s->child) {
 			s->child = 0;
 			drain(s);
@@ -570,14 +572,17 @@ static int close_output(FILE *f, const char *path, int write_errno)
 static void adopt(struct session *s)
 {
 	size_t living, ended;
+	uint64_t orphans;
 
 	drain(s);
 	snapshot_put(state_publish(s->state, 0));
 	state_sweep_vanished(s->state);
 	state_reap(s->state);
+	orphans = state_purge_orphans(s->state);
 	state_count(s->state, &living, &ended);
 	fprintf(stderr, "gpumem: adopted the pinned state in %s: %zu processes are traced, %zu "
-		"ended while no agent ran\n", s->opt->pin_dir, living, ended);
+		"ended while no agent ran (%" PRIu64 " allocation entries of ended processes "
+		"deleted)\n", s->opt->pin_dir, living, ended, orphans);
 }
 
 int session_run(const struct options *o)
@@ -623,6 +628,8 @@ int session_run(const struct options *o)
 	tracer_stop_watching(s.tracer);
 	drain(&s);
 	rc = finish(&s, rc);
+	if (o->tracer.pin_dir)
+		state_purge(s.state, true);	/* the pins outlive this agent: leave nothing stale */
 	if (o->view->end)
 		o->view->end(&s);
 	goto out;

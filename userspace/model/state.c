@@ -3,6 +3,7 @@
  * sites and allocation ages; the final numbers of processes that ended, captured before their
  * map entries are dropped (the only code that deletes them); failures as they were reported. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <limits.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <bpf/libbpf.h>
 #include "cgroups.h"
 #include "oci.h"
+#include "purge.h"
 #include "state.h"
 #include "symbolize.h"
 #include "unwind.h"
@@ -49,6 +51,14 @@ static const char *user_name(struct user_cache *c, uid_t uid)
 	return c->v[i].name;
 }
 
+static uint64_t map_capacity(int fd)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.max_entries : 0;
+}
+
 struct state *state_new(const struct model_maps *maps, const struct state_opts *opt)
 {
 	struct state *s = xcalloc(1, sizeof(*s));
@@ -64,6 +74,8 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 		s->opt.keep_failures = STATE_KEEP_FAILURES_DEFAULT;
 	s->mono_to_real_ns = realtime_ns() - now_ns();
 	s->sym = symbolizer_new();
+	s->purge = purge_new();
+	s->alloc_capacity = map_capacity(s->fd.allocs);
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
 	return s;
@@ -108,6 +120,7 @@ void state_free(struct state *s)
 	free(s->paths);
 	free(s->ages);
 	symbolizer_free(s->sym);
+	purge_free(s->purge);
 	free(s);
 }
 
@@ -904,6 +917,24 @@ static bool holds_allocations(struct proc_rec *const *ending, size_t nending)
 	return false;
 }
 
+/* The allocation entries of these ending processes are deleted later, with others'. */
+static void defer_purge(struct state *s, struct proc_rec *const *ending, size_t nending)
+{
+	uint64_t now = now_ns();
+
+	for (size_t i = 0; i < nending; i++) {
+		const struct proc_rec *p = ending[i];
+		uint64_t entries = 0;
+
+		if (!p->reaping || !p->have_stats)
+			continue;
+		for (size_t j = 0; j < p->nsites; j++)
+			entries += p->sites[j].st.current_allocs;
+		if (entries)
+			purge_add(s->purge, (uint32_t)p->pid, p->gen, entries, now);
+	}
+}
+
 /* Whether a pass (reap: only the records marked reaping) is for p. */
 static bool pass_is_for(const struct proc_rec *p, bool reap)
 {
@@ -962,8 +993,14 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 		if (pass_is_for(p, w.reap))
 			sum_sites(p);
 	}
-	if (w.reap)
-		need_ages = holds_allocations(ending, nending);
+	if (w.reap) {
+		bool holds = holds_allocations(ending, nending);
+
+		/* Ages at the end need the walk now; else the entries wait for a purge. */
+		need_ages = holds && need_ages;
+		if (holds && !need_ages)
+			defer_purge(s, ending, nending);
+	}
 	if (need_ages) {
 		w.seen = 0;
 		w.ksz = sizeof(struct gm_alloc_key);
@@ -1084,4 +1121,68 @@ void state_count(const struct state *s, size_t *living, size_t *ended)
 		else
 			(*ended)++;
 	}
+}
+
+/* A purge walk: keys to delete, chosen by a rule. */
+struct purge_walk {
+	struct state *s;
+	bool orphans;		/* every entry no living record owns; else the purge set's */
+	struct walk del;
+};
+
+static void walk_purge(void *ctx, const void *key, const void *value)
+{
+	struct purge_walk *pw = ctx;
+	const struct gm_alloc_key *k = key;
+	bool stale;
+
+	(void)value;
+	if (pw->orphans) {
+		const struct proc_rec *p = state_find_gen(pw->s, (int)k->tgid, k->gen);
+
+		/* No record: stale once its pid is gone (a process that began after the maps
+		 * were read has its pid). */
+		stale = p ? !p->alive : !proc_exists((int)k->tgid);
+	} else {
+		stale = purge_has(pw->s->purge, k->tgid, k->gen);
+	}
+	if (stale)
+		queue_delete(&pw->del, key);
+}
+
+static uint64_t purge_walk(struct state *s, bool orphans)
+{
+	struct purge_walk pw = { .s = s, .orphans = orphans,
+				 .del = { .s = s, .reap = true, .ksz = sizeof(struct gm_alloc_key) } };
+	uint64_t n;
+
+	if (s->opt.read_only)
+		return 0;
+	if (map_walk(s->fd.allocs, sizeof(struct gm_alloc_key), sizeof(struct gm_alloc_info),
+		     walk_purge, &pw))
+		p_debug("the purge walk of the allocation map stopped early");
+	n = pw.del.ndel;
+	delete_queued(s->fd.allocs, &pw.del);
+	return n;
+}
+
+uint64_t state_purge(struct state *s, bool now)
+{
+	size_t procs = purge_pending(s->purge);
+	uint64_t n;
+
+	if (!procs || (!now && !purge_due(s->purge, now_ns(), s->alloc_capacity)))
+		return 0;
+	n = purge_walk(s, false);
+	p_debug("deleted %" PRIu64 " allocation entries of %zu ended processes", n, procs);
+	purge_clear(s->purge);
+	return n;
+}
+
+uint64_t state_purge_orphans(struct state *s)
+{
+	uint64_t n = purge_walk(s, true);
+
+	purge_clear(s->purge);
+	return n;
 }

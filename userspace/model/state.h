@@ -135,6 +135,8 @@ struct state {
 	struct proc_rec **pending_exits;	/* ended, to reap (alive until then) */
 	size_t npending, pending_cap;
 	struct symbolizer *sym;
+	struct purge *purge;	/* ended processes whose allocation entries wait (purge.h) */
+	uint64_t alloc_capacity;	/* the allocation map's max_entries */
 	struct cgroup_cache *cgroups;
 	struct user_cache *users;
 	struct known_path *paths;
@@ -169,6 +171,12 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
 /* Queues every process that gpumem holds as living but that is gone (its end was not seen:
  * it ended while no agent ran, or its exit record was lost); returns how many. */
 size_t state_sweep_vanished(struct state *s);
+/* Deletes the allocation entries ended processes left, in one walk, when enough wait or long
+ * enough (now: whatever waits); returns the entries deleted. */
+uint64_t state_purge(struct state *s, bool now);
+/* Deletes allocation entries no living process of the model owns (pins an earlier agent
+ * left), in one walk; returns how many. */
+uint64_t state_purge_orphans(struct state *s);
 /* Processes that made an accounted call: living, and ended but kept. */
 void state_count(const struct state *s, size_t *living, size_t *ended);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */

@@ -191,5 +191,6 @@ const struct view_ops snapshot_view = {
 	.reads_agent = true,
 	.name = "snapshot",
 	.report_wants = SNAP_AGES | SNAP_FAILURES,
+	.exit_wants = SNAP_AGES,	/* an ended process is shown with its sites' ages at its end */
 	.finish = snapshot_finish,
 };
