@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* How long entries may wait, and how many: a walk then deletes them all. */
-#define PURGE_DELAY_NS 30000000000ull
+#define PURGE_DELAY_NS 60000000000ull
 #define PURGE_CAPACITY_SHARE 8	/* or once they are an eighth of the map's capacity */
 
 struct purge;
