@@ -658,9 +658,12 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct file *file = BPF_CORE_READ(bprm, file);
 
-	/* Not filtered: what one process runs, a traced one may run next. */
-	emit_file(GM_REC_EXEC, tgid, 0, 0, BPF_CORE_READ(bprm, filename));
+	/* Not filtered: what one process runs, a traced one may run next. The file's identity
+	 * goes with its name: the name alone is trusted for nothing. */
+	emit_file(GM_REC_EXEC, tgid, BPF_CORE_READ(file, f_inode, i_ino),
+		  BPF_CORE_READ(file, f_inode, i_sb, s_dev), BPF_CORE_READ(bprm, filename));
 	return 0;
 }
 

@@ -158,7 +158,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 		on_exit_record(s, data);
 		break;
 	case GM_REC_EXEC:
-		state_on_exec(s->state, (int)((const struct gm_file_event *)data)->pid);
+		state_on_exec(s->state, data);
 		discovery_on_file_event(s->disc, data);
 		break;
 	case GM_REC_LIB_OPEN:

@@ -20,6 +20,7 @@
 #include "purge.h"
 #include "state.h"
 #include "symbolize.h"
+#include "untrusted.h"
 #include "unwind.h"
 #include "util.h"
 
@@ -227,18 +228,44 @@ static void remember_paths(struct state *s, const struct module_map *mm)
 				      mm->maps[i].ino, mm->maps[i].path);
 }
 
-void state_on_exec(struct state *s, int pid)
+/* The path an exec event names, remembered for the exec'd file when it is absolute and the
+ * file found there is the one the kernel ran (device and inode): never a guess. */
+static void exec_name_path(struct state *s, const struct gm_file_event *e)
+{
+	char path[GM_PATH_LEN + 1];
+	struct file_want want = {
+		.ino = e->ino,
+		.dev = makedev(e->dev >> GM_DEV_MINOR_BITS, e->dev & GM_DEV_MINOR_MASK),
+		.check_dev = true,
+	};
+	int fd;
+
+	snprintf(path, sizeof(path), "%.*s", GM_PATH_LEN, e->path);
+	if (path[0] != '/' || !e->ino || known_path_of(s, e->dev, e->ino))
+		return;
+	fd = open_untrusted(path, &want);
+	if (fd < 0)
+		return;
+	close(fd);
+	remember_path(s, e->dev, e->ino, path);
+}
+
+void state_on_exec(struct state *s, const struct gm_file_event *e)
 {
 	char link[64], path[4096];
 	struct stat st;
 	ssize_t n;
 
-	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	snprintf(link, sizeof(link), "/proc/%u/exe", e->pid);
 	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0 || stat(link, &st))
+	if (n > 0 && stat(link, &st) == 0) {
+		path[n] = 0;
+		remember_path(s, gm_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino,
+			      path);
 		return;
-	path[n] = 0;
-	remember_path(s, gm_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino, path);
+	}
+	/* Gone already: the name it was run by, if absolute and still that very file. */
+	exec_name_path(s, e);
 }
 
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)

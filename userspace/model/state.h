@@ -165,7 +165,7 @@ struct proc_rec *state_find(struct state *s, int pid);
 void state_on_process_new(struct state *s, const struct gm_call_event *e);
 void state_on_failure(struct state *s, const struct gm_call_event *e);
 /* A process exec'd: remember where its executable is while it can still be asked. */
-void state_on_exec(struct state *s, int pid);
+void state_on_exec(struct state *s, const struct gm_file_event *e);
 /* One executable mapping of an ending process (sent before its exit record). */
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
 /* Queues every process that gpumem holds as living but that is gone (its end was not seen:
