@@ -333,6 +333,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 			e->gen = rec->gen;
 			e->start_ns = rec->start_ns;
 			e->time_ns = now;
+			e->cgroup_id = init.cgroup_id;
 			bpf_get_current_comm(e->comm, sizeof(e->comm));
 			bpf_ringbuf_submit(e, 0);
 		} else {
@@ -397,6 +398,7 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 	e->gen = rec->gen;
 	e->pad = 0;
 	e->start_ns = rec->start_ns;
+	e->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -744,6 +746,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
 	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */
+	e->cgroup_id = bpf_get_current_cgroup_id();	/* p is the current task */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);
 	return 0;

@@ -10,8 +10,9 @@
 
 /* The layout of what crosses the boundary: bump it whenever a pinned map's key or value (or a
  * ring-buffer record) changes, so that state pinned by another build is never read as this
- * one's (an agent refuses pins of another layout). 2: processes keyed by {tgid, generation}. */
-#define GM_LAYOUT_VERSION 2
+ * one's (an agent refuses pins of another layout). 2: processes keyed by {tgid, generation}.
+ * 3: call records carry the cgroup id. */
+#define GM_LAYOUT_VERSION 3
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -210,6 +211,8 @@ struct gm_call_event {
 	__u32 gen;		/* the process's generation: which of a pid's processes */
 	__u32 pad;
 	__u64 start_ns;		/* the process's start, ns since boot */
+	__u64 cgroup_id;	/* the caller's cgroup: a process gone before /proc was read
+				 * still gets its container */
 };
 
 /* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry

@@ -174,12 +174,15 @@ void state_describe_event(struct state *s, const struct gm_call_event *e, struct
 	out->wall_ns = e->time_ns + s->mono_to_real_ns;	/* no clock read per event */
 	if (e->type == GM_REC_PROCESS_EXIT) {
 		p = state_find_gen(s, (int)e->pid, e->gen);
-		if (p)
+		if (p) {
+			state_follow_event_cgroup(s, p, e->cgroup_id);
 			oci_fill(s->oci, &p->container, e->time_ns);
+		}
 		out->container = p ? &p->container : NULL;
 		return;
 	}
 	p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
+	state_follow_event_cgroup(s, p, e->cgroup_id);
 	oci_fill(s->oci, &p->container, e->time_ns);	/* the event's clock: no clock read */
 	out->container = &p->container;
 	out->stack = state_named_stack(s, p, e->stack_id);

@@ -373,6 +373,14 @@ static void follow_cgroup(struct state *s, struct proc_rec *p)
 	oci_fill(s->oci, &p->container, now_ns());
 }
 
+void state_follow_event_cgroup(struct state *s, struct proc_rec *p, uint64_t cgroup_id)
+{
+	if (!cgroup_id || cgroup_id == p->cgroup_id)
+		return;
+	p->st.cgroup_id = cgroup_id;	/* the next walk of the maps says the same or newer */
+	follow_cgroup(s, p);
+}
+
 static void read_identity(struct state *s, struct proc_rec *p)
 {
 	char buf[4096];

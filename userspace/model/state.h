@@ -171,6 +171,8 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
 /* Queues every process that gpumem holds as living but that is gone (its end was not seen:
  * it ended while no agent ran, or its exit record was lost); returns how many. */
 size_t state_sweep_vanished(struct state *s);
+/* The cgroup an event of p was made in: p's container, even when /proc no longer tells. */
+void state_follow_event_cgroup(struct state *s, struct proc_rec *p, uint64_t cgroup_id);
 /* Deletes the allocation entries ended processes left, in one walk, when enough wait or long
  * enough (now: whatever waits); returns the entries deleted. */
 uint64_t state_purge(struct state *s, bool now);
