@@ -10,6 +10,11 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       nodejs npm"
 missing=""
 for p in $pkgs; do
+	# Node.js and npm from elsewhere (NodeSource, nvm) will do: only the commands are used.
+	case $p in
+	nodejs) command -v node >/dev/null && continue ;;
+	npm) command -v npm >/dev/null && continue ;;
+	esac
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
