@@ -7,7 +7,9 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       libmicrohttpd-dev prometheus
       mandoc
       libjson-c-dev
-      nodejs npm"
+      nodejs npm
+      golang-go
+      chromium"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

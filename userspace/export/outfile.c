@@ -60,7 +60,11 @@ int export_open_dir(const char *path)
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int err = errno;
+		struct stat st;
 
+		/* O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR: name the link for what it is */
+		if (err == ENOTDIR && !lstat(path, &st) && S_ISLNK(st.st_mode))
+			err = ELOOP;
 		if (err == ELOOP)
 			p_err("cannot write into %s: it is a symbolic link, which -o does not follow",
 			      path);
