@@ -467,6 +467,8 @@ def test_export_needs_a_format_and_an_output():
     assert rc == 2 and "--format takes pprof, folded, chrome or memviz, not 'svg'" in err
     rc, err = run_gpumem("export", "--format", "pprof", "-o", "/tmp/x", "--json")
     assert rc == 2 and "export does not take --json" in err
+    rc, err = run_gpumem("export", "--format", "memviz", "-o", "/tmp/x", "-i", "1")
+    assert rc == 2 and "-i applies to --format chrome only" in err
 
 
 def test_export_of_a_recording_says_it_needs_record_and_report(tmp):

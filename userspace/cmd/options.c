@@ -583,6 +583,11 @@ static int finish_export(struct parser *p)
 		p_err("export reads FILE.db or traces a live run (-c, -p, --cgroup...), not both");
 		return -EINVAL;
 	}
+	if (o->interval_s > 0 && !exporter_find(o->format)->wants_samples) {
+		p_err("-i applies to --format chrome only (its samples); %s reads the final "
+		      "snapshot", o->format);
+		return -EINVAL;
+	}
 	o->tracer.stream_calls = exporter_find(o->format)->wants_events;
 	return 0;
 }

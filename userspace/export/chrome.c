@@ -25,12 +25,15 @@ struct chrome {
 	FILE *scratch;
 	struct timeline tl;
 	uint64_t nrecs;
+	uint64_t unkept;	/* samples the scratch file could not take */
 };
 
 static void put_rec(struct chrome *c, const struct chrome_rec *r)
 {
 	if (fwrite(r, sizeof(*r), 1, c->scratch) == 1)
 		c->nrecs++;
+	else
+		c->unkept++;
 }
 
 static void process_sample(struct chrome *c, const struct tl_proc *p, uint64_t wall_ns,
@@ -151,6 +154,12 @@ static int chrome_end(struct exporter *x)
 {
 	struct chrome *c = x->priv;
 	int err = chrome_write_json(x, c->out, c->scratch, &c->tl, c->nrecs);
+
+	if (c->unkept) {
+		p_err("%s lacks %" PRIu64 " samples: the scratch file in $TMPDIR could not take them "
+		      "(%s)", x->path, c->unkept, strerror(errno));
+		err = err ? err : -EIO;
+	}
 
 	err = export_close_file(c->out, x->path) ? -EIO : err;
 	fclose(c->scratch);

@@ -155,14 +155,21 @@ static void record(struct json_writer *w, const struct exporter *x, const struct
 		failure(w, x, p, r);
 }
 
-static void other_data(struct json_writer *w, const struct exporter *x)
+static void other_data(struct json_writer *w, const struct exporter *x,
+		       const struct timeline *tl)
 {
+	uint64_t unmatched = 0;
+
+	for (size_t i = 0; i < tl->nprocs; i++)
+		unmatched += tl->procs[i]->unmatched_frees;
 	jw_key(w, "otherData");
 	jw_object_begin(w);
 	jw_kv_string(w, "producer", "gpumem " GPUMEM_VERSION);
 	jw_kv_u64(w, "start_time_ns", x->start_wall_ns);
 	jw_kv_string(w, "ts", "microseconds from start_time_ns (wall clock)");
 	jw_kv_u64(w, "top_sites_per_process", CHROME_TOP_SITES);
+	/* frees of allocations the events never showed: left out of the site tracks */
+	jw_kv_u64(w, "unmatched_frees", unmatched);
 	jw_object_end(w);
 }
 
@@ -203,7 +210,7 @@ int chrome_write_json(const struct exporter *x, FILE *out, FILE *scratch,
 	err = replay(w, x, scratch, tl, names, nrecs);
 	jw_array_end(w);
 	jw_kv_string(w, "displayTimeUnit", "ms");
-	other_data(w, x);
+	other_data(w, x, tl);
 	jw_object_end(w);
 	jw_newline(w);
 	jw_free(w);

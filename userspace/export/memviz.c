@@ -114,11 +114,20 @@ static int memviz_end(struct exporter *x)
 	struct memviz *m = x->priv;
 	int err = 0;
 
+	uint64_t dropped = 0, unmatched = 0;
+
 	for (size_t i = 0; i < m->tl.nprocs; i++) {
-		int perr = memviz_write_process(x, m, m->tl.procs[i]);
+		const struct tl_proc *p = m->tl.procs[i];
+		int perr = memviz_write_process(x, m, p);
 
 		err = err ? err : perr;
+		dropped += p->priv ? ((const struct mv_proc *)p->priv)->dropped : 0;
+		unmatched += p->unmatched_frees;
 	}
+	if (dropped || unmatched)
+		fprintf(stderr, "gpumem: memviz: %" PRIu64 " trace entries dropped (each process "
+			"keeps its last %d), %" PRIu64 " frees of allocations the events never "
+			"showed left out\n", dropped, MEMVIZ_MAX_ENTRIES, unmatched);
 	close(m->dirfd);
 	timeline_free(&m->tl);
 	intern_free(&m->names);

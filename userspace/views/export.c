@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "common.h"
 #include "export.h"
+#include "report.h"
 #include "util.h"
 
 #define EXPORT_SAMPLE_S_DEFAULT 1.0
@@ -61,6 +62,7 @@ static int export_finish(struct session *s, const struct snapshot *snap)
 
 	if (run->x.ops->on_snapshot)
 		run->x.ops->on_snapshot(&run->x, snap, true);
+	text_lost(stderr, snap);	/* what the export could not see */
 	run->ended = true;
 	return run->x.ops->end(&run->x) ? -1 : 0;
 }
