@@ -26,14 +26,15 @@ struct chrome {
 	struct timeline tl;
 	uint64_t nrecs;
 	uint64_t unkept;	/* samples the scratch file could not take */
+	int unkept_errno;	/* why, the first time */
 };
 
 static void put_rec(struct chrome *c, const struct chrome_rec *r)
 {
 	if (fwrite(r, sizeof(*r), 1, c->scratch) == 1)
 		c->nrecs++;
-	else
-		c->unkept++;
+	else if (!c->unkept++)
+		c->unkept_errno = errno;
 }
 
 static void process_sample(struct chrome *c, const struct tl_proc *p, uint64_t wall_ns,
@@ -157,7 +158,7 @@ static int chrome_end(struct exporter *x)
 
 	if (c->unkept) {
 		p_err("%s lacks %" PRIu64 " samples: the scratch file in $TMPDIR could not take them "
-		      "(%s)", x->path, c->unkept, strerror(errno));
+		      "(%s)", x->path, c->unkept, strerror(c->unkept_errno));
 		err = err ? err : -EIO;
 	}
 
