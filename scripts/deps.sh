@@ -7,7 +7,9 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       libmicrohttpd-dev prometheus
       mandoc
       libjson-c-dev
-      nodejs npm"
+      nodejs npm
+      golang-go
+      chromium"
 missing=""
 for p in $pkgs; do
 	# Node.js and npm from elsewhere (NodeSource, nvm) will do: only the commands are used.

@@ -80,6 +80,27 @@ static const struct command commands[] = {
 			"it is ready. SIGTERM or SIGINT stop it and leave the pins in place; "
 			"--reset removes them, which detaches the probes.",
 	},
+	{
+		.name = "export",
+		.bit = CMD_EXPORT,
+		.view = &export_view,
+		.args = "[FILE.db]",
+		.max_args = 1,
+		.usage = "--format F -o OUT [OPTIONS] [-c CMD [ARGS...] | FILE.db]",
+		.summary = "a file for pprof, flame graphs, Perfetto or PyTorch's memory_viz, "
+			   "written at the end of CMD, --duration or Ctrl-C",
+		.description =
+			"Writes what gpumem saw into a file that other tools read: --format "
+			"pprof (a gzipped profile.proto: bytes and allocations held at the end "
+			"and allocated over the run, per call site, for go tool pprof), folded "
+			"(stacks weighted by the bytes held at the end, for flame graphs and "
+			"speedscope), chrome (trace-event JSON for Perfetto and chrome://tracing: "
+			"bytes per process and per top call site over time, failures as "
+			"instants) or memviz (one pickle per process in the directory -o names, "
+			"for PyTorch's memory_viz). The file is written when CMD ends, when "
+			"--duration is over, or at Ctrl-C. FILE.db (a recording) is not read "
+			"yet.",
+	},
 };
 
 int main(int argc, char **argv)
@@ -93,6 +114,8 @@ int main(int argc, char **argv)
 	}
 	if (o.help)
 		rc = 0;
+	else if (o.nargs && o.view == &export_view)
+		rc = export_recording(&o);	/* FILE.db: no probes, no system checks */
 	else if (check_system(&o))
 		rc = 1;
 	else

@@ -7,7 +7,7 @@ UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
 UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci prom \
-	prom_server
+	prom_server protobuf pickle
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -27,6 +27,8 @@ unit_mods_prom_server := prometheus $(unit_mods_prom)
 # Libraries a test needs beyond UNIT_LIBS.
 unit_libs_prom_server := -lmicrohttpd -lpthread
 unit_mods_oci := oci untrusted util
+unit_mods_protobuf := protobuf util
+unit_mods_pickle := pickle json util
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))

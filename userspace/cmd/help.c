@@ -120,6 +120,8 @@ void help_general(FILE *out, const struct command *commands, size_t ncommands)
 	fprintf(out, "\noptions every command takes:\n");
 	print_options(out, CMD_ALL, true);
 	fprintf(out, "\noptions every command but serve takes:\n");
+	print_options(out, CMD_TRACING, true);
+	fprintf(out, "\noptions every view takes (top, snapshot, trace, leaks, oom):\n");
 	print_options(out, CMD_VIEWS, true);
 	fprintf(out, "\ngpumem COMMAND --help lists all of that command's options.\n");
 }

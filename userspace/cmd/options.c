@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "export.h"
 #include "oci.h"
 #include "option_spec.h"
 #include "session.h"
@@ -185,6 +186,18 @@ static int opt_bundle_dir(struct parser *p, const struct option_spec *spec, cons
 	return 0;
 }
 
+/* export --format: one of the exporters. */
+static int opt_format(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)spec;
+	if (!exporter_find(arg)) {
+		p_err("--format takes %s, not '%s'", exporter_names(), arg);
+		return -EINVAL;
+	}
+	p->o->format = arg;
+	return 0;
+}
+
 static int opt_output(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	(void)spec;
@@ -297,33 +310,38 @@ static int opt_help(struct parser *p, const struct option_spec *spec, const char
 
 /* Every option, in the order the help lists them. */
 const struct option_spec option_specs[] = {
-	{ "pid", 'p', "PID", CMD_VIEWS, opt_pids, .max = INT_MAX,
+	{ "pid", 'p', "PID", CMD_TRACING, opt_pids, .max = INT_MAX,
 	  .help = "only this process (repeat, or PID,PID,...)" },
-	{ "cgroup", 0, "PATH", CMD_VIEWS, opt_selection,
+	{ "cgroup", 0, "PATH", CMD_TRACING, opt_selection,
 	  .help = "only processes in this cgroup (the v2 path as /proc/PID/cgroup shows it) or "
 		  "below it" },
-	{ "container", 0, "ID", CMD_VIEWS, opt_selection,
+	{ "container", 0, "ID", CMD_TRACING, opt_selection,
 	  .help = "only processes in this container (an id prefix will do)" },
-	{ "pod", 0, "UID", CMD_VIEWS, opt_selection, .help = "only processes in this pod" },
+	{ "pod", 0, "UID", CMD_TRACING, opt_selection, .help = "only processes in this pod" },
 	{ "bundle-dir", 0, "DIR", CMD_ALL, opt_bundle_dir,
 	  .help = "where a container runtime keeps its OCI bundles, whose config.json names pods "
 		  "and containers (repeat; replaces " OCI_ROOT_CONTAINERD " and "
 		  OCI_ROOT_CRIO ")" },
-	{ "command", 'c', "CMD [ARGS...]", CMD_VIEWS, opt_command,
+	{ "command", 'c', "CMD [ARGS...]", CMD_TRACING, opt_command,
 	  .help = "run CMD (and follow its children); report when it ends and exit with its exit "
 		  "status; must come last" },
 	{ "lib", 0, "PATH", CMD_ALL, opt_lib, .help = "also attach to this library or executable" },
 	{ "json", 0, NULL, CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM, opt_flag,
 	  .field = FIELD(bool, json), .help = "machine-readable output (see DESIGN.md)" },
-	{ "output", 'o', "FILE", CMD_VIEWS, opt_output,
-	  .help = "write the report to FILE (CMD keeps stdout)" },
+	{ "output", 'o', "FILE", CMD_TRACING, opt_output,
+	  .help = "write the report to FILE (CMD keeps stdout); export: the file it writes, or "
+		  "for memviz the directory" },
+	{ "format", 0, "F", CMD_EXPORT, opt_format,
+	  .help = "export: pprof (gzipped profile.proto), folded (stacks weighted by bytes held), "
+		  "chrome (trace-event JSON for Perfetto) or memviz (PyTorch memory_viz pickles)" },
 	{ "duration", 'd', "S", CMD_ALL, opt_seconds, .field = FIELD(double, duration_s),
 	  .help = "stop after S seconds (0.001 to a year)" },
-	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS | CMD_SERVE, opt_seconds,
+	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS | CMD_SERVE | CMD_EXPORT, opt_seconds,
 	  .field = FIELD(double, interval_s),
 	  .help = "top: seconds between refreshes (default 2); leaks: a report every S seconds "
 		  "as well as the final one (default without -c: 10); serve: seconds between the "
-		  "snapshots that scrapes read (default 1)" },
+		  "snapshots that scrapes read (default 1); export chrome: seconds between the "
+		  "samples of the top call sites (default 1)" },
 	{ "listen", 0, "ADDR:PORT", CMD_SERVE, opt_listen,
 	  .help = "serve the metrics here (default " SERVE_LISTEN_DEFAULT
 		  "; [ADDR]:PORT for IPv6); 0.0.0.0 or [::] for every address" },
@@ -382,7 +400,7 @@ const struct option_spec option_specs[] = {
 	  .help = "also show frames inside the CUDA libraries" },
 	{ "no-demangle", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, no_demangle),
 	  .help = "C++ function names as the binary spells them" },
-	{ "no-hold", 0, NULL, CMD_VIEWS, opt_no_hold,
+	{ "no-hold", 0, NULL, CMD_TRACING, opt_no_hold,
 	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
 		  "(its first calls may then be missed)" },
 	{ "verbose", 'v', NULL, CMD_ALL, opt_verbose, .help = "libbpf and discovery diagnostics" },
@@ -548,6 +566,32 @@ static int find_command(struct parser *p, int *argc, char ***argv)
 	return -EINVAL;
 }
 
+/* export: a format, a place to write, and one source (a recording, or a live run). */
+static int finish_export(struct parser *p)
+{
+	struct options *o = p->o;
+
+	if (!o->format) {
+		p_err("export needs --format F: %s", exporter_names());
+		return -EINVAL;
+	}
+	if (!o->output) {
+		p_err("export needs -o OUT: the file it writes (for memviz, a directory)");
+		return -EINVAL;
+	}
+	if (o->nargs && (o->cmd_argv || o->npids || o->nselections)) {
+		p_err("export reads FILE.db or traces a live run (-c, -p, --cgroup...), not both");
+		return -EINVAL;
+	}
+	if (o->interval_s > 0 && !exporter_find(o->format)->wants_samples) {
+		p_err("-i applies to --format chrome only (its samples); %s reads the final "
+		      "snapshot", o->format);
+		return -EINVAL;
+	}
+	o->tracer.stream_calls = exporter_find(o->format)->wants_events;
+	return 0;
+}
+
 /* What follows from the options together. */
 static int finish(struct parser *p)
 {
@@ -566,6 +610,8 @@ static int finish(struct parser *p)
 	o->tracer.filter_pids = o->npids || o->cmd_argv;
 	o->tracer.hold_new_procs = o->cmd_argv && !p->no_hold;
 	o->tracer.hold_new_libs = !p->no_hold;
+	if (p->cmd->bit == CMD_EXPORT)
+		return finish_export(p);
 	if (p->cmd->bit == CMD_SERVE) {
 		o->tracer.pin_dir = o->pin_dir;	/* system-wide, and nobody is ever held */
 		o->tracer.hold_new_libs = false;

@@ -49,6 +49,7 @@ struct options {
 	/* The command's own arguments (struct command.args says which): report FILE.db VIEW */
 	char **args;
 	size_t nargs;
+	const char *format;	/* export --format: the exporter's name (export.h) */
 };
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9473"
@@ -66,7 +67,8 @@ enum command_bit {
 	CMD_REPORT = 1u << 7,	/* report FILE.db [VIEW]: the views, from a recording */
 	CMD_EXPORT = 1u << 8,	/* export --format F -o OUT [FILE.db] */
 	CMD_VIEWS = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM,
-	CMD_ALL = CMD_VIEWS | CMD_SERVE,
+	CMD_TRACING = CMD_VIEWS | CMD_EXPORT,	/* follow processes, run -c CMD, write -o */
+	CMD_ALL = CMD_TRACING | CMD_SERVE,
 };
 
 /* A command of the dispatch table; the first is the one run when none is named. */

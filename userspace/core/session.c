@@ -595,7 +595,7 @@ int session_run(const struct options *o)
 		return pin_reset(o->pin_dir) ? 1 : 0;
 	if (check_pids(o))
 		return 1;
-	s.out = open_output(o->output);
+	s.out = o->view->writes_own_files ? stdout : open_output(o->output);
 	if (!s.out)
 		return 1;
 	install_signals();
@@ -648,7 +648,7 @@ out:
 	state_free(s.state);
 	oci_cache_free(s.oci);
 	tracer_close(s.tracer);
-	if (close_output(s.out, o->output, s.write_errno))
+	if (close_output(s.out, s.out == stdout ? NULL : o->output, s.write_errno))
 		rc = rc ? rc : 1;
 	return rc;
 }

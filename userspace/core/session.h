@@ -32,6 +32,9 @@ struct view_ops {
 	/* Without -c, -p, selections or --lib, reads a running agent's state instead of
 	 * attaching probes of its own (--no-agent: never). */
 	bool reads_agent;
+	/* -o names what the view creates itself (export: a file, or a directory of files);
+	 * the session opens nothing there. */
+	bool writes_own_files;
 	/* Once tracing has begun, before the first report; non-zero ends the run (exit 1). */
 	int (*begin)(struct session *s);
 	void (*end)(struct session *s);	/* after the final report */

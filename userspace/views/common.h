@@ -11,5 +11,9 @@ extern const struct view_ops top_view;
 extern const struct view_ops leaks_view;
 extern const struct view_ops oom_view;
 extern const struct view_ops serve_view;
+extern const struct view_ops export_view;
+
+/* export FILE.db: an export from a recording; returns the exit status. */
+int export_recording(const struct options *o);
 
 #endif

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The pickle of one process for --format memviz: {"segments": [...], "device_traces": [[...]],
+ * "gpumem": {...}}, the keys and value types of torch.cuda.memory._snapshot(). A stack's
+ * frames are written once and referred to through the pickle memo after that. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "memviz.h"
+#include "pickle.h"
+#include "util.h"
+
+struct writer {
+	struct pickle pk;
+	struct intern stacks;	/* stack pointers written: index -> memo id */
+	uint32_t *memo;
+	size_t memo_cap;
+	const struct tl_proc *p;
+};
+
+static void kv_str(struct pickle *pk, const char *key, const char *value)
+{
+	pk_str(pk, key);
+	pk_str(pk, value);
+}
+
+static void kv_uint(struct pickle *pk, const char *key, uint64_t value)
+{
+	pk_str(pk, key);
+	pk_uint(pk, value);
+}
+
+/* [{"filename", "line", "name"}], innermost first, as PyTorch's frames are. */
+static void frames(struct writer *w, const struct snap_stack *st)
+{
+	char name[512];
+	bool added;
+	uint32_t i = intern(&w->stacks, &st, sizeof(st), &added);
+
+	if (!added) {
+		pk_memo_get(&w->pk, w->memo[i]);
+		return;
+	}
+	if (i >= w->memo_cap) {
+		w->memo_cap = w->memo_cap ? w->memo_cap * 2 : 64;
+		w->memo = xrealloc(w->memo, w->memo_cap * sizeof(*w->memo));
+	}
+	pk_list_begin(&w->pk);
+	for (uint32_t j = 0; st && j < st->nframes; j++) {
+		const struct snap_frame *f = &st->frames[j];
+
+		pk_dict_begin(&w->pk);
+		kv_str(&w->pk, "filename", f->file ? f->file : f->module ? f->module : "??");
+		kv_uint(&w->pk, "line", f->line);
+		kv_str(&w->pk, "name", export_frame_name(f, name, sizeof(name)));
+		pk_dict_end(&w->pk);
+	}
+	pk_list_end(&w->pk);
+	w->memo[i] = pk_memo_put(&w->pk);
+}
+
+static void segment(struct writer *w, const struct tl_alloc *a)
+{
+	const struct snap_stack *st = w->p->sites[a->site].stack;
+	struct pickle *pk = &w->pk;
+
+	pk_dict_begin(pk);
+	kv_uint(pk, "device", 0);
+	kv_uint(pk, "address", a->addr);
+	kv_uint(pk, "total_size", a->size);
+	kv_uint(pk, "allocated_size", a->size);
+	kv_uint(pk, "active_size", a->size);
+	kv_uint(pk, "requested_size", a->size);
+	kv_uint(pk, "stream", 0);
+	kv_str(pk, "segment_type", "large");
+	pk_str(pk, "is_expandable");
+	pk_bool(pk, false);
+	pk_str(pk, "frames");
+	frames(w, st);
+	pk_str(pk, "blocks");
+	pk_list_begin(pk);
+	pk_dict_begin(pk);
+	kv_uint(pk, "address", a->addr);
+	kv_uint(pk, "size", a->size);
+	kv_uint(pk, "requested_size", a->size);
+	kv_str(pk, "state", "active_allocated");
+	pk_str(pk, "frames");
+	frames(w, st);
+	pk_dict_end(pk);
+	pk_list_end(pk);
+	pk_dict_end(pk);
+}
+
+struct live_list {
+	const struct tl_alloc **a;
+	size_t n;
+};
+
+static void collect(const struct tl_proc *p, const struct tl_alloc *a, void *ctx)
+{
+	struct live_list *l = ctx;
+
+	if (export_kind_is_gpu(p->sites[a->site].kind))
+		l->a[l->n++] = a;
+}
+
+static int by_address(const void *a, const void *b)
+{
+	uint64_t x = (*(const struct tl_alloc *const *)a)->addr;
+	uint64_t y = (*(const struct tl_alloc *const *)b)->addr;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "segments": the GPU allocations live at the end, by address. */
+static void segments(struct writer *w)
+{
+	struct live_list l = { .a = xcalloc(w->p->nlive + 1, sizeof(*l.a)) };
+
+	timeline_for_each_live(w->p, collect, &l);
+	qsort(l.a, l.n, sizeof(*l.a), by_address);
+	pk_str(&w->pk, "segments");
+	pk_list_begin(&w->pk);
+	for (size_t i = 0; i < l.n; i++)
+		segment(w, l.a[i]);
+	pk_list_end(&w->pk);
+	free(l.a);
+}
+
+static void entry(struct writer *w, const struct mv_entry *e)
+{
+	struct pickle *pk = &w->pk;
+
+	pk_dict_begin(pk);
+	kv_str(pk, "action", memviz_action_name(e->action));
+	if (e->action == MV_OOM)
+		kv_uint(pk, "device_free", 0);	/* not known: gpumem has no device query here */
+	else
+		kv_uint(pk, "addr", e->addr);
+	kv_uint(pk, "size", e->size);
+	kv_uint(pk, "stream", 0);
+	kv_uint(pk, "time_us", e->wall_ns / 1000);
+	pk_str(pk, "frames");
+	frames(w, e->stack);
+	pk_dict_end(pk);
+}
+
+/* "device_traces": one list per device; everything is device 0. */
+static void device_traces(struct writer *w)
+{
+	const struct mv_proc *mp = w->p->priv;
+
+	pk_str(&w->pk, "device_traces");
+	pk_list_begin(&w->pk);
+	pk_list_begin(&w->pk);
+	for (size_t i = 0; mp && i < mp->n; i++)
+		entry(w, &mp->ring[(mp->head + i) % mp->n]);
+	pk_list_end(&w->pk);
+	pk_list_end(&w->pk);
+}
+
+/* What gpumem adds: who this is, and what the trace is missing. */
+static void about(struct writer *w)
+{
+	const struct tl_proc *p = w->p;
+	const struct mv_proc *mp = p->priv;
+	struct pickle *pk = &w->pk;
+
+	pk_str(pk, "gpumem");
+	pk_dict_begin(pk);
+	kv_uint(pk, "pid", (uint64_t)p->pid);
+	kv_str(pk, "comm", p->comm);
+	kv_str(pk, "container", p->has_container && p->container.has_id ? p->container.id : NULL);
+	kv_str(pk, "pod", p->has_container && p->container.has_pod ? p->container.pod_uid : NULL);
+	pk_str(pk, "ended");
+	pk_bool(pk, p->ended);
+	kv_uint(pk, "dropped_trace_entries", mp ? mp->dropped : 0);
+	kv_uint(pk, "unmatched_frees", p->unmatched_frees);
+	kv_str(pk, "device", "unknown: every allocation is shown on device 0");
+	pk_dict_end(pk);
+}
+
+/* PID-COMM.pickle, the comm reduced to [A-Za-z0-9._-]; a pid seen again gets -2, -3... */
+static void file_name(struct memviz *m, const struct tl_proc *p, char *buf, size_t len)
+{
+	char comm[GM_COMM_LEN + 1];
+	bool added = false;
+
+	snprintf(comm, sizeof(comm), "%s", p->comm[0] ? p->comm : "unknown");
+	for (char *c = comm; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
+			*c = '_';
+	snprintf(buf, len, "%d-%s.pickle", p->pid, comm);
+	intern(&m->names, buf, strlen(buf), &added);
+	for (unsigned int n = 2; !added; n++) {
+		snprintf(buf, len, "%d-%s-%u.pickle", p->pid, comm, n);
+		intern(&m->names, buf, strlen(buf), &added);
+	}
+}
+
+static bool has_gpu_memory(const struct tl_proc *p)
+{
+	for (size_t i = 0; i < p->live_cap; i++)
+		if (p->live[i].used && export_kind_is_gpu(p->sites[p->live[i].site].kind))
+			return true;
+	return false;
+}
+
+int memviz_write_process(const struct exporter *x, struct memviz *m, const struct tl_proc *p)
+{
+	struct writer w = { .p = p };
+	char name[64], shown[4096];
+	FILE *f;
+	int err;
+
+	if (!p->priv && !has_gpu_memory(p))
+		return 0;
+	pk_begin(&w.pk);
+	pk_dict_begin(&w.pk);
+	segments(&w);
+	device_traces(&w);
+	about(&w);
+	pk_dict_end(&w.pk);
+	pk_end(&w.pk);
+	file_name(m, p, name, sizeof(name));
+	snprintf(shown, sizeof(shown), "%s/%s", x->path, name);
+	f = export_create_in_dir(m->dirfd, x->path, name);
+	err = f ? 0 : -EIO;
+	if (f && fwrite(w.pk.data, 1, w.pk.len, f) != w.pk.len)
+		err = -EIO;	/* export_close_file says what went wrong */
+	if (f && export_close_file(f, shown))
+		err = -EIO;
+	pk_free(&w.pk);
+	intern_free(&w.stacks);
+	free(w.memo);
+	return err;
+}

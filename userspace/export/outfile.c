@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The files an export writes: created without following a symlink (another user's link must
+ * not make root write its target), 0644, truncated; a directory for formats of many files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "export.h"
+#include "util.h"
+
+static void open_error(const char *path, int err)
+{
+	if (err == ELOOP)
+		p_err("cannot write %s: it is a symbolic link, which -o does not follow", path);
+	else
+		p_err("cannot write %s: %s", path, strerror(err));
+}
+
+static FILE *create_at(int dirfd, const char *name, const char *shown)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC |
+			O_NOCTTY, 0644);
+	FILE *f;
+
+	if (fd < 0) {
+		open_error(shown, errno);
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		p_err("cannot write %s: %s", shown, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+FILE *export_create_file(const char *path)
+{
+	return create_at(AT_FDCWD, path, path);
+}
+
+FILE *export_create_in_dir(int dirfd, const char *dir, const char *name)
+{
+	char shown[4096];
+
+	snprintf(shown, sizeof(shown), "%s/%s", dir, name);
+	return create_at(dirfd, name, shown);
+}
+
+int export_open_dir(const char *path)
+{
+	int fd;
+
+	if (mkdir(path, 0755) && errno != EEXIST) {
+		p_err("cannot make the directory %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		struct stat st;
+
+		/* O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR: name the link for what it is */
+		if (err == ENOTDIR && !lstat(path, &st) && S_ISLNK(st.st_mode))
+			err = ELOOP;
+		if (err == ELOOP)
+			p_err("cannot write into %s: it is a symbolic link, which -o does not follow",
+			      path);
+		else if (err == ENOTDIR)
+			p_err("cannot write into %s: it is not a directory (memviz writes one file "
+			      "per process into the directory -o names)", path);
+		else
+			p_err("cannot open the directory %s: %s", path, strerror(err));
+		return -err;
+	}
+	return fd;
+}
+
+int export_close_file(FILE *f, const char *path)
+{
+	int err = 0;
+
+	errno = 0;
+	if (fflush(f) || ferror(f))
+		err = errno ? errno : EIO;
+	if (fclose(f) && !err)
+		err = errno ? errno : EIO;
+	if (!err)
+		return 0;
+	p_err("cannot write %s: %s", path, strerror(err));
+	return -err;
+}

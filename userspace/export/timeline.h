@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The allocations of each process replayed from the call events, for the exporters that draw
+ * time (chrome, memviz): what is live, from which call site, and what each site holds and
+ * held at most. A free is matched to the allocation it frees; one whose allocation the events
+ * never showed (made before they were streamed, or lost) is counted and left out. */
+#ifndef GPUMEM_TIMELINE_H
+#define GPUMEM_TIMELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "intern.h"
+#include "snapshot.h"
+
+struct tl_site {
+	int32_t stack_id;
+	uint32_t api, kind;
+	uint64_t bytes, peak;
+	struct snap_stack *stack;	/* of its first allocation (a reference) */
+};
+
+struct tl_alloc {
+	uint64_t addr, size;
+	uint64_t wall_ns;
+	uint32_t site;		/* index in the process's sites */
+	bool used;		/* a slot of the live table */
+};
+
+struct tl_proc {
+	size_t index;		/* in the timeline, in the order processes first appeared */
+	int pid;
+	bool ended;
+	char comm[GM_COMM_LEN + 1];
+	struct container_info container;
+	bool has_container;
+	uint64_t process_bytes;	/* the kernel's count at the last event (GPU-side kinds) */
+	struct intern site_keys;
+	struct tl_site *sites;
+	size_t sites_cap;
+	struct tl_alloc *live;	/* open addressing by address */
+	size_t nlive, live_cap;
+	uint64_t unmatched_frees;
+	void *priv;		/* the exporter's, freed with free_priv */
+};
+
+enum tl_what { TL_NONE, TL_ALLOC, TL_FREE, TL_FAILED, TL_EXIT };
+
+struct tl_change {
+	enum tl_what what;
+	struct tl_proc *p;
+	struct tl_site *site;	/* alloc and failure: its site; free: the allocation's */
+	struct tl_alloc alloc;	/* alloc: the new one; free: the one it freed */
+};
+
+struct timeline {
+	struct tl_proc **procs;	/* every process seen, in order */
+	size_t nprocs, procs_cap;
+	struct intern pids;	/* pid -> slot of current[] */
+	size_t *current;	/* the index of each pid's newest process */
+	void (*free_priv)(void *priv);
+};
+
+/* Applies one event; out says what it changed (TL_NONE: nothing this replays). */
+void timeline_apply(struct timeline *t, const struct snap_event *e, struct tl_change *out);
+/* Calls fn on every live allocation of p, in no order. */
+void timeline_for_each_live(const struct tl_proc *p,
+			    void (*fn)(const struct tl_proc *p, const struct tl_alloc *a, void *ctx),
+			    void *ctx);
+void timeline_free(struct timeline *t);
+
+#endif
