@@ -98,8 +98,7 @@ size_t history_count(const struct history *h)
 
 struct hist_key hist_key_proc(const struct snap_proc *p)
 {
-	return (struct hist_key){ .serial = p->serial, .stack_id = HIST_PROCESS,
-				  .py_stack_id = -1 };
+	return (struct hist_key){ .serial = p->serial, .stack_id = HIST_PROCESS };
 }
 
 struct hist_key hist_key_site(const struct snap_proc *p, const struct snap_site *ss)
