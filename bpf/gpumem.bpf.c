@@ -33,7 +33,9 @@ bool holds_enabled = false;
 __u64 heartbeat_ns = 0;
 const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (-c only):
 						 * userspace captures its module map, then
-						 * sends SIGCONT */
+						 * sends SIGCONT; likewise at each new Python
+						 * stack, until its code objects are read */
+const volatile bool python_frames = true;	/* --no-python clears it */
 
 /* The call in flight on each thread, in the thread itself: no hash on the hot path, and it
  * goes away with the thread. sp == 0: none. */
@@ -329,6 +331,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 				hold(tgid);
 			__builtin_memset(e, 0, sizeof(*e));
 			e->type = GM_REC_PROCESS_NEW;
+			e->py_stack_id = -1;
 			e->pid = tgid;
 			e->gen = rec->gen;
 			e->start_ns = rec->start_ns;
@@ -373,8 +376,8 @@ static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
-				      __u32 tid, __s32 stack_id, __u32 kind, __u64 addr,
-				      __u64 size, __s32 error, __u64 process_bytes)
+				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
+				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes)
 {
 	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -396,7 +399,7 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 	e->layer = GM_COOKIE_LAYER(rec->cookie);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	e->gen = rec->gen;
-	e->pad = 0;
+	e->py_stack_id = py_stack_id;
 	e->start_ns = rec->start_ns;
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_ringbuf_submit(e, 0);
@@ -415,12 +418,258 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx)
 	return id;
 }
 
+/* ---- CPython frames ---- */
+
+/* Processes running a supported interpreter, with its offsets (filled by userspace). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_TARGETS);
+	__type(key, __u32);			/* tgid */
+	__type(value, struct gm_py_proc);
+} py_procs SEC(".maps");
+
+/* Python stacks by id; sized like the stack map (--max-stacks). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, GM_DEFAULT_MAX_STACKS);
+	__type(key, __u32);
+	__type(value, struct gm_py_stack);
+} py_stacks SEC(".maps");
+
+/* Where a stack is built before it is looked up (and each frame read): off the 512-byte BPF
+ * stack, and per thread (a per-CPU buffer would be shared with a program that preempts us);
+ * made at a thread's first walk, never on the hot path after. */
+struct py_scratch {
+	struct gm_py_stack st;
+	__u64 frame[16];	/* GM_PY_FRAME_READ bytes read */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct py_scratch);
+} py_scratch SEC(".maps");
+
+static __always_inline __u64 read_user_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+/* A word of the frame read; the mask keeps any offset inside the buffer (the verifier's
+ * proof), the check keeps it inside what was read. */
+static __always_inline __u64 word_at(const __u64 *w, __u32 off)
+{
+	if (off >= GM_PY_FRAME_READ)
+		return 0;
+	return w[(off / 8) & 15];
+}
+
+static __always_inline __u32 byte_at(const __u64 *w, __u32 off)
+{
+	return (word_at(w, off) >> ((off & 7) * 8)) & 0xff;
+}
+
+/* Off for this process for good: the offsets do not describe what runs there. */
+static __always_inline void python_mismatch(struct gm_py_proc *pp)
+{
+	if (__sync_bool_compare_and_swap(&pp->state, GM_PY_ON, GM_PY_MISMATCH))
+		count(GM_CNT_PY_MISMATCH);
+}
+
+/* The calling thread's id as its own pid namespace numbers it (native_thread_id). */
+static __always_inline __u64 namespace_tid(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	struct upid up = {};
+
+	bpf_probe_read_kernel(&up, sizeof(up), &pid->numbers[level & 31]);
+	return (__u64)up.nr;
+}
+
+/* The calling thread's PyThreadState: the one its record remembers if that one still names
+ * this thread, else found in the interpreter's thread list by native thread id (the running
+ * thread's pointer in _PyRuntime is cleared while ctypes calls out without the GIL). */
+static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, __u64 *cache)
+{
+	const struct gm_py_offsets *o = &pp->off;
+	__u64 interp = read_user_u64(pp->runtime + o->runtime_interp_head), tstate, ntid;
+
+	if (!interp)
+		return 0;	/* not initialised yet, or finalised */
+	ntid = namespace_tid();
+	tstate = *cache;
+	if (tstate && read_user_u64(tstate + o->tstate_native_tid) == ntid &&
+	    read_user_u64(tstate + o->tstate_interp) == interp)
+		return tstate;
+	tstate = read_user_u64(interp + o->interp_threads_head);
+	for (int i = 0; i < GM_PY_MAX_THREADS && tstate; i++) {
+		if (read_user_u64(tstate + o->tstate_native_tid) == ntid) {
+			if (read_user_u64(tstate + o->tstate_interp) != interp) {
+				python_mismatch(pp);
+				return 0;
+			}
+			*cache = tstate;
+			return tstate;
+		}
+		tstate = read_user_u64(tstate + o->tstate_next);
+	}
+	return 0;	/* a thread Python does not know: native frames only */
+}
+
+/* Walks the frame chain into st; false on a mismatch (a frame whose code is no code object). */
+static __always_inline bool python_walk(struct gm_py_proc *pp, __u64 tstate,
+					struct py_scratch *sc)
+{
+	const struct gm_py_offsets *o = &pp->off;
+	struct gm_py_stack *st = &sc->st;
+	__u64 frame, *w = sc->frame;
+
+	st->depth = 0;
+	st->truncated = 0;
+	if (o->tstate_cframe != ~0u)
+		frame = read_user_u64(read_user_u64(tstate + o->tstate_cframe) + o->cframe_frame);
+	else
+		frame = read_user_u64(tstate + o->cframe_frame);
+	for (int i = 0; i < 2 * GM_PY_MAX_FRAMES + 1 && frame; i++) {
+		__u64 code, instr, units;
+		__u32 d = st->depth, idx;
+
+		if (bpf_probe_read_user(w, GM_PY_FRAME_READ, (void *)frame))
+			return false;
+		code = word_at(w, o->frame_code);
+		instr = word_at(w, o->frame_instr);
+		frame = word_at(w, o->frame_previous);
+		if (o->owner_cstack != ~0u && byte_at(w, o->frame_owner) == o->owner_cstack)
+			continue;	/* the C stack's shim, no Python code */
+		if (read_user_u64(code + o->object_type) != pp->code_type)
+			return false;
+		if (d >= GM_PY_MAX_FRAMES) {
+			st->truncated = 1;
+			break;
+		}
+		units = code + o->code_units;
+		idx = instr >= units && instr - units < 2ull * GM_PY_INSTR_NONE
+			      ? (__u32)((instr - units) / 2) : GM_PY_INSTR_NONE;
+		if (o->frame_entry != ~0u && byte_at(w, o->frame_entry))
+			idx |= GM_PY_INSTR_ENTRY;
+		st->code[d & (GM_PY_MAX_FRAMES - 1)] = code;
+		st->instr[d & (GM_PY_MAX_FRAMES - 1)] = idx;
+		st->depth = d + 1;
+	}
+	return true;
+}
+
+static __always_inline __u32 python_hash(const struct gm_py_stack *st)
+{
+	__u64 h = 0xcbf29ce484222325ull ^ st->truncated;
+
+	for (int i = 0; i < GM_PY_MAX_FRAMES; i++) {
+		if (i >= st->depth)
+			break;
+		h = (h ^ st->code[i]) * 0x100000001b3ull;
+		h = (h ^ st->instr[i]) * 0x100000001b3ull;
+	}
+	h ^= h >> 29;
+	return (__u32)(h ^ (h >> 32)) & 0x7fffffff;
+}
+
+static __always_inline bool python_same(const struct gm_py_stack *a, const struct gm_py_stack *b)
+{
+	if (a->depth != b->depth || a->truncated != b->truncated)
+		return false;
+	for (int i = 0; i < GM_PY_MAX_FRAMES; i++) {
+		if (i >= a->depth)
+			break;
+		if (a->code[i] != b->code[i] || a->instr[i] != b->instr[i])
+			return false;
+	}
+	return true;
+}
+
+/* A new Python stack: userspace reads its code objects while the process lives (held until
+ * then, for -c). */
+static __always_inline void emit_python_stack(__u32 tgid, __u32 gen, __s32 id,
+					      const struct gm_py_stack *st)
+{
+	struct gm_py_stack_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	e->type = GM_REC_PY_STACK;
+	e->pid = tgid;
+	e->gen = gen;
+	e->py_stack_id = id;
+	e->pad = 0;
+	bpf_probe_read_kernel(&e->stack, sizeof(e->stack), st);
+	e->held = hold_new_procs && hold(tgid);
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The calling thread's Python stack id, or -1 (no interpreter, no Python frames, lost). */
+static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache)
+{
+	struct gm_py_stack *st, *found;
+	struct py_scratch *sc;
+	struct gm_py_proc *pp;
+	__u64 tstate;
+	__u32 id;
+
+	if (!python_frames || stack_mode == GM_STACKS_NONE)
+		return -1;
+	pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!pp || pp->state != GM_PY_ON)
+		return -1;
+	sc = bpf_task_storage_get(&py_scratch, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!sc) {
+		count(GM_CNT_PY_STACK_ERRORS);
+		return -1;
+	}
+	st = &sc->st;
+	tstate = python_thread_state(pp, tstate_cache);
+	if (!tstate)
+		return -1;
+	if (!python_walk(pp, tstate, sc)) {
+		python_mismatch(pp);
+		return -1;
+	}
+	if (!st->depth)
+		return -1;
+	id = python_hash(st);
+	found = bpf_map_lookup_elem(&py_stacks, &id);
+	if (found) {
+		if (python_same(found, st))
+			return (__s32)id;
+		count(GM_CNT_PY_STACK_ERRORS);	/* two stacks, one bucket */
+		return -1;
+	}
+	if (bpf_map_update_elem(&py_stacks, &id, st, BPF_NOEXIST) == 0) {
+		emit_python_stack(tgid, gen, (__s32)id, st);
+		return (__s32)id;
+	}
+	found = bpf_map_lookup_elem(&py_stacks, &id);	/* another CPU's, just made */
+	if (found && python_same(found, st))
+		return (__s32)id;
+	count(GM_CNT_PY_STACK_ERRORS);
+	return -1;
+}
+
 /* Subtracts a freed allocation from its site and process; returns the process's bytes. */
 static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 					  const struct gm_alloc_info *info)
 {
 	struct gm_site_key skey = { .tgid = tgid, .gen = gen, .stack_id = info->stack_id,
-				    .api = info->api, .kind = info->kind };
+				    .api = info->api, .kind = info->kind,
+				    .py_stack_id = info->py_stack_id };
 	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
@@ -492,10 +741,13 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* At return the registers are the caller's: the stack starts at the call site itself. */
-static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec,
-					 __u32 tgid, __u32 tid, __s32 rc)
+/* At return the registers are the caller's: the stack starts at the call site itself. A
+ * function of its own: its frame and the Python walk's fit the 512-byte stack only apart.
+ * id: as bpf_get_current_pid_tgid() returns it. */
+static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec, __u64 id,
+				    __s32 rc, __s32 py_stack_id)
 {
+	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u32 kind = GM_COOKIE_KIND(rec->cookie);
 	__u32 shape = GM_COOKIE_SHAPE(rec->cookie);
 	__u64 now = rec->time_ns;	/* the call's start: one clock read per call */
@@ -510,6 +762,7 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	long err;
 
 	skey.stack_id = stack_id;
+	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(rec->cookie);
 	skey.kind = kind;
 	ps = proc_stats(tgid, rec, now);
@@ -528,7 +781,8 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 		}
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
-		emit_call(GM_REC_ALLOC_FAILED, rec, tgid, tid, stack_id, kind, 0, size, rc, total);
+		emit_call(GM_REC_ALLOC_FAILED, rec, tgid, tid, stack_id, py_stack_id, kind, 0, size,
+			  rc, total);
 		return;
 	}
 
@@ -544,6 +798,7 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 	info.size = size;
 	info.time_ns = now;
 	info.stack_id = stack_id;
+	info.py_stack_id = py_stack_id;
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
@@ -574,7 +829,8 @@ static __always_inline void alloc_return(struct pt_regs *ctx, struct gm_inflight
 		}
 	}
 	if (stream_calls())
-		emit_call(GM_REC_ALLOC, rec, tgid, tid, stack_id, kind, addr, size, 0, total);
+		emit_call(GM_REC_ALLOC, rec, tgid, tid, stack_id, py_stack_id, kind, addr, size, 0,
+			  total);
 }
 
 static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight *rec,
@@ -598,37 +854,40 @@ static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight 
 	if (!rec->has_claim) {
 		count(GM_CNT_UNKNOWN_FREES);
 		if (stream)
-			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, 0, rec->addr, 0,
-				  0, 0);
+			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, -1, 0, rec->addr,
+				  0, 0, 0);
 		return;
 	}
 	total = account_free(tgid, rec->gen, &rec->claimed);
 	if (stream)
-		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, rec->claimed.kind, rec->addr,
+		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, -1, rec->claimed.kind, rec->addr,
 			  rec->claimed.size, 0, total);
 }
 
 /* One return program for every shape. A return whose stack pointer is not above the
- * recorded entry's belongs to a nested call that was not recorded. */
+ * recorded entry's belongs to a nested call that was not recorded. The record is the
+ * thread's own and no other program runs on this thread meanwhile: it is read in place. The
+ * Python walk is called from here, not from alloc_return, so that the two frames never stack
+ * up past 512 bytes. */
 SEC("uretprobe")
 int BPF_KRETPROBE(call_return, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
-	struct gm_inflight *found, rec;
+	struct gm_inflight *rec;
 	__u32 shape;
 
-	found = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
-	if (!found || !found->sp || PT_REGS_SP(ctx) <= found->sp)
+	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
+	if (!rec || !rec->sp || PT_REGS_SP(ctx) <= rec->sp)
 		return 0;
-	rec = *found;
-	found->sp = 0;
+	rec->sp = 0;
 
-	shape = GM_COOKIE_SHAPE(rec.cookie);
+	shape = GM_COOKIE_SHAPE(rec->cookie);
 	if (shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE)
-		free_return(ctx, &rec, tgid, tid, (__s32)ret);
+		free_return(ctx, rec, tgid, tid, (__s32)ret);
 	else
-		alloc_return(ctx, &rec, tgid, tid, (__s32)ret);
+		alloc_return(ctx, rec, id, (__s32)ret, python_stack(tgid, rec->gen,
+								    &rec->py_tstate));
 	return 0;
 }
 
@@ -740,6 +999,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->type = GM_REC_PROCESS_EXIT;
+	e->py_stack_id = -1;
 	e->pid = tgid;
 	e->gen = key.gen;
 	e->start_ns = start_ns;

@@ -11,8 +11,9 @@
 /* The layout of what crosses the boundary: bump it whenever a pinned map's key or value (or a
  * ring-buffer record) changes, so that state pinned by another build is never read as this
  * one's (an agent refuses pins of another layout). 2: processes keyed by {tgid, generation}.
- * 3: call records carry the cgroup id. */
-#define GM_LAYOUT_VERSION 3
+ * 3: sites and allocations carry a Python stack id; Python maps and records.
+ * 4: call records carry the cgroup id. */
+#define GM_LAYOUT_VERSION 4
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -83,6 +84,10 @@ enum gm_counter {
 	GM_CNT_FAILED_FREES,		/* free calls that returned an error (nothing freed) */
 	GM_CNT_REPLACED_ALLOCS,		/* address allocated again while live: freed unseen */
 	GM_CNT_HOLDS,			/* processes this instance paused (its own targets only) */
+	GM_CNT_PY_STACK_ERRORS,		/* Python stack not recorded (map full or collision):
+					 * --max-stacks */
+	GM_CNT_PY_MISMATCH,		/* interpreters whose live state did not match the
+					 * offsets: Python frames disabled for that process */
 	GM_CNT_COUNT,
 };
 
@@ -109,6 +114,8 @@ struct gm_alloc_info {
 	__u16 api;
 	__u8 kind;
 	__u8 layer;
+	__s32 py_stack_id;	/* negative: no Python frames */
+	__u32 pad;
 };
 
 struct gm_inflight {
@@ -128,6 +135,8 @@ struct gm_inflight {
 	 * exec keeps the start time (a thread that execs takes its leader's). 0: not read yet. */
 	__u32 gen;
 	__u64 start_ns;
+	/* The thread's CPython thread state, found once by native thread id; 0: none known. */
+	__u64 py_tstate;
 };
 
 /* The generation is in the key, not only in the value: an address the pid's new process is
@@ -148,8 +157,10 @@ struct gm_site_key {
 	__s32 stack_id;
 	__u16 api;		/* the probe table's row, GM_COOKIE_API: 16 bits */
 	__u16 kind;		/* enum gm_kind */
+	__s32 py_stack_id;	/* the Python stack (py_stacks); negative: none */
+	__u32 pad;		/* 0: keys are compared byte for byte */
 };
-_Static_assert(sizeof(struct gm_site_key) == 16, "gm_site_key stays 16 bytes, unpadded");
+_Static_assert(sizeof(struct gm_site_key) == 24, "gm_site_key has no hidden padding");
 _Static_assert(sizeof(struct gm_proc_key) == 8, "gm_proc_key has no hidden padding");
 
 struct gm_site_stats {
@@ -192,6 +203,7 @@ enum gm_record_type {
 	GM_REC_LIB_OPEN = 8,		/* a file named like a CUDA library was opened */
 	GM_REC_EXIT_VMA = 9,		/* an executable mapping of a process that is ending */
 	GM_REC_STACK_COPY = 10,		/* registers and stack top of a new site, to unwind */
+	GM_REC_PY_STACK = 11,		/* a new Python stack: name its code objects now */
 };
 
 struct gm_call_event {
@@ -209,7 +221,7 @@ struct gm_call_event {
 	__u8 layer;
 	char comm[GM_COMM_LEN];
 	__u32 gen;		/* the process's generation: which of a pid's processes */
-	__u32 pad;
+	__s32 py_stack_id;	/* negative: no Python frames */
 	__u64 start_ns;		/* the process's start, ns since boot */
 	__u64 cgroup_id;	/* the caller's cgroup: a process gone before /proc was read
 				 * still gets its container */
@@ -319,6 +331,70 @@ struct gm_vma_event {
 	__u64 ino;
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
 	char name[GM_VMA_NAME_LEN];	/* the file's name (its last path component) */
+};
+
+/* CPython frames. For a process userspace found running a supported interpreter (py_procs),
+ * each allocation walks the calling thread's frame chain and records up to GM_PY_MAX_FRAMES
+ * (code object, instruction) pairs, innermost first, as one entry of py_stacks. */
+#define GM_PY_MAX_FRAMES 32
+#define GM_PY_MAX_THREADS 64	/* thread states walked to find the calling thread's */
+#define GM_PY_FRAME_READ 80	/* bytes of an interpreter frame read at once */
+#define GM_PY_INSTR_ENTRY (1u << 31)	/* in instr[]: the frame is an entry frame, the first
+					 * a C call of the eval loop ran */
+#define GM_PY_INSTR_NONE 0x7fffffffu	/* the instruction pointer was outside the code */
+
+/* Offsets (bytes) in the interpreter's structures, per version, from userspace. */
+struct gm_py_offsets {
+	__u32 runtime_interp_head;	/* _PyRuntimeState.interpreters.head */
+	__u32 interp_threads_head;	/* PyInterpreterState.threads.head */
+	__u32 tstate_next;
+	__u32 tstate_interp;
+	__u32 tstate_native_tid;	/* PyThreadState.native_thread_id */
+	__u32 tstate_cframe;		/* 3.11-3.12: PyThreadState.cframe; ~0: frame in tstate */
+	__u32 cframe_frame;		/* _PyCFrame.current_frame (or tstate.current_frame) */
+	__u32 frame_code;		/* _PyInterpreterFrame.f_code / f_executable */
+	__u32 frame_previous;
+	__u32 frame_instr;		/* prev_instr / instr_ptr */
+	__u32 frame_entry;		/* is_entry (a byte); ~0: none in this version */
+	__u32 frame_owner;		/* owner (a byte) */
+	__u32 owner_cstack;		/* owner value of C-stack shim frames to skip; ~0: none */
+	__u32 code_units;		/* PyCodeObject.co_code_adaptive */
+	__u32 object_type;		/* PyObject.ob_type */
+	__u32 pad;
+};
+
+enum gm_py_state {
+	GM_PY_ON = 1,
+	GM_PY_MISMATCH = 2,	/* a walk found the live state unlike the offsets: off for good */
+};
+
+/* py_procs value, keyed by tgid. */
+struct gm_py_proc {
+	__u32 state;		/* enum gm_py_state, written by BPF on a mismatch */
+	__u32 pad;
+	__u64 runtime;		/* address of _PyRuntime in the process */
+	__u64 code_type;	/* address of PyCode_Type: every frame's code is checked against it */
+	struct gm_py_offsets off;
+};
+
+/* py_stacks value, keyed by a Python stack id (a hash of it, checked on every use). */
+struct gm_py_stack {
+	__u32 depth;		/* pairs recorded */
+	__u32 truncated;	/* 1: the chain went on past GM_PY_MAX_FRAMES */
+	__u64 code[GM_PY_MAX_FRAMES];	/* PyCodeObject addresses, innermost first */
+	__u32 instr[GM_PY_MAX_FRAMES];	/* code-unit index, | GM_PY_INSTR_ENTRY */
+};
+
+/* GM_REC_PY_STACK: the first allocation with a new Python stack; the process is held until
+ * userspace has read its code objects when held is set. */
+struct gm_py_stack_event {
+	__u32 type;
+	__u32 pid;
+	__u32 gen;
+	__s32 py_stack_id;
+	__u32 held;
+	__u32 pad;
+	struct gm_py_stack stack;
 };
 
 #endif /* GPUMEM_H */

@@ -127,19 +127,19 @@ static const struct {
 	struct gm_site_stats v;
 } sites[] = {
 	/* A, sorted as the model sorts them: stack id, api, kind. */
-	{ { PID_A, GEN_A, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	{ { PID_A, GEN_A, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, -1, 0 },
 	  { .current_bytes = 2 * MIB, .current_allocs = 2, .alloc_count = 3, .free_count = 1,
 	    .alloc_bytes_total = 3 * MIB } },
-	{ { PID_A, GEN_A, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE },
+	{ { PID_A, GEN_A, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, -1, 0 },
 	  { .current_bytes = MIB, .current_allocs = 1, .alloc_count = 1,
 	    .alloc_bytes_total = MIB, .failed_count = 1 } },
-	{ { PID_A, GEN_A, 11, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	{ { PID_A, GEN_A, 11, API_CUDA_MALLOC, GM_KIND_DEVICE, -1, 0 },
 	  { .alloc_count = 1, .free_count = 1, .alloc_bytes_total = 2 * MIB } },
 	/* B */
-	{ { PID_B, GEN_B, 7, API_CUDA_MALLOC, GM_KIND_DEVICE },
+	{ { PID_B, GEN_B, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, -1, 0 },
 	  { .current_bytes = 4096, .current_allocs = 1, .alloc_count = 1,
 	    .alloc_bytes_total = 4096 } },
-	{ { PID_B, GEN_B, 12, 26, GM_KIND_VMM },
+	{ { PID_B, GEN_B, 12, 26, GM_KIND_VMM, -1, 0 },
 	  { .current_bytes = 2 * MIB, .current_allocs = 1, .alloc_count = 1,
 	    .alloc_bytes_total = 2 * MIB } },
 };
@@ -151,15 +151,15 @@ static const struct {
 	struct gm_alloc_info v;
 } allocs[] = {
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000000000 },
-	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
+	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0 } },
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000200000 },
-	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
+	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0 } },
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000400000 },
-	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER } },
+	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER, -1, 0 } },
 	{ { PID_B, GEN_B, GM_SPACE_ADDR, 0, 0x7f0000600000 },
-	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME } },
+	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0 } },
 	{ { PID_B, GEN_B, GM_SPACE_VMM_HANDLE, 0, 0x7f0000000000 },
-	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER } },
+	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER, -1, 0 } },
 };
 #define NALLOCS_A 3
 
@@ -405,7 +405,8 @@ static const struct gm_proc_stats stats_new = {
 	.by_kind = { [GM_KIND_DEVICE] = 4 * MIB }, .first_seen_ns = 20000, .start_ns = 19000,
 };
 static const struct gm_site_key site_new = { .tgid = PID_A, .gen = GEN_A2, .stack_id = 7,
-					      .api = API_CUDA_MALLOC, .kind = GM_KIND_DEVICE };
+					      .api = API_CUDA_MALLOC, .kind = GM_KIND_DEVICE,
+					      .py_stack_id = -1 };
 static const struct gm_site_stats site_new_stats = {
 	.current_bytes = 4 * MIB, .current_allocs = 1, .alloc_count = 1,
 	.alloc_bytes_total = 4 * MIB,
@@ -413,7 +414,7 @@ static const struct gm_site_stats site_new_stats = {
 static const struct gm_alloc_key alloc_new = { PID_A, GEN_A2, GM_SPACE_ADDR, 0,
 					       0x7f0000000000 };
 static const struct gm_alloc_info alloc_new_info = { 4 * MIB, 19500, 7, API_CUDA_MALLOC,
-						     GM_KIND_DEVICE, GM_LAYER_RUNTIME };
+						     GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0 };
 
 static void fill_new_process(const struct fixture *fx)
 {
@@ -589,7 +590,7 @@ static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state
 
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &ps, BPF_NOEXIST), 0);
 	for (int i = 0; i < 100; i++) {
-		struct gm_site_key k = { PID_A, GEN_A, 100 + i, 0, 0 };
+		struct gm_site_key k = { PID_A, GEN_A, 100 + i, 0, 0, -1, 0 };
 		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &k, &v, BPF_NOEXIST), 0);
 	}
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);

@@ -6,18 +6,19 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
-UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci prom \
+UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci prom pycode \
 	prom_server protobuf pickle
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
 # The userspace modules each test links.
 unit_mods_json := json
+unit_mods_pycode := pycode util
 unit_mods_procs := procs
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs untrusted
 unit_mods_probes := probes pin elf_syms uprobe_multi util
-unit_mods_state := state stacks publish snapshot retention cgroups nvml symbolize elf_syms procs unwind \
+unit_mods_state := state stacks python pycode publish snapshot retention cgroups nvml symbolize elf_syms procs unwind \
 	container oci probes pin purge uprobe_multi untrusted util
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util

@@ -40,6 +40,8 @@ static int key_cmp(const struct hist_key *a, const struct hist_key *b)
 		return a->serial < b->serial ? -1 : 1;
 	if (a->stack_id != b->stack_id)
 		return a->stack_id < b->stack_id ? -1 : 1;
+	if (a->py_stack_id != b->py_stack_id)
+		return a->py_stack_id < b->py_stack_id ? -1 : 1;
 	if (a->api != b->api)
 		return a->api < b->api ? -1 : 1;
 	if (a->kind != b->kind)
@@ -101,7 +103,8 @@ struct hist_key hist_key_proc(const struct snap_proc *p)
 
 struct hist_key hist_key_site(const struct snap_proc *p, const struct snap_site *ss)
 {
-	return (struct hist_key){ .serial = p->serial, .stack_id = ss->stack_id, .api = ss->api,
+	return (struct hist_key){ .serial = p->serial, .stack_id = ss->stack_id,
+				  .py_stack_id = ss->py_stack_id, .api = ss->api,
 				  .kind = ss->kind };
 }
 

@@ -15,6 +15,7 @@
 struct hist_key {
 	uint64_t serial;	/* the process record's (a reused pid is another process) */
 	int32_t stack_id;	/* HIST_PROCESS: the process's totals */
+	int32_t py_stack_id;	/* negative: none */
 	uint32_t api, kind;
 };
 

@@ -97,7 +97,10 @@ static int site_rank_cmp(const void *a, const void *b)
 		return x->ss->st.current_bytes > y->ss->st.current_bytes ? -1 : 1;
 	if (x->ss->st.alloc_bytes_total != y->ss->st.alloc_bytes_total)
 		return x->ss->st.alloc_bytes_total > y->ss->st.alloc_bytes_total ? -1 : 1;
-	return (x->ss->stack_id > y->ss->stack_id) - (x->ss->stack_id < y->ss->stack_id);
+	if (x->ss->stack_id != y->ss->stack_id)
+		return (x->ss->stack_id > y->ss->stack_id) - (x->ss->stack_id < y->ss->stack_id);
+	return (x->ss->py_stack_id > y->ss->py_stack_id) -
+	       (x->ss->py_stack_id < y->ss->py_stack_id);
 }
 
 static int proc_rank_cmp(const void *a, const void *b)

@@ -400,6 +400,8 @@ const struct option_spec option_specs[] = {
 	  .help = "also show frames inside the CUDA libraries" },
 	{ "no-demangle", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, no_demangle),
 	  .help = "C++ function names as the binary spells them" },
+	{ "no-python", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, tracer.no_python),
+	  .help = "native frames only, no CPython frames (file, function and line)" },
 	{ "no-hold", 0, NULL, CMD_TRACING, opt_no_hold,
 	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
 		  "(its first calls may then be missed)" },

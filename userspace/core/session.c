@@ -129,6 +129,8 @@ static size_t record_size(__u32 type)
 		return sizeof(struct gm_file_event);
 	case GM_REC_STACK_COPY:
 		return sizeof(struct gm_stack_event);
+	case GM_REC_PY_STACK:
+		return sizeof(struct gm_py_stack_event);
 	case GM_REC_EXIT_VMA:
 		return sizeof(struct gm_vma_event);
 	}
@@ -159,6 +161,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 		break;
 	case GM_REC_EXEC:
 		state_on_exec(s->state, data);
+		state_on_exec_python(s->state, data);
 		discovery_on_file_event(s->disc, data);
 		break;
 	case GM_REC_LIB_OPEN:
@@ -166,6 +169,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 		break;
 	case GM_REC_STACK_COPY:
 		state_on_stack_copy(s->state, data);
+		break;
+	case GM_REC_PY_STACK:
+		state_on_py_stack(s->state, data);
+		if (((const struct gm_py_stack_event *)data)->held)
+			tracer_release(s->tracer, (int)((const struct gm_py_stack_event *)data)->pid);
 		break;
 	case GM_REC_EXIT_VMA:
 		state_on_exit_vma(s->state, data);
@@ -477,7 +485,8 @@ static void open_model(struct session *s)
 	struct state_opts so = { .all_frames = o->all_frames, .no_demangle = o->no_demangle,
 				 .keep_ended = o->keep_ended, .keep_ended_s = o->keep_ended_s,
 				 .keep_failures = o->keep_failures,
-				 .read_only = tracer_is_reader(s->tracer) };
+				 .read_only = tracer_is_reader(s->tracer),
+				 .no_python = o->tracer.no_python };
 
 	s->state = state_new(&maps, &so);
 	s->state->exit_wants = o->view->exit_wants;

@@ -63,8 +63,10 @@ static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 {
 	if (o->max_allocs)
 		bpf_map__set_max_entries(skel->maps.allocs, o->max_allocs);
-	if (o->max_stacks)
+	if (o->max_stacks) {
 		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+		bpf_map__set_max_entries(skel->maps.py_stacks, o->max_stacks);
+	}
 	if (o->max_sites)
 		bpf_map__set_max_entries(skel->maps.sites, o->max_sites);
 	if (o->max_procs)
@@ -144,6 +146,7 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	skel->rodata->hold_new_libs = o->hold_new_libs;
 	skel->rodata->self_tgid = (__u32)getpid();
 	skel->rodata->stack_mode = o->stack_mode;
+	skel->rodata->python_frames = !o->no_python;
 	skel->rodata->filter_cgroups = (__u32)o->ncgroup_dirs;
 	if (o->stack_bytes)
 		skel->rodata->stack_copy_bytes = o->stack_bytes;
@@ -461,6 +464,8 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 			.allocs = t->reader_maps.allocs,
 			.stacks = t->reader_maps.stacks,
 			.counters = t->reader_maps.counters,
+			.py_procs = -1,
+			.py_stacks = -1,
 		};
 	return (struct model_maps){
 		.procs = bpf_map__fd(t->skel->maps.procs),
@@ -468,6 +473,8 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 		.allocs = bpf_map__fd(t->skel->maps.allocs),
 		.stacks = bpf_map__fd(t->skel->maps.stacks),
 		.counters = bpf_map__fd(t->skel->maps.counters),
+		.py_procs = bpf_map__fd(t->skel->maps.py_procs),
+		.py_stacks = bpf_map__fd(t->skel->maps.py_stacks),
 	};
 }
 

@@ -15,6 +15,7 @@ struct tracer_opts {
 	bool hold_new_libs;	/* stop a process at its first open of an unknown CUDA library */
 	uint32_t stack_mode;	/* enum gm_stack_mode */
 	uint32_t stack_bytes;	/* DWARF mode: stack copied per new site */
+	bool no_python;		/* --no-python: no CPython frames */
 	char **cgroup_dirs;	/* --cgroup/--container/--pod: trace only below these */
 	size_t ncgroup_dirs;
 	uint32_t max_allocs;
@@ -34,6 +35,7 @@ struct attached_file;
 /* The accounting maps and the loss counters, for the model: their only reader. */
 struct model_maps {
 	int procs, sites, allocs, stacks, counters;
+	int py_procs, py_stacks;	/* -1 for a reader: no Python frames named */
 };
 
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,

@@ -27,7 +27,9 @@ static int by_bytes(const void *a, const void *b)
 		return x->st.current_bytes > y->st.current_bytes ? -1 : 1;
 	if (x->st.alloc_bytes_total != y->st.alloc_bytes_total)
 		return x->st.alloc_bytes_total > y->st.alloc_bytes_total ? -1 : 1;
-	return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
+	if (x->stack_id != y->stack_id)
+		return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
+	return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
 }
 
 static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *out)
@@ -41,6 +43,7 @@ static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *ou
 		ss->api = r->key.api;
 		ss->kind = r->key.kind;
 		ss->stack_id = r->key.stack_id;
+		ss->py_stack_id = r->key.py_stack_id;
 		ss->st = r->st;
 		ss->oldest_ns = r->oldest_ns;
 		ss->median_ns = r->median_ns;
@@ -48,7 +51,7 @@ static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *ou
 			ss->valid |= SS_OLDEST;
 		if (p->medians_known && r->median_ns)
 			ss->valid |= SS_MEDIAN;
-		ss->stack = state_named_stack(s, p, r->key.stack_id);
+		ss->stack = state_named_stack(s, p, r->key.stack_id, r->key.py_stack_id);
 	}
 	if (out->nsites > 1)
 		qsort(out->sites, out->nsites, sizeof(*out->sites), by_bytes);
@@ -93,7 +96,7 @@ static void rename_failure(struct state *s, struct failure_rec *f)
 
 	if (!p || p->serial != f->serial)
 		return;
-	st = state_named_stack(s, p, f->ev.stack_id);
+	st = state_named_stack(s, p, f->ev.stack_id, f->ev.py_stack_id);
 	snap_stack_put(f->stack);
 	f->stack = st;
 }
@@ -185,7 +188,7 @@ void state_describe_event(struct state *s, const struct gm_call_event *e, struct
 	state_follow_event_cgroup(s, p, e->cgroup_id);
 	oci_fill(s->oci, &p->container, e->time_ns);	/* the event's clock: no clock read */
 	out->container = &p->container;
-	out->stack = state_named_stack(s, p, e->stack_id);
+	out->stack = state_named_stack(s, p, e->stack_id, e->py_stack_id);
 }
 
 void snap_event_release(struct snap_event *e)

@@ -33,6 +33,8 @@ struct snap_frame {
 	const char *file;	/* NULL: unknown */
 	uint32_t line;		/* 0: unknown */
 	bool inlined;
+	bool python;		/* a CPython frame: addr is its code object, symbol its
+				 * qualified name */
 };
 
 /* A call stack named once and shared by every snapshot that shows it (reference counted). */
@@ -53,6 +55,7 @@ enum snap_site_valid {
 struct snap_site {
 	uint32_t api, kind;
 	int32_t stack_id;
+	int32_t py_stack_id;	/* negative: no Python frames */
 	unsigned int valid;
 	struct gm_site_stats st;
 	uint64_t oldest_ns, median_ns;	/* CLOCK_MONOTONIC allocation times */
@@ -98,6 +101,8 @@ enum snap_loss {
 	SNAP_LOST_ENDED_DROPPED,	/* ended processes let go: --keep-ended, --keep-ended-for */
 	SNAP_LOST_FAILURES_DROPPED,	/* failure records between the first and the last kept */
 	SNAP_LOST_OCI_REJECTED,		/* OCI bundles refused: those containers' names unknown */
+	SNAP_LOST_PY_REFUSED,		/* CPython processes whose interpreter gpumem has no
+					 * offsets for or that failed the checks: native frames */
 	SNAP_LOST_COUNT,
 };
 

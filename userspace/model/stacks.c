@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "probes.h"
+#include "python.h"
 #include "state.h"
 #include "symbolize.h"
 #include "util.h"
@@ -72,11 +73,12 @@ static unsigned int name_address(struct state *s, struct proc_rec *p, uint64_t i
 }
 
 static struct snap_stack *name_stack(struct state *s, struct proc_rec *p, int32_t stack_id,
-				     bool *complete)
+				     int32_t py_stack_id, bool *complete)
 {
 	uint64_t ips[GM_MAX_STACK_DEPTH];
 	uint32_t n = state_stack_ips(s, p, stack_id, ips), count = 0, kept = 0;
-	struct snap_stack *st = xcalloc(1, sizeof(*st) + ((size_t)n * SYM_MAX_INLINE + 1) *
+	struct snap_stack *st = xcalloc(1, sizeof(*st) + ((size_t)n * SYM_MAX_INLINE + 1 +
+							   GM_PY_MAX_FRAMES + 1) *
 						   sizeof(struct snap_frame));
 
 	st->refs = 1;
@@ -96,23 +98,32 @@ static struct snap_stack *name_stack(struct state *s, struct proc_rec *p, int32_
 		if (kept)
 			count = kept;
 	}
+	if (s->py)
+		python_merge(s->py, p->pid, py_stack_id, st->frames, &count);
 	st->nframes = count;
 	return st;
 }
 
 static int named_cmp(const void *key, const void *elem)
 {
-	int32_t id = *(const int32_t *)key, other = ((const struct named_stack *)elem)->stack_id;
+	const int32_t *id = key;
+	const struct named_stack *other = elem;
 
-	return (id > other) - (id < other);
+	if (id[0] != other->stack_id)
+		return id[0] > other->stack_id ? 1 : -1;
+	return (id[1] > other->py_stack_id) - (id[1] < other->py_stack_id);
 }
 
-struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id)
+struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id,
+				     int32_t py_stack_id)
 {
-	struct named_stack *ns = p->nnamed ? bsearch(&stack_id, p->named, p->nnamed,
+	int32_t key[2] = { stack_id, py_stack_id < 0 ? -1 : py_stack_id };
+	struct named_stack *ns = p->nnamed ? bsearch(key, p->named, p->nnamed,
 						     sizeof(*p->named), named_cmp) : NULL;
 	size_t at = 0;
 	bool complete;
+
+	py_stack_id = key[1];
 
 	/* Named again only when it may come out better: a new module map (an ended process's
 	 * exit-time map), or, while the process lives, code it may have loaded since. */
@@ -121,19 +132,20 @@ struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_
 		return snap_stack_get(ns->stack);
 	if (ns) {
 		snap_stack_put(ns->stack);
-		ns->stack = name_stack(s, p, stack_id, &ns->complete);
+		ns->stack = name_stack(s, p, stack_id, py_stack_id, &ns->complete);
 		ns->named_ns = now_ns();
 		ns->maps_gen = p->maps_gen;
 		return snap_stack_get(ns->stack);
 	}
-	while (at < p->nnamed && p->named[at].stack_id < stack_id)
+	while (at < p->nnamed && named_cmp(key, &p->named[at]) > 0)
 		at++;
 	p->named = xrealloc(p->named, (p->nnamed + 1) * sizeof(*p->named));
 	memmove(&p->named[at + 1], &p->named[at], (p->nnamed - at) * sizeof(*p->named));
 	p->nnamed++;
 	ns = &p->named[at];
 	ns->stack_id = stack_id;
-	ns->stack = name_stack(s, p, stack_id, &complete);
+	ns->py_stack_id = py_stack_id;
+	ns->stack = name_stack(s, p, stack_id, py_stack_id, &complete);
 	ns->complete = complete;
 	ns->named_ns = now_ns();
 	ns->maps_gen = p->maps_gen;

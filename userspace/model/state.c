@@ -22,6 +22,7 @@
 #include "symbolize.h"
 #include "untrusted.h"
 #include "unwind.h"
+#include "python.h"
 #include "util.h"
 
 /* Owners' names by uid: looked up once each (getpwuid reads /etc/passwd), bounded. */
@@ -79,6 +80,8 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 	s->alloc_capacity = map_capacity(s->fd.allocs);
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
+	if (!s->opt.no_python)
+		s->py = python_new(s->fd.py_procs, s->fd.py_stacks, &s->lost[SNAP_LOST_PY_REFUSED]);
 	return s;
 }
 
@@ -103,6 +106,7 @@ void state_free(struct state *s)
 {
 	if (!s)
 		return;
+	python_free(s->py);
 	for (size_t i = 0; i < s->nprocs; i++)
 		proc_rec_free(s->procs[i]);
 	free(s->procs);
@@ -268,6 +272,18 @@ void state_on_exec(struct state *s, const struct gm_file_event *e)
 	exec_name_path(s, e);
 }
 
+void state_on_exec_python(struct state *s, const struct gm_file_event *e)
+{
+	if (s->py)
+		python_on_exec(s->py, (int)e->pid);
+}
+
+void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e)
+{
+	if (s->py)
+		python_on_stack(s->py, e);
+}
+
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
@@ -407,6 +423,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		remember_paths(s, &p->mm);
 		/* Open its files now: deleted or in a container, they stay nameable after it ends. */
 		symbolizer_prefetch(s->sym, p->pid, &p->mm);
+		if (s->py)
+			python_examine(s->py, p->pid, &p->mm);
 	}
 	p->identity_ns = p->maps_ns = now_ns();
 }
@@ -593,7 +611,7 @@ void state_on_failure(struct state *s, const struct gm_call_event *e)
 	f->ev = *e;
 	f->serial = p->serial;
 	/* Named now: the process may be gone, and let go, before anyone prints it. */
-	f->stack = state_named_stack(s, p, e->stack_id);
+	f->stack = state_named_stack(s, p, e->stack_id, e->py_stack_id);
 	f->container = p->container;
 	f->has_container = true;
 }
@@ -717,6 +735,8 @@ static int site_cmp(const void *a, const void *b)
 
 	if (x->stack_id != y->stack_id)
 		return x->stack_id < y->stack_id ? -1 : 1;
+	if (x->py_stack_id != y->py_stack_id)
+		return x->py_stack_id < y->py_stack_id ? -1 : 1;
 	if (x->api != y->api)
 		return x->api < y->api ? -1 : 1;
 	if (x->kind != y->kind)
@@ -733,7 +753,8 @@ static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_
 		     bool median)
 {
 	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .gen = p->gen,
-				 .stack_id = a->stack_id, .api = a->api, .kind = a->kind };
+				 .stack_id = a->stack_id, .api = a->api, .kind = a->kind,
+				 .py_stack_id = a->py_stack_id };
 	struct site_rec *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 
 	if (!ss)
@@ -1065,6 +1086,8 @@ int state_refresh(struct state *s, unsigned int wants)
 	int err;
 
 	err = read_maps(s, NULL, 0, wants);
+	if (s->py)
+		python_refresh(s->py);
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
 
@@ -1087,7 +1110,8 @@ int state_refresh(struct state *s, unsigned int wants)
 static void compact_ended(struct state *s, struct proc_rec *p)
 {
 	for (size_t i = 0; i < p->nsites; i++)
-		snap_stack_put(state_named_stack(s, p, p->sites[i].key.stack_id));
+		snap_stack_put(state_named_stack(s, p, p->sites[i].key.stack_id,
+						 p->sites[i].key.py_stack_id));
 	unwinder_free(p->unwinder);
 	p->unwinder = NULL;
 	free(p->pending_copies);

@@ -38,6 +38,7 @@ struct dwarf_stack {
 /* A stack named for one process, kept while the process is. */
 struct named_stack {
 	int32_t stack_id;
+	int32_t py_stack_id;	/* negative: none */
 	bool complete;		/* every frame found its module: never named again */
 	uint64_t named_ns;
 	unsigned int maps_gen;	/* of the module map it was named with */
@@ -73,7 +74,7 @@ struct proc_rec {
 	size_t ndwarf_stacks;
 	struct gm_stack_event *pending_copies;	/* to unwind once a module map arrives */
 	size_t npending_copies;
-	struct named_stack *named;	/* by stack_id */
+	struct named_stack *named;	/* by (stack_id, py_stack_id) */
 	size_t nnamed;
 	struct gm_proc_stats st;
 	struct site_rec *sites;	/* by key (site_cmp), for the walk over allocations */
@@ -111,6 +112,7 @@ struct state_opts {
 	double keep_ended_s;	/* 0: STATE_KEEP_ENDED_S_DEFAULT */
 	uint32_t keep_failures;	/* 0: STATE_KEEP_FAILURES_DEFAULT */
 	bool read_only;		/* another's maps (a running agent's): never delete entries */
+	bool no_python;		/* --no-python */
 };
 
 struct age_note;
@@ -150,6 +152,7 @@ struct state {
 	uint64_t lost[SNAP_LOST_COUNT];
 	struct oci_cache *oci;	/* pod and container names from OCI bundles (lent; NULL: none) */
 	uint64_t mono_to_real_ns;	/* wall clock minus CLOCK_MONOTONIC, read once at start */
+	struct python *py;	/* CPython processes and their frames (python.h) */
 };
 
 struct state *state_new(const struct model_maps *maps, const struct state_opts *opt);
@@ -183,6 +186,10 @@ uint64_t state_purge_orphans(struct state *s);
 void state_count(const struct state *s, size_t *living, size_t *ended);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
+/* A process exec'd: is it CPython now? (python.h) */
+void state_on_exec_python(struct state *s, const struct gm_file_event *e);
+/* A new Python stack: its code objects are named while the process lives. */
+void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e);
 /* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
 void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
 void state_on_bad_record(struct state *s);
@@ -192,7 +199,8 @@ size_t state_reap(struct state *s);
 /* Reads the maps into the records of living processes; wants: SNAP_AGES, SNAP_MEDIAN_AGES. */
 int state_refresh(struct state *s, unsigned int wants);
 /* The named stack of a site of p (a new reference; NULL only when out of memory). */
-struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id);
+struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id,
+				     int32_t py_stack_id);
 /* The raw user stack of a site of p, innermost first (CFI-unwound where it was). */
 uint32_t state_stack_ips(struct state *s, const struct proc_rec *p, int32_t stack_id,
 			 uint64_t *ips);

@@ -17,6 +17,7 @@ static void frames_array(struct json_writer *w, const struct snap_stack *st)
 		const struct snap_frame *f = &st->frames[i];
 
 		jw_object_begin(w);
+		jw_kv_string(w, "lang", f->python ? "python" : "native");
 		jw_kv_hex(w, "addr", f->addr);
 		jw_kv_string(w, "module", f->module);
 		jw_kv_string(w, "symbol", f->symbol);
@@ -197,6 +198,11 @@ static const struct {
 	  "raise --keep-ended or --keep-ended-for" },
 	{ true, SNAP_LOST_FAILURES_DROPPED, "failure_records_dropped",
 	  "counts stay exact; raise --keep-failures" },
+	{ false, GM_CNT_PY_STACK_ERRORS, "python_stack_errors", "raise --max-stacks" },
+	{ false, GM_CNT_PY_MISMATCH, "python_mismatch",
+	  "interpreter unlike gpumem's offsets: native frames only (-v says which)" },
+	{ true, SNAP_LOST_PY_REFUSED, "python_refused",
+	  "interpreter version without offsets, or checks failed: native frames only (-v)" },
 	{ true, SNAP_LOST_OCI_REJECTED, "oci_bundles_rejected",
 	  "a container's config.json was malformed, too big, too deep or a symlink: its pod "
 	  "and container names are unknown (-v names it)" },

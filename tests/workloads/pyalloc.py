@@ -1,0 +1,90 @@
+"""CPython calling the mock CUDA runtime through ctypes, for gpumem's Python frames.
+
+pyalloc.py LIB shapes OUT: one cudaMalloc from each shape (nested functions, a method, a
+comprehension, a generator, a lambda, a second thread, recursion deeper than gpumem's frame
+limit), each of its own size; OUT gets {size: traceback.extract_stack() at that call,
+innermost first, as [file, line, name]}.
+pyalloc.py LIB leak STEPS PERIOD_MS SIZE: a training loop whose model appends each step's
+feature map to self.feature_map (the leak) and frees its scratch activations.
+"""
+import ctypes
+import json
+import sys
+import threading
+import time
+import traceback
+
+rt = ctypes.CDLL(sys.argv[1])
+stacks = {}
+
+
+def alloc(size):
+    ptr = ctypes.c_void_p()
+    rc = rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size)); st = traceback.extract_stack()
+    assert rc == 0, rc
+    stacks[size] = [[f.filename, f.lineno, f.name] for f in reversed(st)]
+    return ptr.value
+
+
+def free(addr):
+    assert rt.cudaFree(ctypes.c_void_p(addr)) == 0
+
+
+def outer(size):
+    return middle(size)
+
+
+def middle(size):
+    return alloc(size)
+
+
+class Model:
+    def __init__(self):
+        self.feature_map = []
+
+    def forward(self, size):
+        return alloc(size)
+
+    def step(self, size):
+        features = alloc(size)
+        self.feature_map.append(features)     # kept: the leak
+        scratch = alloc(2 * size)
+        free(scratch)
+
+
+def gen(size):
+    yield alloc(size)
+
+
+def recurse(depth, size):
+    if depth == 0:
+        return alloc(size)
+    return recurse(depth - 1, size)
+
+
+def shapes(out):
+    outer(0x10000)
+    Model().forward(0x20000)
+    [alloc(s) for s in [0x30000]]
+    next(gen(0x40000))
+    (lambda s: alloc(s))(0x50000)
+    t = threading.Thread(target=middle, args=(0x60000,))
+    t.start()
+    t.join()
+    recurse(50, 0x70000)
+    with open(out, "w") as f:
+        json.dump(stacks, f)
+
+
+def leak(steps, period_ms, size):
+    model = Model()
+    for _ in range(steps):
+        model.step(size)
+        time.sleep(period_ms / 1000)
+
+
+if __name__ == "__main__":
+    if sys.argv[2] == "shapes":
+        shapes(sys.argv[3])
+    else:
+        leak(int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

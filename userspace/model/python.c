@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Processes that run CPython. An interpreter is the module (the python executable, or
+ * libpython) that defines _PyRuntime; its version comes from Py_Version (3.11+) or the file's
+ * name; only a version with a layout (pycode.c) is enabled, and only after the live process
+ * agreed with it. The BPF side checks every walk again (each frame's code object type) and
+ * turns a mismatching process off; that is said here, with -v. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/uio.h>
+#include <bpf/bpf.h>
+#include "procs.h"
+#include "pycode.h"
+#include "python.h"
+#include "util.h"
+
+#define PY_MAX_NAMED 4096	/* Python stacks named per process */
+#define PY_KEEP_ENDED 1024	/* ended processes whose named stacks are kept */
+
+/* A Python frame as named from its code object; file NULL: unknown. */
+struct py_frame {
+	uint64_t code;
+	const char *file, *qualname;
+	int line;		/* -1: unknown or none */
+	bool entry;
+};
+
+struct py_named {
+	int32_t id;
+	uint32_t n;
+	bool truncated;
+	bool complete;		/* every frame named: never read again */
+	struct py_frame frames[GM_PY_MAX_FRAMES];
+};
+
+struct py_interp {
+	int pid;
+	uint64_t start_ticks;
+	const struct py_layout *layout;	/* NULL: examined, not a (supported) Python */
+	uint64_t code_type;
+	char *module;			/* the interpreter's mapping path */
+	bool registered;		/* in py_procs */
+	bool ended;			/* gone: its names kept for its final report */
+	bool mismatch_said;
+	struct py_named *named;
+	size_t nnamed;
+};
+
+/* Names live as long as the session: snapshots point at them. */
+struct intern {
+	char **strs;
+	size_t n, cap;
+};
+
+struct python {
+	int procs_fd, stacks_fd;
+	uint64_t *refused;
+	struct py_interp *interps;
+	size_t ninterps;
+	struct intern names;
+};
+
+struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused)
+{
+	struct python *py = xcalloc(1, sizeof(*py));
+
+	py->procs_fd = py_procs_fd;
+	py->stacks_fd = py_stacks_fd;
+	py->refused = refused;
+	return py;
+}
+
+static void interp_free(struct py_interp *pi)
+{
+	free(pi->module);
+	free(pi->named);
+}
+
+void python_free(struct python *py)
+{
+	if (!py)
+		return;
+	for (size_t i = 0; i < py->ninterps; i++)
+		interp_free(&py->interps[i]);
+	free(py->interps);
+	for (size_t i = 0; i < py->names.cap; i++)
+		free(py->names.strs[i]);
+	free(py->names.strs);
+	free(py);
+}
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static const char *intern(struct intern *in, const char *s)
+{
+	size_t i;
+
+	if (!s)
+		return NULL;
+	if (2 * (in->n + 1) > in->cap) {
+		struct intern grown = { .cap = in->cap ? in->cap * 2 : 256 };
+
+		grown.strs = xcalloc(grown.cap, sizeof(char *));
+		for (size_t j = 0; j < in->cap; j++) {
+			if (!in->strs[j])
+				continue;
+			for (i = str_hash(in->strs[j]) % grown.cap; grown.strs[i];)
+				i = (i + 1) % grown.cap;
+			grown.strs[i] = in->strs[j];
+		}
+		grown.n = in->n;
+		free(in->strs);
+		*in = grown;
+	}
+	for (i = str_hash(s) % in->cap; in->strs[i]; i = (i + 1) % in->cap)
+		if (strcmp(in->strs[i], s) == 0)
+			return in->strs[i];
+	in->strs[i] = xstrdup(s);
+	in->n++;
+	return in->strs[i];
+}
+
+static struct py_interp *find_interp(struct python *py, int pid)
+{
+	for (size_t i = 0; i < py->ninterps; i++)
+		if (py->interps[i].pid == pid)
+			return &py->interps[i];
+	return NULL;
+}
+
+static void forget(struct python *py, int pid)
+{
+	struct py_interp *pi = find_interp(py, pid);
+	__u32 key = (__u32)pid;
+
+	if (!pi)
+		return;
+	if (pi->registered && py->procs_fd >= 0)
+		bpf_map_delete_elem(py->procs_fd, &key);
+	interp_free(pi);
+	*pi = py->interps[--py->ninterps];
+}
+
+/* ---- the interpreter's file ---- */
+
+struct interp_file {
+	uint64_t runtime, code_type, version_vaddr;	/* symbol values; 0: absent */
+	bool dyn;			/* ET_DYN: add the load bias */
+	uint64_t first_load;		/* vaddr of the first PT_LOAD, page aligned */
+	uint32_t version_hex;		/* Py_Version; 0: none */
+};
+
+static int read_interp_file(const char *path, struct interp_file *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = -ENOEXEC;
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr eh;
+	size_t nph;
+	Elf *elf;
+
+	memset(out, 0, sizeof(*out));
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || !gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &nph))
+		goto out;
+	out->dyn = eh.e_type == ET_DYN;
+	out->first_load = UINT64_MAX;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+		    (ph.p_vaddr & ~0xfffull) < out->first_load)
+			out->first_load = ph.p_vaddr & ~0xfffull;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
+		    !sh.sh_entsize || !(data = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, (int)i, &sym) || !sym.st_value ||
+			    sym.st_shndx == SHN_UNDEF)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name)
+				continue;
+			if (!strcmp(name, "_PyRuntime"))
+				out->runtime = sym.st_value;
+			else if (!strcmp(name, "PyCode_Type"))
+				out->code_type = sym.st_value;
+			else if (!strcmp(name, "Py_Version"))
+				out->version_vaddr = sym.st_value;
+		}
+	}
+	err = out->runtime && out->code_type ? 0 : -ENOENT;
+	/* Py_Version, a const in the file: read through the PT_LOAD that holds it. */
+	for (size_t i = 0; !err && out->version_vaddr && i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    out->version_vaddr < ph.p_vaddr ||
+		    out->version_vaddr + 4 > ph.p_vaddr + ph.p_filesz)
+			continue;
+		if (pread(fd, &out->version_hex, 4, (off_t)(ph.p_offset + out->version_vaddr -
+							    ph.p_vaddr)) != 4)
+			out->version_hex = 0;
+		break;
+	}
+out:
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return err;
+}
+
+/* "python3.11", "libpython3.11.so.1.0": the version a file's name says. */
+static bool version_from_name(const char *path, unsigned int *major, unsigned int *minor)
+{
+	const char *base = strrchr(path, '/'), *p;
+
+	base = base ? base + 1 : path;
+	p = strstr(base, "python");
+	return p && sscanf(p + 6, "%u.%u", major, minor) == 2;
+}
+
+static bool could_be_interpreter(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "python", 6) || !strncmp(base, "libpython", 9);
+}
+
+static int read_remote(int pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
+}
+
+/* The live process agrees with the layout: PyCode_Type is the type named "code", and a running
+ * interpreter's first thread points back at it. An interpreter not started yet passes; the
+ * BPF side checks each walk. NULL or why not. */
+static const char *check_live(int pid, const struct py_layout *l, uint64_t runtime,
+			      uint64_t code_type)
+{
+	uint64_t name_ptr = 0, interp = 0, tstate = 0, back = 0;
+	char name[8] = { 0 };
+
+	if (read_remote(pid, code_type + 24, &name_ptr, 8) ||
+	    read_remote(pid, name_ptr, name, 5) || strcmp(name, "code"))
+		return "PyCode_Type is not the type \"code\"";
+	if (read_remote(pid, runtime + l->walk.runtime_interp_head, &interp, 8))
+		return "_PyRuntime cannot be read";
+	if (!interp)
+		return NULL;
+	if (read_remote(pid, interp + l->walk.interp_threads_head, &tstate, 8))
+		return "the interpreter cannot be read";
+	if (tstate && (read_remote(pid, tstate + l->walk.tstate_interp, &back, 8) || back != interp))
+		return "the first thread state does not point back at its interpreter";
+	return NULL;
+}
+
+static void refuse(struct python *py, int pid, const char *module, const char *why)
+{
+	(*py->refused)++;
+	p_debug("PID %d: no Python frames from %s: %s", pid, module, why);
+}
+
+/* Examines one mapped file; true when it is an interpreter (registered or refused). */
+static bool examine_module(struct python *py, struct py_interp *pi, const struct module_map *mm,
+			   const struct mapping *m)
+{
+	struct gm_py_proc val = { .state = GM_PY_ON };
+	unsigned int major = 0, minor = 0;
+	const struct py_layout *l;
+	struct interp_file f;
+	uint64_t bias = 0, lowest = UINT64_MAX;
+	__u32 key = (__u32)pi->pid;
+	const char *why;
+	char path[64 + 4096];
+
+	/* Through the process's root: an interpreter in a container is its own file. */
+	snprintf(path, sizeof(path), "/proc/%d/root%s", pi->pid, m->path);
+	if (read_interp_file(path, &f) && read_interp_file(m->path, &f))
+		return false;
+	if (f.version_hex) {
+		major = f.version_hex >> 24;
+		minor = (f.version_hex >> 16) & 0xff;
+	} else if (!version_from_name(m->path, &major, &minor)) {
+		refuse(py, pi->pid, m->path, "its version is not known");
+		return true;
+	}
+	l = py_layout_find(major, minor);
+	if (!l) {
+		char why_v[64];
+
+		snprintf(why_v, sizeof(why_v), "Python %u.%u has no offsets in this gpumem "
+			 "(3.11 has)", major, minor);
+		refuse(py, pi->pid, m->path, why_v);
+		return true;
+	}
+	if (f.dyn) {
+		for (size_t i = 0; i < mm->count; i++)
+			if (!strcmp(mm->maps[i].path, m->path) && mm->maps[i].start < lowest &&
+			    mm->maps[i].pgoff == 0)
+				lowest = mm->maps[i].start;
+		if (lowest == UINT64_MAX) {
+			refuse(py, pi->pid, m->path, "its load address is not known");
+			return true;
+		}
+		bias = lowest - f.first_load;
+	}
+	val.runtime = f.runtime + bias;
+	val.code_type = f.code_type + bias;
+	val.off = l->walk;
+	why = check_live(pi->pid, l, val.runtime, val.code_type);
+	if (why) {
+		refuse(py, pi->pid, m->path, why);
+		return true;
+	}
+	if (py->procs_fd < 0 || bpf_map_update_elem(py->procs_fd, &key, &val, BPF_ANY)) {
+		refuse(py, pi->pid, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
+							       : "the py_procs map is full");
+		return true;
+	}
+	pi->layout = l;
+	pi->code_type = val.code_type;
+	pi->module = xstrdup(m->path);
+	pi->registered = true;
+	p_debug("PID %d: Python %u.%u frames from %s (_PyRuntime at 0x%llx)", pi->pid, major,
+		minor, m->path, (unsigned long long)val.runtime);
+	return true;
+}
+
+void python_examine(struct python *py, int pid, const struct module_map *mm)
+{
+	struct py_interp *pi;
+
+	if (find_interp(py, pid) || !mm->count)
+		return;
+	py->interps = xrealloc(py->interps, (py->ninterps + 1) * sizeof(*py->interps));
+	pi = &py->interps[py->ninterps++];
+	memset(pi, 0, sizeof(*pi));
+	pi->pid = pid;
+	proc_start_time(pid, &pi->start_ticks);
+	for (size_t i = 0; i < mm->count; i++) {
+		const struct mapping *m = &mm->maps[i];
+
+		if (m->exec && could_be_interpreter(m->path) && examine_module(py, pi, mm, m))
+			return;
+	}
+}
+
+void python_on_exec(struct python *py, int pid)
+{
+	struct module_map mm = { 0 };
+
+	forget(py, pid);
+	if (module_map_read(pid, &mm) == 0)
+		python_examine(py, pid, &mm);
+	module_map_free(&mm);
+}
+
+void python_on_exit(struct python *py, int pid)
+{
+	struct py_interp *pi = find_interp(py, pid);
+	__u32 key = (__u32)pid;
+
+	if (pi)
+		pi->ended = true;
+	if (pi && pi->registered && py->procs_fd >= 0) {
+		bpf_map_delete_elem(py->procs_fd, &key);
+		pi->registered = false;
+	}
+}
+
+void python_refresh(struct python *py)
+{
+	size_t nended = 0;
+
+	for (size_t i = 0; i < py->ninterps;) {
+		struct py_interp *pi = &py->interps[i];
+		struct gm_py_proc val;
+		__u32 key = (__u32)pi->pid;
+		uint64_t ticks = 0;
+
+		if (pi->registered && !pi->mismatch_said &&
+		    bpf_map_lookup_elem(py->procs_fd, &key, &val) == 0 &&
+		    val.state == GM_PY_MISMATCH) {
+			pi->mismatch_said = true;
+			p_debug("PID %d: Python frames off: its interpreter (%s) does not match "
+				"gpumem's offsets for Python %u.%u (py_mismatch)", pi->pid,
+				pi->module, pi->layout->major, pi->layout->minor);
+		}
+		/* Gone, or its pid another's: its names stay for the reports of its end. */
+		if (!pi->ended && (proc_start_time(pi->pid, &ticks) || ticks != pi->start_ticks)) {
+			python_on_exit(py, pi->pid);
+			pi->ended = true;
+			nended++;
+		} else if (pi->ended) {
+			nended++;
+		}
+		i++;
+	}
+	for (size_t i = 0; nended > PY_KEEP_ENDED && i < py->ninterps;) {
+		if (py->interps[i].ended) {
+			forget(py, py->interps[i].pid);
+			nended--;
+			continue;
+		}
+		i++;
+	}
+}
+
+/* ---- naming ---- */
+
+static struct py_named *named_of(struct py_interp *pi, int32_t id)
+{
+	for (size_t i = 0; i < pi->nnamed; i++)
+		if (pi->named[i].id == id)
+			return &pi->named[i];
+	return NULL;
+}
+
+/* Names what can be named of st, while the process lives. */
+static void name_stack(struct python *py, struct py_interp *pi, struct py_named *nm,
+		       const struct gm_py_stack *st)
+{
+	uint32_t depth = st->depth < GM_PY_MAX_FRAMES ? st->depth : GM_PY_MAX_FRAMES;
+
+	nm->n = depth;
+	nm->truncated = st->truncated;
+	nm->complete = true;
+	for (uint32_t i = 0; i < depth; i++) {
+		struct py_frame *f = &nm->frames[i];
+		uint32_t instr = st->instr[i] & ~GM_PY_INSTR_ENTRY;
+		struct py_code code;
+
+		if (f->file)
+			continue;	/* named at an earlier try */
+		f->code = st->code[i];
+		f->entry = st->instr[i] & GM_PY_INSTR_ENTRY;
+		f->line = -1;
+		if (py_read_code(pi->pid, f->code, pi->code_type, pi->layout, &code)) {
+			nm->complete = false;
+			continue;
+		}
+		f->file = intern(&py->names, code.file);
+		f->qualname = intern(&py->names, code.qualname);
+		if (instr != GM_PY_INSTR_NONE)
+			f->line = py_line_of(code.linetable, code.nlinetable, code.firstlineno,
+					     (int)instr * 2);
+		py_code_free(&code);
+	}
+}
+
+static struct py_named *add_named(struct py_interp *pi, int32_t id)
+{
+	struct py_named *nm;
+
+	if (pi->nnamed >= PY_MAX_NAMED)
+		return NULL;
+	pi->named = xrealloc(pi->named, (pi->nnamed + 1) * sizeof(*pi->named));
+	nm = &pi->named[pi->nnamed++];
+	memset(nm, 0, sizeof(*nm));
+	nm->id = id;
+	return nm;
+}
+
+void python_on_stack(struct python *py, const struct gm_py_stack_event *e)
+{
+	struct py_interp *pi = find_interp(py, (int)e->pid);
+	struct py_named *nm;
+
+	if (!pi || !pi->layout)
+		return;
+	nm = named_of(pi, e->py_stack_id);
+	if (!nm)
+		nm = add_named(pi, e->py_stack_id);
+	if (nm && !nm->complete)
+		name_stack(py, pi, nm, &e->stack);
+}
+
+/* The named stack id of pid: named now if it was not (its event lost), while it lives. */
+static const struct py_named *lookup(struct python *py, int pid, int32_t id)
+{
+	struct py_interp *pi = find_interp(py, pid);
+	struct py_named *nm;
+	struct gm_py_stack st;
+	__u32 key = (__u32)id;
+
+	if (!pi || !pi->layout)
+		return NULL;
+	nm = named_of(pi, id);
+	if ((nm && nm->complete) || pi->ended)
+		return nm;
+	if (py->stacks_fd < 0 || bpf_map_lookup_elem(py->stacks_fd, &key, &st))
+		return nm;
+	if (!nm)
+		nm = add_named(pi, id);
+	if (nm)
+		name_stack(py, pi, nm, &st);
+	return nm;
+}
+
+static struct snap_frame python_frame(const struct py_frame *f)
+{
+	return (struct snap_frame){
+		.addr = f->code, .symbol = f->qualname, .file = f->file,
+		.line = f->line > 0 ? (uint32_t)f->line : 0, .python = true,
+	};
+}
+
+static bool is_eval_frame(const struct snap_frame *f)
+{
+	return f->symbol && !strcmp(f->symbol, "_PyEval_EvalFrameDefault");
+}
+
+/*
+ * The merge rule. Native frames of the interpreter's module up to its outermost
+ * _PyEval_EvalFrameDefault are the eval loop and its call machinery: they go. At each eval
+ * loop frame, the Python frames it ran come in, innermost first, up to and including the next
+ * entry frame (the first one that C call of the loop ran), so that C extensions between two
+ * Python frames stay where they were. Python frames left over (a native stack cut short) come
+ * after the last ones placed; with no eval-loop frame at all, all of them come in where the
+ * interpreter's first frame was (or at the end). Frames above (main, Py_RunMain) stay.
+ */
+void python_merge(struct python *py, int pid, int32_t py_stack_id, struct snap_frame *frames,
+		  uint32_t *n)
+{
+	const struct py_named *nm;
+	struct py_interp *pi;
+	struct snap_frame *out;
+	uint32_t next = 0, k = 0, last_eval = UINT32_MAX, first_interp = UINT32_MAX;
+	uint32_t after = UINT32_MAX;	/* where the leftovers go in out */
+	struct py_frame marker = { .line = -1 };
+	bool kept_since = false;	/* a native frame was kept after the first interpreter's */
+
+	if (py_stack_id < 0 || !(nm = lookup(py, pid, py_stack_id)) || !nm->n)
+		return;
+	pi = find_interp(py, pid);
+	for (uint32_t i = 0; i < *n; i++) {
+		bool in_interp = frames[i].module && pi->module &&
+				 !strcmp(frames[i].module, pi->module);
+
+		if (in_interp && first_interp == UINT32_MAX)
+			first_interp = i;
+		if (in_interp && is_eval_frame(&frames[i]))
+			last_eval = i;
+	}
+	out = xcalloc(*n + nm->n + 1, sizeof(*out));
+	for (uint32_t i = 0; i < *n; i++) {
+		bool in_interp = frames[i].module && !strcmp(frames[i].module, pi->module);
+
+		if (last_eval == UINT32_MAX && i == first_interp) {
+			while (next < nm->n)
+				out[k++] = python_frame(&nm->frames[next++]);
+			after = k;
+		}
+		/* No eval loop frame (the native stack was cut inside the interpreter): the run
+		 * of interpreter frames where the Python ones came in is its call machinery. */
+		if (last_eval == UINT32_MAX && in_interp && i >= first_interp && !kept_since)
+			continue;
+		if (!in_interp)
+			kept_since = i > first_interp || first_interp == UINT32_MAX ? true : kept_since;
+		if (!in_interp || last_eval == UINT32_MAX || i > last_eval) {
+			out[k++] = frames[i];
+			continue;
+		}
+		if (!is_eval_frame(&frames[i]))
+			continue;
+		while (next < nm->n) {
+			bool entry = nm->frames[next].entry;
+
+			out[k++] = python_frame(&nm->frames[next++]);
+			if (entry)
+				break;
+		}
+		after = k;
+	}
+	if (next < nm->n || nm->truncated) {
+		uint32_t left = nm->n - next + (nm->truncated ? 1 : 0);
+
+		if (after == UINT32_MAX)
+			after = k;
+		memmove(&out[after + left], &out[after], (k - after) * sizeof(*out));
+		for (uint32_t j = 0; next < nm->n; j++)
+			out[after + j] = python_frame(&nm->frames[next++]);
+		if (nm->truncated) {
+			marker.qualname = "[more Python frames]";
+			out[after + left - 1] = python_frame(&marker);
+		}
+		k += left;
+	}
+	memcpy(frames, out, k * sizeof(*out));
+	*n = k;
+	free(out);
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Processes that run CPython: their interpreter found and checked, its offsets given to the
+ * BPF side (py_procs); their Python stacks named while they live; Python frames merged into
+ * native stacks in place of the interpreter's own. */
+#ifndef GPUMEM_PYTHON_H
+#define GPUMEM_PYTHON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gpumem.h"
+#include "procs.h"
+#include "snapshot.h"
+
+struct python;
+
+/* py_procs_fd, py_stacks_fd: -1 for none (a reader of an agent's maps). refused: where the
+ * processes whose interpreter did not pass the checks are counted. */
+struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused);
+void python_free(struct python *py);
+/* pid exec'd: whatever it ran before is forgotten, and its new program examined. */
+void python_on_exec(struct python *py, int pid);
+/* pid's module map was read: examined once, if it was not at exec. */
+void python_examine(struct python *py, int pid, const struct module_map *mm);
+/* A new Python stack: its code objects named now, while the process lives. */
+void python_on_stack(struct python *py, const struct gm_py_stack_event *e);
+/* pid ended: its interpreter's entry goes from the BPF side. */
+void python_on_exit(struct python *py, int pid);
+/* Says (-v) which processes the BPF side found unlike their offsets; drops the entries of
+ * processes that are gone. */
+void python_refresh(struct python *py);
+/* Python frames in place of the interpreter's native frames of st (frames[0..*n), innermost
+ * first, room for GM_PY_MAX_FRAMES + 1 more); *n is updated. */
+void python_merge(struct python *py, int pid, int32_t py_stack_id, struct snap_frame *frames,
+		  uint32_t *n);
+
+#endif
