@@ -103,3 +103,27 @@ def test_python_leak_named_at_the_line_of_the_append(tmp_path):
     scratch = [s for s in proc["sites"] if python_frames(s)[1:2] and
                "scratch = alloc" in lines[python_frames(s)[1]["line"] - 1]]
     assert len(scratch) == 1 and scratch[0]["verdict"] == "freed"
+
+
+def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
+    """snapshot reads the agent's pinned maps, the Python stacks among them, and names the
+    frames from the living process, as the agent would."""
+    from test_serve import Agent, pin_dir, reader_snapshot, reset
+    pins = pin_dir()
+    agent = Agent(pins)
+    out = tmp_path / "stacks.json"
+    proc = subprocess.Popen([str(PYTHON), str(SCRIPT), str(CUDART), "shapes-hold", str(out)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        expected = {int(k): v for k, v in json.loads(out.read_text()).items()}
+        report = reader_snapshot(pins)
+        [me] = [p for p in report["processes"] if p["pid"] == proc.pid]
+        site = next(s for s in me["sites"] if s["alloc_bytes_total"] == 0x20000)
+        assert [(f["file"], f["line"]) for f in python_frames(site)] == \
+            [(w[0], w[1]) for w in expected[0x20000]]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        agent.kill()
+        reset(pins)

@@ -86,5 +86,9 @@ def leak(steps, period_ms, size):
 if __name__ == "__main__":
     if sys.argv[2] == "shapes":
         shapes(sys.argv[3])
+    elif sys.argv[2] == "shapes-hold":     # then alive, holding, until a line on stdin
+        shapes(sys.argv[3])
+        print("ready", flush=True)
+        sys.stdin.readline()
     else:
         leak(int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

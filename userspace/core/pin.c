@@ -261,6 +261,11 @@ int pin_open_maps(const char *dir, struct pin_maps *out)
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		*fds[i] = -1;
+	out->py_procs = out->py_stacks = -1;
+	if (!pin_path(path, sizeof(path), dir, "py_procs"))
+		out->py_procs = bpf_obj_get(path);
+	if (!pin_path(path, sizeof(path), dir, "py_stacks"))
+		out->py_stacks = bpf_obj_get(path);
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		if (pin_path(path, sizeof(path), dir, names[i]))
 			goto fail;
@@ -278,7 +283,8 @@ fail:
 
 void pin_close_maps(struct pin_maps *m)
 {
-	int *fds[] = { &m->procs, &m->sites, &m->allocs, &m->stacks, &m->counters };
+	int *fds[] = { &m->procs, &m->sites, &m->allocs, &m->stacks, &m->counters, &m->py_procs,
+			&m->py_stacks };
 
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
 		if (*fds[i] >= 0)

@@ -44,6 +44,7 @@ int pin_reset(const char *dir);
 /* The accounting maps of a running agent, for a reader that attaches nothing. */
 struct pin_maps {
 	int procs, sites, allocs, stacks, counters;
+	int py_procs, py_stacks;	/* -1 when the agent has none (an older one) */
 };
 int pin_open_maps(const char *dir, struct pin_maps *out);
 void pin_close_maps(struct pin_maps *m);

@@ -464,8 +464,8 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 			.allocs = t->reader_maps.allocs,
 			.stacks = t->reader_maps.stacks,
 			.counters = t->reader_maps.counters,
-			.py_procs = -1,
-			.py_stacks = -1,
+			.py_procs = t->reader_maps.py_procs,
+			.py_stacks = t->reader_maps.py_stacks,
 		};
 	return (struct model_maps){
 		.procs = bpf_map__fd(t->skel->maps.procs),

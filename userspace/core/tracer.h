@@ -35,7 +35,7 @@ struct attached_file;
 /* The accounting maps and the loss counters, for the model: their only reader. */
 struct model_maps {
 	int procs, sites, allocs, stacks, counters;
-	int py_procs, py_stacks;	/* -1 for a reader: no Python frames named */
+	int py_procs, py_stacks;	/* a reader's are the agent's, never written */
 };
 
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,

@@ -59,18 +59,20 @@ struct intern {
 
 struct python {
 	int procs_fd, stacks_fd;
+	bool read_only;		/* a running agent's maps: it registers, this only names */
 	uint64_t *refused;
 	struct py_interp *interps;
 	size_t ninterps;
 	struct intern names;
 };
 
-struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused)
+struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused, bool read_only)
 {
 	struct python *py = xcalloc(1, sizeof(*py));
 
 	py->procs_fd = py_procs_fd;
 	py->stacks_fd = py_stacks_fd;
+	py->read_only = read_only;
 	py->refused = refused;
 	return py;
 }
@@ -147,7 +149,7 @@ static void forget(struct python *py, int pid)
 
 	if (!pi)
 		return;
-	if (pi->registered && py->procs_fd >= 0)
+	if (pi->registered && py->procs_fd >= 0 && !py->read_only)
 		bpf_map_delete_elem(py->procs_fd, &key);
 	interp_free(pi);
 	*pi = py->interps[--py->ninterps];
@@ -339,7 +341,8 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 		refuse(py, pi->pid, m->path, why);
 		return true;
 	}
-	if (py->procs_fd < 0 || bpf_map_update_elem(py->procs_fd, &key, &val, BPF_ANY)) {
+	if (py->procs_fd < 0 ||
+	    (!py->read_only && bpf_map_update_elem(py->procs_fd, &key, &val, BPF_ANY))) {
 		refuse(py, pi->pid, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
 							       : "the py_procs map is full");
 		return true;
@@ -389,7 +392,7 @@ void python_on_exit(struct python *py, int pid)
 
 	if (pi)
 		pi->ended = true;
-	if (pi && pi->registered && py->procs_fd >= 0) {
+	if (pi && pi->registered && py->procs_fd >= 0 && !py->read_only) {
 		bpf_map_delete_elem(py->procs_fd, &key);
 		pi->registered = false;
 	}
