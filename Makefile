@@ -24,7 +24,7 @@ DEPFLAGS := -MMD -MP
 VERSION := 0.1.0
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(BUILD) \
 	-DGPUMEM_VERSION='"$(VERSION)"'
-LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lpthread -ldl -lm
+LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lsqlite3 -lpthread -ldl -lm
 
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))

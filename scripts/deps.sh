@@ -5,6 +5,7 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++
       libncurses-dev tmux
       libmicrohttpd-dev prometheus
+      libsqlite3-dev
       mandoc"
 missing=""
 for p in $pkgs; do

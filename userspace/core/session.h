@@ -58,6 +58,7 @@ struct session {
 	uint64_t next_report, next_sample;
 	bool stop;
 	int write_errno;	/* the first failed write of the report */
+	bool failed;		/* the view's output failed: exit 1, whatever CMD's status */
 	struct snapshot *last_failure_snap;
 	uint64_t last_failure_snap_ns;
 	uint64_t next_sweep;	/* reader or agent: the next look for processes gone unseen */
