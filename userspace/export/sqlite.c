@@ -330,6 +330,10 @@ int recorder_tick(struct recorder *r)
 		every = every < 1 ? 1 : every > 60 ? 60 : every;
 		r->next_retention_ns = now + (uint64_t)(every * 1e9);
 		rec_retention(r, realtime_ns());
+		if (commit(r, false))
+			return -EIO;
+		/* The freed pages reach the file, and the WAL starts over: both stop growing. */
+		sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 		return commit(r, true);
 	}
 	if (now - r->last_commit_ns >= COMMIT_NS)
