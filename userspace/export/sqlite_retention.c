@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /* --retention: rows older than the retention go as the recording runs, and the pages they
  * held are reused (auto_vacuum=INCREMENTAL, then incremental_vacuum), so the file stops
- * growing. A series keeps its last row from before the cut: its value then is still known. */
+ * growing. A series keeps its last row from before the cut, and the samples their last tick
+ * before it: the value of each at the cut is still known. */
 #include <stdio.h>
 #include "sqlite_int.h"
 #include "util.h"
 
 static const char retention_sql[] =
 	"DELETE FROM events WHERE time_ns < ?1;"
-	"DELETE FROM samples WHERE time_ns < ?1;"
+	"DELETE FROM samples WHERE time_ns < (SELECT max(time_ns) FROM samples WHERE"
+	" time_ns < ?1);"
 	"DELETE FROM process_samples WHERE time_ns < ?1 AND (process_id, time_ns) NOT IN"
 	" (SELECT process_id, max(time_ns) FROM process_samples WHERE time_ns < ?1"
 	" GROUP BY process_id);"

@@ -86,30 +86,35 @@ static void sample_peaks(struct recording *r, uint64_t since, uint64_t until, st
 	sqlite3_finalize(st);
 }
 
-/* Every allocation and free of (since, until] on a running count from each site's bytes at
- * since (in running): the exact peak. */
+/* The samples and the allocations and frees of (since, until] in time order, on a running
+ * count per site from its bytes at since (in running): a sample sets it, an allocation adds,
+ * a free takes away. Exact when every event was recorded. */
 static void event_peaks(struct recording *r, uint64_t since, uint64_t until, struct idmap *running,
 			struct idmap *peaks)
 {
 	sqlite3_stmt *st;
 
-	if (rec_prepare(r, &st, "SELECT site_id, type, size FROM events WHERE time_ns > ?1 AND"
-			" time_ns <= ?2 AND type IN (1, 2) AND site_id IS NOT NULL"
-			" ORDER BY time_ns, id"))
+	if (rec_prepare(r, &st, "SELECT time_ns, 0, site_id, current_bytes FROM site_samples"
+			" WHERE time_ns > ?1 AND time_ns <= ?2 UNION ALL SELECT time_ns, type, site_id,"
+			" size FROM events WHERE time_ns > ?1 AND time_ns <= ?2 AND type IN (1, 2) AND"
+			" site_id IS NOT NULL ORDER BY 1, 2"))
 		return;
 	sqlite3_bind_int64(st, 1, (int64_t)since);
 	sqlite3_bind_int64(st, 2, (int64_t)until);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		uint64_t site = (uint64_t)sqlite3_column_int64(st, 0);
-		uint64_t size = (uint64_t)sqlite3_column_int64(st, 2);
+		uint64_t site = (uint64_t)sqlite3_column_int64(st, 2);
+		uint64_t n = (uint64_t)sqlite3_column_int64(st, 3);
+		int what = sqlite3_column_int(st, 1);
 		struct idmap_slot *v = idmap_find(running, site, 0);
 
 		if (!v)
 			v = idmap_put(running, site, 0, 0, 0);
-		if (sqlite3_column_int(st, 1) == RECDB_EV_ALLOC)
-			v->v += size;
+		if (what == 0)
+			v->v = n;
+		else if (what == RECDB_EV_ALLOC)
+			v->v += n;
 		else
-			v->v = v->v > size ? v->v - size : 0;
+			v->v = v->v > n ? v->v - n : 0;
 		raise_peak(peaks, site, v->v);
 	}
 	sqlite3_finalize(st);
