@@ -66,3 +66,9 @@ bench-progs: $(BENCH_OUT)/idle_procs
 .PHONY: bench-churn
 bench-churn: all test-progs
 	bench/churn.sh $(CHURN_ARGS)
+
+# The flight recorder (bench/record.sh): events a second written with nothing dropped, bytes an
+# event on disk, and an hour of a training-like loop extrapolated from a shorter run.
+.PHONY: bench-record
+bench-record: all test-progs
+	bench/record.sh
