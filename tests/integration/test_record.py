@@ -19,6 +19,7 @@ import pytest
 from conftest import (GPUMEM, MOCK_LIB_ARGS, RUN_TIMEOUT, TRACING_LINE, WORKLOAD, LineReader,
                       find_proc, site_by_symbol)
 from test_serve import Agent, Driven, pin_dir, reset
+from test_views import asan_gpumem  # noqa: F401 (a fixture)
 
 NS = 1_000_000_000
 
@@ -521,3 +522,28 @@ def test_a_full_disk_ends_the_recording_with_one_line_and_exit_1(tmp):
         assert done.returncode == 1
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_record_and_report_run_clean_under_address_sanitizer(tmp, asan_gpumem):
+    """The recorder (with sampling and retention) and every report view, under ASan and UBSan
+    with leak detection: no error, and the numbers of steps 6 200 4096."""
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
+               GPUMEM_MOCK_FAIL_SIZE="100000000")
+    db = tmp / "asan.db"
+    script = f"{WORKLOAD} steps 6 200 4096; {WORKLOAD} driven <<EOF\na 200000000\nq\nEOF"
+    runs = [subprocess.run([str(asan_gpumem), "record", "-o", str(db), "--retention", "1h",
+                            "--sample-events", "2", "-c", "sh", "-c", script],
+                           capture_output=True, text=True, env=env, timeout=120)]
+    for view in ("snapshot", "leaks", "oom", "sites"):
+        for json_out in ([], ["--json"]):
+            runs.append(subprocess.run([str(asan_gpumem), "report", str(db), view, *json_out],
+                                       capture_output=True, text=True, env=env, timeout=120))
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+        for error in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            assert error not in done.stderr, done.stderr
+    snap = json.loads(runs[2].stdout)
+    (steps,) = [p for p in snap["processes"] if p["cmdline"] and "steps 6" in p["cmdline"]]
+    assert (steps["current_bytes"], steps["alloc_count"], steps["free_count"]) == \
+        (6 * 4096, 18, 12)
+    assert [f["size"] for f in snap["failures"]] == [200000000]
