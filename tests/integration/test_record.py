@@ -247,7 +247,7 @@ def test_leaks_from_a_recording_names_the_leaking_site(tmp):
     assert record_c(db, WORKLOAD, "steps", 40, 100, 1000).returncode == 0
     _, pid = process_row(db, "workload steps 40 100 1000")
     leaks = report_json(db, "leaks")
-    assert leaks["final"] is True
+    assert leaks["final"] is True and leaks["sample_interval_ns"] == NS     # record's -i
     p = find_proc(leaks, pid)
     growing = [s for s in p["sites"] if s["verdict"] == "growing"]
     assert [s["frames"][0]["symbol"] for s in growing] == ["step_keep_loss"], p["sites"]

@@ -83,6 +83,7 @@ static int report_leaks(struct session *s, struct recording *rec, const struct w
 	int err;
 
 	s->hist = history_new();
+	s->history_sample_s = recording_sample_interval(rec, w->until);
 	snap = recording_history(rec, w->since, w->until, s->hist);
 	err = snap->error ? -1 : leaks_view.finish(s, snap);
 	snapshot_put(snap);

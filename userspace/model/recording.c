@@ -104,14 +104,27 @@ void recording_span(const struct recording *r, uint64_t *start_ns, uint64_t *end
 	*end_ns = r->end_ns;
 }
 
+/* The newest session started by t (else the first) says. */
+static uint64_t session_value(struct recording *r, const char *column, uint64_t t)
+{
+	char at[160], first[128];
+	uint64_t v;
+
+	snprintf(at, sizeof(at), "SELECT %s FROM sessions WHERE start_ns <= ?1 ORDER BY start_ns"
+		 " DESC LIMIT 1", column);
+	snprintf(first, sizeof(first), "SELECT %s FROM sessions ORDER BY start_ns LIMIT 1", column);
+	v = one_u64(r, at, t);
+	return v ? v : one_u64(r, first, 0);
+}
+
+double recording_sample_interval(struct recording *r, uint64_t t)
+{
+	return session_value(r, "sample_interval_ns", t) / 1e9;
+}
+
 bool recording_exact_at(struct recording *r, uint64_t t)
 {
-	uint64_t n = one_u64(r, "SELECT sample_events FROM sessions WHERE start_ns <= ?1 ORDER BY"
-			     " start_ns DESC LIMIT 1", t);
-
-	if (!n)
-		n = one_u64(r, "SELECT sample_events FROM sessions ORDER BY start_ns LIMIT 1", 0);
-	return n <= 1;
+	return session_value(r, "sample_events", t) <= 1;
 }
 
 static bool selection_passes(const struct selection *sel, const struct container_info *ci)

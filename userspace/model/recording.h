@@ -32,6 +32,8 @@ void recording_set_filter(struct recording *r, const struct rec_filter *f);
 /* The recording's first and last instants: its first session's start (or where retention
  * cut it) and its last sample, event or session end. */
 void recording_span(const struct recording *r, uint64_t *start_ns, uint64_t *end_ns);
+/* Seconds between the samples of the session recording at t (its -i). */
+double recording_sample_interval(struct recording *r, uint64_t t);
 /* Whether every allocation and free was recorded at t (no --sample-events): then the state
  * between two samples is replayed from the events, exact to the event. */
 bool recording_exact_at(struct recording *r, uint64_t t);
