@@ -199,18 +199,22 @@ static void fake_at(struct rig *g, struct fake *f, uint64_t t, uint64_t held, ui
 				     .procs = &f->proc, .nprocs = 1 };
 	f->proc = (struct snap_proc){ .serial = 1, .pid = 4000, .alive = true, .end_ns = t,
 				      .valid = SP_STATS | SP_COMM | SP_CMDLINE, .comm = "train",
-				      .cmdline = "train --steps 3", .sites = &f->site, .nsites = 1 };
-	strcpy(f->proc.container.id, "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
+				      .cmdline = "train --steps 3", .sites = &f->site,
+				      .nsites = 1 };
+	strcpy(f->proc.container.id,
+	       "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
 	strcpy(f->proc.container.runtime, "docker");
 	f->proc.container.has_id = true;
 	f->site = (struct snap_site){ .stack_id = 7, .api = 0, .kind = GM_KIND_DEVICE,
 				      .stack = g->site_stack };
 	f->site.st = (struct gm_site_stats){ .current_bytes = held, .current_allocs = held / 1000,
 					     .alloc_count = allocs, .free_count = frees,
-					     .alloc_bytes_total = allocs * 1000, .failed_count = failed };
+					     .alloc_bytes_total = allocs * 1000,
+					     .failed_count = failed };
 	f->proc.st = (struct gm_proc_stats){ .current_bytes = held, .current_allocs = held / 1000,
 					     .peak_bytes = held, .alloc_count = allocs,
-					     .free_count = frees, .alloc_bytes_total = allocs * 1000,
+					     .free_count = frees,
+					     .alloc_bytes_total = allocs * 1000,
 					     .failed_count = failed, .first_seen_ns = t - SEC };
 	f->proc.st.by_kind[GM_KIND_DEVICE] = held;
 }
@@ -273,7 +277,8 @@ static void test_states_between_samples_are_replayed_from_the_events(void **stat
 
 	write_recording(g, 1);
 	assert_int_equal(recording_open(g->path, &rec), 0);
-	s = recording_snapshot_at(rec, g->wall0 + 10 * SEC + 6 * SEC / 10);	/* after the alloc */
+	/* After the allocation, before the next sample. */
+	s = recording_snapshot_at(rec, g->wall0 + 10 * SEC + 6 * SEC / 10);
 	p = only_proc(s);
 	assert_int_equal(p->st.current_bytes, 3000);
 	assert_int_equal(p->st.peak_bytes, 3000);
@@ -411,15 +416,16 @@ int main(void)
 		cmocka_unit_test(test_times_absolute_and_relative),
 		cmocka_unit_test(test_time_of_day_is_the_last_one_not_after_the_end),
 		cmocka_unit_test(test_idmap_matches_a_plain_array_through_puts_and_deletes),
-		cmocka_unit_test_setup_teardown(test_states_between_samples_are_replayed_from_the_events,
-						rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_states_between_samples_are_replayed_from_the_events, rig_setup,
+			rig_teardown),
 		cmocka_unit_test_setup_teardown(test_events_sites_and_history_read_back, rig_setup,
 						rig_teardown),
 		cmocka_unit_test_setup_teardown(test_sampling_keeps_failures_and_ends, rig_setup,
 						rig_teardown),
 		cmocka_unit_test_setup_teardown(
-			test_retention_deletes_what_is_old_and_keeps_each_series_last_value, rig_setup,
-			rig_teardown),
+			test_retention_deletes_what_is_old_and_keeps_each_series_last_value,
+			rig_setup, rig_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -293,8 +293,8 @@ static int opt_time(struct parser *p, const struct option_spec *spec, const char
 
 	if (rec_time_parse(arg, &t)) {
 		p_err("--%s takes a time: 2026-01-31T03:12:00Z (RFC 3339), '2026-01-31 03:12:00' "
-		      "or 03:12[:00] (local time), +30s from the start, -10m from the end, not '%s'",
-		      spec->name, arg);
+		      "or 03:12[:00] (local time), +30s from the start, -10m from the end, "
+		      "not '%s'", spec->name, arg);
 		return -EINVAL;
 	}
 	*(const char **)field_of(p, spec) = arg;

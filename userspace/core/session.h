@@ -55,7 +55,7 @@ struct session {
 	pid_t child;
 	uint64_t start_mono_ns;
 	double report_s;	/* the view's report interval (a screen may change it) */
-	double history_sample_s;	/* between the history's samples when not the view's (a recording) */
+	double history_sample_s;	/* the history's sample interval, when not the view's */
 	uint64_t next_report, next_sample;
 	bool stop;
 	int write_errno;	/* the first failed write of the report */

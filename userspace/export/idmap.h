@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* A hash map from a pair of 64-bit keys to a pair of 64-bit values (open addressing, linear probing,
- * deletion by backward shift): the recorder's and the reader's in-memory indexes. */
+/* A hash map from a pair of 64-bit keys to a pair of 64-bit values (open addressing, linear
+ * probing, deletion by backward shift): the recorder's and the reader's in-memory indexes. */
 #ifndef GPUMEM_IDMAP_H
 #define GPUMEM_IDMAP_H
 

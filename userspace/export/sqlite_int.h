@@ -62,7 +62,7 @@ struct recorder {
 	sqlite3 *db;
 	struct recorder_opts opt;
 	char *path, *command;
-	int err;		/* the first write error (SQLite's code); nothing is written after */
+	int err;		/* the first write error (SQLite's code); then nothing is written */
 	bool in_txn;
 	uint64_t session_id;
 	uint64_t last_commit_ns, next_retention_ns;

@@ -169,7 +169,8 @@ void rec_proc_identity(struct recorder *r, struct rec_proc *rp, const struct sna
 /* The site key beside the process row: the kernel's stack id, the api and the kind. */
 static uint64_t site_key(int32_t stack_key, uint32_t api, uint32_t kind)
 {
-	return (uint64_t)(uint32_t)stack_key << 32 | (uint64_t)(api & 0xffffff) << 8 | (kind & 0xff);
+	return (uint64_t)(uint32_t)stack_key << 32 | (uint64_t)(api & 0xffffff) << 8 |
+	       (kind & 0xff);
 }
 
 static struct rec_site *site_new(struct recorder *r, struct rec_proc *p, int32_t stack_key,

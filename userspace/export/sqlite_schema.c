@@ -99,52 +99,75 @@ static const char schema_sql[] =
 	" NULL AS importedMemoryPoolAddress, NULL AS importedMemoryPoolProcessId"
 	" FROM events e JOIN processes p ON p.id = e.process_id WHERE e.type IN (1, 2);";
 
-static const char *const stat_names[] = {
-	"files_attached", "probes_attached", "late_attaches", "late_attach_ns_max",
-	"nested_calls", "stale_inflight", "failed_frees", "holds", "map_procs", "map_sites",
+/* The tracer's numbers of tracer_stats: where each lives in a snapshot. */
+enum stat_home { IN_COUNTERS, IN_DISC_UINT, IN_DISC_U64, IN_SNAPSHOT_U64 };
+
+static const struct {
+	const char *name;
+	enum stat_home home;
+	size_t at;	/* the counter's index, or the field's offset */
+} stats[] = {
+	{ "files_attached", IN_DISC_UINT, offsetof(struct discovery_stats, files) },
+	{ "probes_attached", IN_DISC_UINT, offsetof(struct discovery_stats, probes) },
+	{ "late_attaches", IN_DISC_UINT, offsetof(struct discovery_stats, late_attaches) },
+	{ "late_attach_ns_max", IN_DISC_U64, offsetof(struct discovery_stats, late_attach_ns_max) },
+	{ "nested_calls", IN_COUNTERS, GM_CNT_NESTED_CALLS },
+	{ "stale_inflight", IN_COUNTERS, GM_CNT_STALE_INFLIGHT },
+	{ "failed_frees", IN_COUNTERS, GM_CNT_FAILED_FREES },
+	{ "holds", IN_COUNTERS, GM_CNT_HOLDS },
+	{ "map_procs", IN_SNAPSHOT_U64, offsetof(struct snapshot, map_procs) },
+	{ "map_sites", IN_SNAPSHOT_U64, offsetof(struct snapshot, map_sites) },
 };
 
 size_t recdb_stat_count(void)
 {
-	return ARRAY_SIZE(stat_names);
+	return ARRAY_SIZE(stats);
 }
 
 const char *recdb_stat_name(size_t i)
 {
-	return i < ARRAY_SIZE(stat_names) ? stat_names[i] : "unknown";
+	return i < ARRAY_SIZE(stats) ? stats[i].name : "unknown";
 }
 
-/* Where the i-th lives: a counter of the kernel's, or one of the snapshot's own fields. */
-static const enum gm_counter stat_counters[] = {
-	[4] = GM_CNT_NESTED_CALLS, [5] = GM_CNT_STALE_INFLIGHT, [6] = GM_CNT_FAILED_FREES,
-	[7] = GM_CNT_HOLDS,
-};
+/* Where the i-th is in snap, and whether it is an unsigned int (else a uint64_t). */
+static void *stat_at(const struct snapshot *snap, size_t i, bool *narrow)
+{
+	*narrow = stats[i].home == IN_DISC_UINT;
+	switch (stats[i].home) {
+	case IN_COUNTERS:
+		return (void *)&snap->counters[stats[i].at];
+	case IN_DISC_UINT:
+	case IN_DISC_U64:
+		return (char *)&snap->disc + stats[i].at;
+	case IN_SNAPSHOT_U64:
+		break;
+	}
+	return (char *)snap + stats[i].at;
+}
 
 uint64_t recdb_stat_get(const struct snapshot *snap, size_t i)
 {
-	switch (i) {
-	case 0: return snap->disc.files;
-	case 1: return snap->disc.probes;
-	case 2: return snap->disc.late_attaches;
-	case 3: return snap->disc.late_attach_ns_max;
-	case 4: case 5: case 6: case 7: return snap->counters[stat_counters[i]];
-	case 8: return snap->map_procs;
-	case 9: return snap->map_sites;
-	}
-	return 0;
+	bool narrow;
+	void *p;
+
+	if (i >= ARRAY_SIZE(stats))
+		return 0;
+	p = stat_at(snap, i, &narrow);
+	return narrow ? *(unsigned int *)p : *(uint64_t *)p;
 }
 
 void recdb_stat_set(struct snapshot *snap, size_t i, uint64_t v)
 {
-	switch (i) {
-	case 0: snap->disc.files = (unsigned int)v; break;
-	case 1: snap->disc.probes = (unsigned int)v; break;
-	case 2: snap->disc.late_attaches = (unsigned int)v; break;
-	case 3: snap->disc.late_attach_ns_max = v; break;
-	case 4: case 5: case 6: case 7: snap->counters[stat_counters[i]] = v; break;
-	case 8: snap->map_procs = v; break;
-	case 9: snap->map_sites = v; break;
-	}
+	bool narrow;
+	void *p;
+
+	if (i >= ARRAY_SIZE(stats))
+		return;
+	p = stat_at(snap, i, &narrow);
+	if (narrow)
+		*(unsigned int *)p = (unsigned int)v;
+	else
+		*(uint64_t *)p = v;
 }
 
 int recdb_exec(sqlite3 *db, const char *sql)
@@ -395,7 +418,8 @@ int recdb_open_read(const char *path, sqlite3 **out)
 	err = sqlite3_open_v2(path, out, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK ? 0 : -EIO;
 	if (err) {
 		sqlite3_close(*out);
-		err = sqlite3_open_v2(path, out, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK ? 0 : -EIO;
+		err = sqlite3_open_v2(path, out, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK ? 0
+											  : -EIO;
 	}
 	if (err) {
 		recdb_error(*out, "read", path);

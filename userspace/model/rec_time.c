@@ -123,7 +123,8 @@ int rec_time_parse(const char *s, struct rec_time *out)
 	if (!s || !*s)
 		return -EINVAL;
 	if (!strcmp(s, "start") || !strcmp(s, "end")) {
-		*out = (struct rec_time){ s[0] == 's' ? REC_TIME_FROM_START : REC_TIME_FROM_END, 0 };
+		out->kind = s[0] == 's' ? REC_TIME_FROM_START : REC_TIME_FROM_END;
+		out->ns = 0;
 		return 0;
 	}
 	if (s[0] == '+' || s[0] == '-') {

@@ -77,9 +77,11 @@ int recording_for_each_event(struct recording *r, uint64_t since, uint64_t until
 		se = (struct snap_event){ .ev = &ev, .stack = rec_stack_of(r, col_u64(st, 12)),
 					  .container = &id->container, .wall_ns = ev.time_ns };
 		x = (struct rec_event_extra){
-			.event_id = col_u64(st, 0), .process_id = id->id, .alloc_id = col_u64(st, 13),
-			.alloc_site = ev.type == RECDB_EV_FREE ? rec_stack_of(r, col_u64(st, 15)) : NULL,
+			.event_id = col_u64(st, 0), .process_id = id->id,
+			.alloc_id = col_u64(st, 13),
 		};
+		if (ev.type == RECDB_EV_FREE)
+			x.alloc_site = rec_stack_of(r, col_u64(st, 15));
 		rc = fn(ctx, &se, &x);
 	}
 	sqlite3_finalize(st);

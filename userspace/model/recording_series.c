@@ -94,10 +94,10 @@ static void event_peaks(struct recording *r, uint64_t since, uint64_t until, str
 {
 	sqlite3_stmt *st;
 
-	if (rec_prepare(r, &st, "SELECT time_ns, 0, site_id, current_bytes FROM site_samples"
-			" WHERE time_ns > ?1 AND time_ns <= ?2 UNION ALL SELECT time_ns, type, site_id,"
-			" size FROM events WHERE time_ns > ?1 AND time_ns <= ?2 AND type IN (1, 2) AND"
-			" site_id IS NOT NULL ORDER BY 1, 2"))
+	if (rec_prepare(r, &st, "SELECT time_ns, 0, site_id, current_bytes FROM"
+			" site_samples WHERE time_ns > ?1 AND time_ns <= ?2 UNION ALL SELECT"
+			" time_ns, type, site_id, size FROM events WHERE time_ns > ?1 AND"
+			" time_ns <= ?2 AND type IN (1, 2) AND site_id IS NOT NULL ORDER BY 1, 2"))
 		return;
 	sqlite3_bind_int64(st, 1, (int64_t)since);
 	sqlite3_bind_int64(st, 2, (int64_t)until);
@@ -184,11 +184,13 @@ static void fill_rows(struct rec_sites *out, const struct idmap *by_key)
 
 		for (size_t j = 0; j < p->nsites; j++) {
 			const struct snap_site *ss = &p->sites[j];
-			struct rsite key = { .key = ss->stack_id, .api = ss->api, .kind = ss->kind };
+			struct rsite key = { .key = ss->stack_id, .api = ss->api,
+					     .kind = ss->kind };
 			struct idmap_slot *peak = idmap_find(by_key, p->serial, pack_site(&key));
 
 			out->rows[out->n++] = (struct rec_site_summary){
-				.p = p, .ss = ss, .peak_bytes = peak ? peak->v : ss->st.current_bytes,
+				.p = p, .ss = ss,
+				.peak_bytes = peak ? peak->v : ss->st.current_bytes,
 			};
 		}
 	}
