@@ -495,6 +495,8 @@ def test_report_refuses_a_time_outside_the_recording(tmp):
     one_error(report(db, "--at", "2001-01-01 00:00:00", check=False), "outside the recording")
     one_error(report(db, "sites", "--since", "end", "--until", "start", check=False),
               "--since is after --until")
+    wide = report_json(db, "sites", "--since", "2001-01-01 00:00:00", "--until", "+1d")
+    assert any(s["frames"][0]["symbol"] == "keep_feature_map" for s in wide["sites"])
 
 
 def test_report_refuses_an_unknown_view(tmp):

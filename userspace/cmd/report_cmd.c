@@ -34,6 +34,7 @@ static const char *local_time(uint64_t ns, char *buf, size_t len)
 	return buf;
 }
 
+/* --since and --until are clipped to the recording; an --at outside it is an error. */
 static int resolve(const char *text, uint64_t deflt, uint64_t start, uint64_t end,
 		   const char *name, uint64_t *out)
 {
@@ -47,7 +48,11 @@ static int resolve(const char *text, uint64_t deflt, uint64_t start, uint64_t en
 	*out = rec_time_resolve(&t, start, end);
 	if (*out >= start && *out <= end)
 		return 0;
-	p_err("--%s %s is outside the recording, which runs from %s to %s", name, text,
+	if (strcmp(name, "at")) {
+		*out = *out < start ? start : end;
+		return 0;
+	}
+	p_err("--at %s is outside the recording, which runs from %s to %s", text,
 	      local_time(start, a, sizeof(a)), local_time(end, b, sizeof(b)));
 	return -ERANGE;
 }
