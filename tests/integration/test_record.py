@@ -549,3 +549,43 @@ def test_record_and_report_run_clean_under_address_sanitizer(tmp, asan_gpumem):
     assert (steps["current_bytes"], steps["alloc_count"], steps["free_count"]) == \
         (6 * 4096, 18, 12)
     assert [f["size"] for f in snap["failures"]] == [200000000]
+
+
+def test_serve_record_appends_a_session_when_the_agent_restarts(tmp):
+    """An agent killed with SIGKILL and started again on the same pins and file: the file is
+    intact, a second session follows the first, and a process that lived through the restart
+    is in both, its numbers exact at the end (the kernel's maps kept counting). What happened
+    while no agent ran waited in the pinned ring buffer: the next agent records it."""
+    pins = pin_dir()
+    db = tmp / "agent.db"
+    try:
+        agent = Agent(pins, "--record", db, "-i", "0.5")
+        w = Driven()
+        try:
+            w.do("a 4096")
+            time.sleep(1.5)
+            agent.kill()                # SIGKILL
+            w.do("b 8192")              # while no agent runs
+            agent = Agent(pins, "--record", db, "-i", "0.5")
+            w.do("a 1000")
+            time.sleep(1.5)
+            w.quit()
+            time.sleep(1)
+        finally:
+            w.kill()
+        assert agent.term() == 0, agent.stderr.lines
+    finally:
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    sessions = query(db, "SELECT id, end_ns IS NOT NULL FROM sessions ORDER BY id")
+    assert sessions == [(1, 1), (2, 1)], sessions
+    rows = query(db, "SELECT session_id, end_ns IS NOT NULL FROM processes WHERE pid = ?"
+                 " ORDER BY session_id", w.pid)
+    assert rows == [(1, 1), (2, 1)], rows
+    sizes = query(db, "SELECT p.session_id, e.size FROM events e JOIN processes p ON"
+                  " p.id = e.process_id WHERE p.pid = ? AND e.type = 1 ORDER BY e.time_ns",
+                  w.pid)
+    assert sizes == [(1, 4096), (2, 8192), (2, 1000)], sizes
+    last = [p for p in report_json(db, "snapshot")["processes"] if p["pid"] == w.pid]
+    assert [(p["alive"], p["current_bytes"]) for p in last][-1] == (False, 4096 + 8192 + 1000)
