@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "history.h"
 #include "idmap.h"
@@ -409,6 +410,42 @@ static void test_retention_deletes_what_is_old_and_keeps_each_series_last_value(
 	recording_close(rec);
 }
 
+/* A recording is a file anyone may have edited: values no recorder writes must not crash the
+ * reader (this runs under ASan and UBSan too). */
+static void test_a_tampered_recording_is_read_without_harm(void **state)
+{
+	struct rig *g = *state;
+	struct counted c = { 0 };
+	struct recording *rec;
+	struct rec_sites sites;
+	struct snapshot *s;
+	uint64_t start, end;
+	sqlite3 *db;
+
+	write_recording(g, 1);
+	assert_int_equal(sqlite3_open(g->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"UPDATE events SET type = 99 WHERE type = 4; UPDATE events SET type = -5 WHERE"
+		" type = 6; UPDATE events SET kind = 200, api = 70000, layer = 9;"
+		" UPDATE sites SET kind = 250, api = -1, stack_id = 12345;"
+		" UPDATE frames SET module = NULL, symbol = printf('%.*c', 5000, 'x'), line = -1;"
+		" UPDATE processes SET comm = printf('%.*c', 400, 'c'), cmdline = NULL,"
+		" container = printf('%.*c', 300, 'a'), pod = printf('%.*c', 300, 'p');",
+		NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(recording_open(g->path, &rec), 0);
+	recording_span(rec, &start, &end);
+	s = recording_snapshot_at(rec, end);
+	assert_int_equal(s->nprocs, 1);
+	assert_int_equal(strlen(s->procs[0].comm), GM_COMM_LEN);
+	snapshot_put(s);
+	assert_int_equal(recording_for_each_event(rec, start, end, 1u << GM_REC_ALLOC, count_event,
+						  &c), 0);
+	assert_int_equal(recording_sites(rec, start, end, &sites), 0);
+	recording_sites_free(&sites);
+	recording_close(rec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -426,6 +463,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_retention_deletes_what_is_old_and_keeps_each_series_last_value,
 			rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(test_a_tampered_recording_is_read_without_harm,
+						rig_setup, rig_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

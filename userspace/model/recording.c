@@ -278,7 +278,7 @@ static struct snap_stack *stack_build(sqlite3_stmt *st, uint32_t n, size_t text)
 {
 	size_t head = sizeof(struct snap_stack) + n * sizeof(struct snap_frame);
 	struct snap_stack *s = xcalloc(1, head + text);
-	char *pool = (char *)s + head;
+	char *pool = (char *)s + head, *pool_end = pool + text;
 	uint32_t i = 0;
 
 	s->refs = 1;
@@ -294,11 +294,14 @@ static struct snap_stack *stack_build(sqlite3_stmt *st, uint32_t n, size_t text)
 		f->inlined = sqlite3_column_int(st, 7);
 		for (int k = 0; k < 3; k++) {
 			const char *t = col_text(st, cols[k]);
+			size_t len = t ? strlen(t) + 1 : 0;
 
-			if (!t)
+			/* The rows were counted by a first pass: a file that changed since gets
+			 * what still fits, never more. */
+			if (!t || len > (size_t)(pool_end - pool))
 				continue;
-			*strs[k] = strcpy(pool, t);
-			pool += strlen(t) + 1;
+			*strs[k] = memcpy(pool, t, len);
+			pool += len;
 		}
 	}
 	s->nframes = i;

@@ -71,8 +71,9 @@ int recording_for_each_event(struct recording *r, uint64_t since, uint64_t until
 
 		if (!id || !rec_filter_passes(r, id))
 			continue;
-		if (types && !(types & (1u << sqlite3_column_int(st, 3))))
-			continue;
+		if (types && (sqlite3_column_int(st, 3) & ~31 ||
+			      !(types & (1u << sqlite3_column_int(st, 3)))))
+			continue;	/* not asked for (or no type of ours) */
 		event_from_row(st, id, &ev);
 		se = (struct snap_event){ .ev = &ev, .stack = rec_stack_of(r, col_u64(st, 12)),
 					  .container = &id->container, .wall_ns = ev.time_ns };
