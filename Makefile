@@ -26,7 +26,7 @@ ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -Ibpf $(USER_INC) -I$(B
 	-DGPUMEM_VERSION='"$(VERSION)"'
 # json-c reads the OCI bundles' config.json (model/oci.c).
 JSONC_LIBS := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
-LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lpthread -ldl -lm $(JSONC_LIBS)
+LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lsqlite3 -lpthread -ldl -lm $(JSONC_LIBS)
 
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))

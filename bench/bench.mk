@@ -79,3 +79,9 @@ bench-churn: all test-progs
 .PHONY: bench-serve
 bench-serve: all test-progs bench-progs
 	bench/serve.sh $(SERVE_ARGS)
+
+# The flight recorder (bench/record.sh): events a second written with nothing dropped, bytes an
+# event on disk, and an hour of a training-like loop extrapolated from a shorter run.
+.PHONY: bench-record
+bench-record: all test-progs
+	bench/record.sh

@@ -9,7 +9,8 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       libjson-c-dev
       nodejs npm
       golang-go
-      chromium"
+      chromium
+      libsqlite3-dev"
 missing=""
 for p in $pkgs; do
 	# Node.js and npm from elsewhere (NodeSource, nvm) will do: only the commands are used.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* gpumem: the commands, and main(): parse the command line, check the system, run. */
 #include "options.h"
+#include "report_cmd.h"
 #include "session.h"
 #include "system.h"
 #include "util.h"
@@ -81,6 +82,41 @@ static const struct command commands[] = {
 			"--reset removes them, which detaches the probes.",
 	},
 	{
+		.name = "record",
+		.bit = CMD_RECORD,
+		.view = &record_view,
+		.usage = "-o FILE.db [OPTIONS] [-c CMD [ARGS...]]",
+		.summary = "a recording in SQLite: samples every -i S, every allocation and free "
+			   "with its named call stack, failures, process ends",
+		.description =
+			"Records to FILE.db (SQLite, WAL; a kill loses at most the last second): "
+			"a sample of every process's and call site's numbers every -i seconds "
+			"(default 1), every allocation, free, failure and process end with its "
+			"call stack named as it happens, and the loss counters. System-wide, or "
+			"-p, -c, --cgroup, --container, --pod; until Ctrl-C, --duration or the "
+			"end of CMD. --sample-events N keeps 1 allocation in N; --retention "
+			"keeps the file from growing. gpumem report reads it; README "
+			"\"Recording\" has the tables.",
+	},
+	{
+		.name = "report",
+		.bit = CMD_REPORT,
+		.run = report_run,
+		.args = "FILE.db [snapshot|leaks|oom|sites]",
+		.min_args = 1,
+		.max_args = 2,
+		.usage = "FILE.db [snapshot|leaks|oom|sites] [OPTIONS]",
+		.summary = "the views, answered from a recording: snapshot (the default), leaks, "
+			   "oom, sites",
+		.description =
+			"Answers a view from a recording made by gpumem record or serve --record, "
+			"with the live view's output (--json: the same shapes): snapshot, the "
+			"state at --at (default: the end); leaks, fitted over the samples "
+			"between --since and --until; oom, the failures between them with what "
+			"each process held then; sites, every call site's numbers over the "
+			"window. Needs no privileges and attaches nothing.",
+	},
+	{
 		.name = "export",
 		.bit = CMD_EXPORT,
 		.view = &export_view,
@@ -88,7 +124,7 @@ static const struct command commands[] = {
 		.max_args = 1,
 		.usage = "--format F -o OUT [OPTIONS] [-c CMD [ARGS...] | FILE.db]",
 		.summary = "a file for pprof, flame graphs, Perfetto or PyTorch's memory_viz, "
-			   "written at the end of CMD, --duration or Ctrl-C",
+			   "written at the end of CMD, --duration or Ctrl-C, or from a recording",
 		.description =
 			"Writes what gpumem saw into a file that other tools read: --format "
 			"pprof (a gzipped profile.proto: bytes and allocations held at the end "
@@ -97,9 +133,9 @@ static const struct command commands[] = {
 			"speedscope), chrome (trace-event JSON for Perfetto and chrome://tracing: "
 			"bytes per process and per top call site over time, failures as "
 			"instants) or memviz (one pickle per process in the directory -o names, "
-			"for PyTorch's memory_viz). The file is written when CMD ends, when "
-			"--duration is over, or at Ctrl-C. FILE.db (a recording) is not read "
-			"yet.",
+			"for PyTorch's memory_viz). Live, the file is written when CMD ends, when "
+			"--duration is over, or at Ctrl-C; from FILE.db (a recording), from what "
+			"it holds.",
 	},
 };
 
@@ -116,6 +152,8 @@ int main(int argc, char **argv)
 		rc = 0;
 	else if (o.nargs && o.view == &export_view)
 		rc = export_recording(&o);	/* FILE.db: no probes, no system checks */
+	else if (o.command->run)
+		rc = o.command->run(&o);
 	else if (check_system(&o))
 		rc = 1;
 	else

@@ -471,10 +471,62 @@ def test_export_needs_a_format_and_an_output():
     assert rc == 2 and "-i applies to --format chrome only" in err
 
 
-def test_export_of_a_recording_says_it_needs_record_and_report(tmp):
+# ---- from a recording (gpumem record): the same files as live ----
+
+def record_c(db, args, stdin="", env=None):
+    """`gpumem record -o db -c WORKLOAD args`; returns the workload's stdout."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    cmd = [str(GPUMEM), "record", "-o", str(db), "-c", str(WORKLOAD), *map(str, args)]
+    done = subprocess.run(cmd, input=stdin.encode(), capture_output=True, env=full_env,
+                          timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout.decode(errors="replace")
+
+
+def export_db(fmt, out, db):
+    rc, err = run_gpumem("export", "--format", fmt, "-o", out, db)
+    assert rc == 0, err
+
+
+def test_pprof_and_folded_from_a_recording_have_the_live_numbers(tmp):
+    db = tmp / "leak.db"
+    stdout = record_c(db, ["--wait", "leak", 5, 1000], stdin="\n")
+    pid = ready_pid(stdout)
+    export_db("pprof", tmp / "rec.pb.gz", db)
+    top = pprof_top(tmp / "rec.pb.gz", "-unit=B")
+    assert top["keep_feature_map"] == ("5000B", "5000B")
+    assert pprof_total(tmp / "rec.pb.gz", "-sample_index=alloc_space", "-unit=B") == "10000B"
+    export_db("folded", tmp / "rec.folded", db)
+    (stack, weight), = folded_lines(tmp / "rec.folded").items()
+    assert weight == 5000
+    assert stack.split(";")[:2] == ["workload", f"pid {pid}"]
+    assert stack.split(";")[-3:] == list(reversed(KEEP_STACK))
+
+
+def test_chrome_and_memviz_from_a_recording_replay_its_events(tmp):
+    db = tmp / "driven.db"
+    stdout = record_c(db, ["--wait", "driven"], stdin="\na 1000\nb 2000\nf\na 5000000\nq\n",
+                      env={"GPUMEM_MOCK_FAIL_SIZE": "4000000"})
+    pid = ready_pid(stdout)
+    export_db("chrome", tmp / "rec.json", db)
+    trace = json.loads((tmp / "rec.json").read_text())
+    check_trace_schema(trace)
+    assert counter_values(trace, pid, "GPU memory")[:3] == [1000, 3000, 2000]
+    fails = [e for e in trace["traceEvents"] if e["ph"] == "i"]
+    assert len(fails) == 1 and fails[0]["args"]["size"] == 5000000
+    export_db("memviz", tmp / "memviz", db)
+    snap = load_memviz(tmp / "memviz", pid)
+    assert sorted(s["total_size"] for s in replay(snap)) == [2000]
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert actions == ["segment_alloc", "alloc"] * 2 + \
+        ["free_requested", "free_completed", "segment_free", "oom"]
+
+
+def test_export_of_what_is_not_a_recording_is_one_line_and_writes_nothing(tmp):
+    (tmp / "a.db").write_text("not a database")
     rc, err = run_gpumem("export", "--format", "pprof", "-o", tmp / "x.pb.gz", tmp / "a.db")
-    assert rc == 1
-    assert "reading a recording needs `record`/`report` support" in err
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
     assert not (tmp / "x.pb.gz").exists()
 
 

@@ -7,7 +7,7 @@ UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
 UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci prom pycode \
-	prom_server protobuf pickle
+	prom_server protobuf pickle record
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -25,11 +25,15 @@ unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted
 unit_mods_prom := prom prom_sites prom_writer report json snapshot probes pin elf_syms uprobe_multi util
 unit_mods_prom_server := prometheus $(unit_mods_prom)
+unit_mods_record := rec_time idmap sqlite sqlite_rows sqlite_samples sqlite_retention sqlite_schema \
+	recording recording_events recording_series recording_snap recording_state history \
+	container snapshot report json probes elf_syms uprobe_multi pin util
 # Libraries a test needs beyond UNIT_LIBS.
 unit_libs_prom_server := -lmicrohttpd -lpthread
 unit_mods_oci := oci untrusted util
 unit_mods_protobuf := protobuf util
 unit_mods_pickle := pickle json util
+unit_libs_record := -lsqlite3
 
 # A module is named by its file's base name, wherever it lives under userspace/.
 unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))

@@ -77,15 +77,17 @@ static void print_option(FILE *out, const struct option_spec *spec)
 	print_wrapped(out, help, HELP_COLUMN, HELP_COLUMN);
 }
 
-/* The options whose commands are exactly `commands` (CMD_ALL), or include cmd's bit. */
-static void print_options(FILE *out, enum command_bit commands, bool exactly)
+/* The options a command takes (bit), or every command of all (all_of) but not every one of
+ * beyond (0: no such limit). */
+static void print_options(FILE *out, unsigned int bit, unsigned int all_of, unsigned int beyond)
 {
 	for (size_t i = 0; i < option_nspecs; i++) {
-		const struct option_spec *spec = &option_specs[i];
-		bool listed = exactly ? spec->commands == commands : spec->commands & commands;
+		unsigned int c = option_specs[i].commands;
+		bool listed = bit ? c & bit : (c & all_of) == all_of &&
+					      (!beyond || (c & beyond) != beyond);
 
 		if (listed)
-			print_option(out, spec);
+			print_option(out, &option_specs[i]);
 	}
 }
 
@@ -103,7 +105,7 @@ void help_command(FILE *out, const struct command *cmd)
 	fputc('\n', out);
 	print_wrapped(out, cmd->description, 0, 0);
 	fprintf(out, "\noptions:\n");
-	print_options(out, cmd->bit, false);
+	print_options(out, cmd->bit, 0, 0);
 }
 
 void help_general(FILE *out, const struct command *commands, size_t ncommands)
@@ -117,11 +119,9 @@ void help_general(FILE *out, const struct command *commands, size_t ncommands)
 		fprintf(out, "%*s", HELP_COLUMN - col, "");
 		print_wrapped(out, commands[i].summary, HELP_COLUMN, HELP_COLUMN);
 	}
-	fprintf(out, "\noptions every command takes:\n");
-	print_options(out, CMD_ALL, true);
-	fprintf(out, "\noptions every command but serve takes:\n");
-	print_options(out, CMD_TRACING, true);
-	fprintf(out, "\noptions every view takes (top, snapshot, trace, leaks, oom):\n");
-	print_options(out, CMD_VIEWS, true);
+	fprintf(out, "\noptions every command that traces takes (all but report):\n");
+	print_options(out, 0, CMD_ALL, 0);
+	fprintf(out, "\noptions every command that traces but serve takes:\n");
+	print_options(out, 0, CMD_TRACING, CMD_ALL);
 	fprintf(out, "\ngpumem COMMAND --help lists all of that command's options.\n");
 }

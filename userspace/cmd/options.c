@@ -10,6 +10,7 @@
 #include "export.h"
 #include "oci.h"
 #include "option_spec.h"
+#include "rec_time.h"
 #include "session.h"
 #include "util.h"
 #include "gpumem.h"
@@ -296,6 +297,42 @@ static int opt_verbose(struct parser *p, const struct option_spec *spec, const c
 	return 0;
 }
 
+/* serve --record FILE.db */
+static int opt_record(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	(void)spec;
+	p->o->record_path = arg;
+	return 0;
+}
+
+static int opt_retention(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	double v;
+
+	if (rec_duration_parse(arg, &v) || v < 1) {
+		p_err("--%s takes a duration of at least a second: 90s, 30m, 1h, 2d, not '%s'",
+		      spec->name, arg);
+		return -EINVAL;
+	}
+	p->o->retention_s = v;
+	return 0;
+}
+
+/* --at, --since, --until: a TIME, resolved once the recording is open. */
+static int opt_time(struct parser *p, const struct option_spec *spec, const char *arg)
+{
+	struct rec_time t;
+
+	if (rec_time_parse(arg, &t)) {
+		p_err("--%s takes a time: 2026-01-31T03:12:00Z (RFC 3339), '2026-01-31 03:12:00' "
+		      "or 03:12[:00] (local time), +30s from the start, -10m from the end, "
+		      "not '%s'", spec->name, arg);
+		return -EINVAL;
+	}
+	*(const char **)field_of(p, spec) = arg;
+	return 0;
+}
+
 static int opt_help(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	(void)spec;
@@ -310,14 +347,15 @@ static int opt_help(struct parser *p, const struct option_spec *spec, const char
 
 /* Every option, in the order the help lists them. */
 const struct option_spec option_specs[] = {
-	{ "pid", 'p', "PID", CMD_TRACING, opt_pids, .max = INT_MAX,
+	{ "pid", 'p', "PID", CMD_TRACING | CMD_REPORT, opt_pids, .max = INT_MAX,
 	  .help = "only this process (repeat, or PID,PID,...)" },
 	{ "cgroup", 0, "PATH", CMD_TRACING, opt_selection,
 	  .help = "only processes in this cgroup (the v2 path as /proc/PID/cgroup shows it) or "
 		  "below it" },
-	{ "container", 0, "ID", CMD_TRACING, opt_selection,
+	{ "container", 0, "ID", CMD_TRACING | CMD_REPORT, opt_selection,
 	  .help = "only processes in this container (an id prefix will do)" },
-	{ "pod", 0, "UID", CMD_TRACING, opt_selection, .help = "only processes in this pod" },
+	{ "pod", 0, "UID", CMD_TRACING | CMD_REPORT, opt_selection,
+	  .help = "only processes in this pod" },
 	{ "bundle-dir", 0, "DIR", CMD_ALL, opt_bundle_dir,
 	  .help = "where a container runtime keeps its OCI bundles, whose config.json names pods "
 		  "and containers (repeat; replaces " OCI_ROOT_CONTAINERD " and "
@@ -326,22 +364,41 @@ const struct option_spec option_specs[] = {
 	  .help = "run CMD (and follow its children); report when it ends and exit with its exit "
 		  "status; must come last" },
 	{ "lib", 0, "PATH", CMD_ALL, opt_lib, .help = "also attach to this library or executable" },
-	{ "json", 0, NULL, CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM, opt_flag,
+	{ "json", 0, NULL, CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM | CMD_REPORT, opt_flag,
 	  .field = FIELD(bool, json), .help = "machine-readable output (see DESIGN.md)" },
 	{ "output", 'o', "FILE", CMD_TRACING, opt_output,
-	  .help = "write the report to FILE (CMD keeps stdout); export: the file it writes, or "
+	  .help = "write the report to FILE (CMD keeps stdout); record: the recording to write, "
+		  "FILE.db (an older recording there is replaced); export: the file it writes, or "
 		  "for memviz the directory" },
 	{ "format", 0, "F", CMD_EXPORT, opt_format,
 	  .help = "export: pprof (gzipped profile.proto), folded (stacks weighted by bytes held), "
 		  "chrome (trace-event JSON for Perfetto) or memviz (PyTorch memory_viz pickles)" },
 	{ "duration", 'd', "S", CMD_ALL, opt_seconds, .field = FIELD(double, duration_s),
 	  .help = "stop after S seconds (0.001 to a year)" },
-	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS | CMD_SERVE | CMD_EXPORT, opt_seconds,
-	  .field = FIELD(double, interval_s),
+	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS | CMD_SERVE | CMD_RECORD | CMD_EXPORT,
+	  opt_seconds, .field = FIELD(double, interval_s),
 	  .help = "top: seconds between refreshes (default 2); leaks: a report every S seconds "
 		  "as well as the final one (default without -c: 10); serve: seconds between the "
-		  "snapshots that scrapes read (default 1); export chrome: seconds between the "
-		  "samples of the top call sites (default 1)" },
+		  "snapshots that scrapes read (default 1); record: seconds between samples "
+		  "(default 1); export chrome: seconds between the samples of the top call sites "
+		  "(default 1)" },
+	{ "record", 0, "FILE.db", CMD_SERVE, opt_record,
+	  .help = "also record to FILE.db, as gpumem record does (appended to when it is a "
+		  "recording already); turns per-allocation events on" },
+	{ "retention", 0, "DURATION", CMD_SERVE | CMD_RECORD, opt_retention,
+	  .help = "delete what is older than DURATION from the recording as it runs (90s, 30m, "
+		  "1h, 2d): the file stops growing" },
+	{ "sample-events", 0, "N", CMD_SERVE | CMD_RECORD, opt_count,
+	  .field = FIELD(uint32_t, sample_events), .max = 1000000,
+	  .help = "record 1 allocation in N (chosen by its address, so its free goes with it); "
+		  "failures and process ends are all recorded, samples are exact" },
+	{ "at", 0, "TIME", CMD_REPORT, opt_time, .field = FIELD(const char *, at),
+	  .help = "the state at TIME (the same as --until): RFC 3339, 'YYYY-MM-DD HH:MM:SS' or "
+		  "HH:MM[:SS] in local time, +30s after the start, -10m before the end" },
+	{ "since", 0, "TIME", CMD_REPORT, opt_time, .field = FIELD(const char *, since),
+	  .help = "from TIME on (default: the recording's start)" },
+	{ "until", 0, "TIME", CMD_REPORT, opt_time, .field = FIELD(const char *, until),
+	  .help = "up to TIME (default: the recording's end)" },
 	{ "listen", 0, "ADDR:PORT", CMD_SERVE, opt_listen,
 	  .help = "serve the metrics here (default " SERVE_LISTEN_DEFAULT
 		  "; [ADDR]:PORT for IPv6); 0.0.0.0 or [::] for every address" },
@@ -363,7 +420,8 @@ const struct option_spec option_specs[] = {
 	{ "group", 0, "BY", CMD_TOP, opt_group,
 	  .help = "rows by process (default), site or container (a container or pod, with its "
 		  "processes' totals)" },
-	{ "bytes", 0, NULL, CMD_VIEWS, opt_flag, .field = FIELD(bool, exact_bytes),
+	{ "bytes", 0, NULL, (CMD_VIEWS & ~CMD_RECORD) | CMD_REPORT, opt_flag,
+	  .field = FIELD(bool, exact_bytes),
 	  .help = "sizes as exact numbers of bytes" },
 	{ "keep-ended", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, keep_ended),
 	  .max = 1u << 22,
@@ -371,7 +429,8 @@ const struct option_spec option_specs[] = {
 		  "(default 1000 processes)" },
 	{ "keep-ended-for", 0, "S", CMD_ALL, opt_seconds, .field = FIELD(double, keep_ended_s),
 	  .help = "seconds an ended process is kept (default 300 s)" },
-	{ "keep-failures", 0, "N", CMD_VIEWS, opt_count, .field = FIELD(uint32_t, keep_failures),
+	{ "keep-failures", 0, "N", CMD_VIEWS & ~CMD_RECORD, opt_count,
+	  .field = FIELD(uint32_t, keep_failures),
 	  .max = 1u << 20,
 	  .help = "failure records kept: the first N and the last N (default 100); "
 		  "failure counts stay exact" },
@@ -406,7 +465,7 @@ const struct option_spec option_specs[] = {
 	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
 		  "(its first calls may then be missed)" },
 	{ "verbose", 'v', NULL, CMD_ALL, opt_verbose, .help = "libbpf and discovery diagnostics" },
-	{ "help", 'h', NULL, CMD_ALL, opt_help, .help = "this text" },
+	{ "help", 'h', NULL, CMD_ALL | CMD_REPORT, opt_help, .help = "this text" },
 };
 const size_t option_nspecs = ARRAY_SIZE(option_specs);
 
@@ -581,9 +640,16 @@ static int finish_export(struct parser *p)
 		p_err("export needs -o OUT: the file it writes (for memviz, a directory)");
 		return -EINVAL;
 	}
-	if (o->nargs && (o->cmd_argv || o->npids || o->nselections)) {
-		p_err("export reads FILE.db or traces a live run (-c, -p, --cgroup...), not both");
+	if (o->nargs && o->cmd_argv) {
+		p_err("export reads FILE.db or traces a live run (-c), not both");
 		return -EINVAL;
+	}
+	for (size_t i = 0; o->nargs && i < o->nselections; i++) {
+		if (!strcmp(o->selections[i].kind, "cgroup")) {
+			p_err("export FILE.db selects processes by -p, --container and --pod, "
+			      "not --cgroup");
+			return -EINVAL;
+		}
 	}
 	if (o->interval_s > 0 && !exporter_find(o->format)->wants_samples) {
 		p_err("-i applies to --format chrome only (its samples); %s reads the final "
@@ -607,8 +673,27 @@ static int finish(struct parser *p)
 		p_err("-p and -c cannot be used together");
 		return -EINVAL;
 	}
+	o->command = p->cmd;
 	o->view = p->cmd->view;
-	o->tracer.stream_calls = o->view->stream_calls;
+	if (o->at && o->until) {
+		p_err("--at and --until both name the end of what is reported: give one");
+		return -EINVAL;
+	}
+	if (!o->view)
+		return 0;	/* a command that runs no session (report) */
+	if (p->cmd->bit == CMD_RECORD) {
+		if (!o->output) {
+			p_err("record needs -o FILE.db, the recording to write");
+			return -EINVAL;
+		}
+		o->record_path = o->output;	/* the session's report stays on stdout */
+		o->output = NULL;
+	}
+	if ((o->retention_s > 0 || o->sample_events) && !o->record_path) {
+		p_err("--retention and --sample-events need --record FILE.db");
+		return -EINVAL;
+	}
+	o->tracer.stream_calls = o->view->stream_calls || o->record_path;
 	o->tracer.filter_pids = o->npids || o->cmd_argv;
 	o->tracer.hold_new_procs = o->cmd_argv && !p->no_hold;
 	o->tracer.hold_new_libs = !p->no_hold;

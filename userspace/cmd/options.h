@@ -50,6 +50,13 @@ struct options {
 	char **args;
 	size_t nargs;
 	const char *format;	/* export --format: the exporter's name (export.h) */
+	const struct command *command;	/* the command that runs */
+	/* Recordings: record -o FILE.db, serve --record FILE.db; report's --at/--since/--until
+	 * (checked by rec_time_parse when parsed) */
+	const char *record_path;
+	double retention_s;	/* --retention: rows older than this are deleted (0: kept) */
+	uint32_t sample_events;	/* --sample-events N: 1 allocation (and its free) in N kept */
+	const char *at, *since, *until;
 };
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9473"
@@ -66,9 +73,10 @@ enum command_bit {
 	CMD_RECORD = 1u << 6,	/* record -o FILE.db */
 	CMD_REPORT = 1u << 7,	/* report FILE.db [VIEW]: the views, from a recording */
 	CMD_EXPORT = 1u << 8,	/* export --format F -o OUT [FILE.db] */
-	CMD_VIEWS = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM,
+	/* The commands that trace what they select (-p, -c, --cgroup...), serve aside. */
+	CMD_VIEWS = CMD_TOP | CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM | CMD_RECORD,
 	CMD_TRACING = CMD_VIEWS | CMD_EXPORT,	/* follow processes, run -c CMD, write -o */
-	CMD_ALL = CMD_TRACING | CMD_SERVE,
+	CMD_ALL = CMD_TRACING | CMD_SERVE,	/* every command that traces */
 };
 
 /* A command of the dispatch table; the first is the one run when none is named. */
@@ -84,6 +92,8 @@ struct command {
 	unsigned int min_args, max_args;
 	/* The usage line's tail; NULL: "[OPTIONS] [-c CMD [ARGS...]]". */
 	const char *usage;
+	/* Runs the command without probes (report reads a file); NULL: a session of view. */
+	int (*run)(const struct options *o);
 };
 
 /* Parses argv (the command first, when one is named) into *o. Returns 0, or -EINVAL after

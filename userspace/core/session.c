@@ -526,6 +526,8 @@ static int finish(struct session *s, int rc)
 	}
 	err = err || snap->error;
 	snapshot_put(snap);
+	if (s->failed)
+		return 1;
 	return rc ? rc : err ? 1 : 0;
 }
 

@@ -60,9 +60,11 @@ struct session {
 	pid_t child;
 	uint64_t start_mono_ns;
 	double report_s;	/* the view's report interval (a screen may change it) */
+	double history_sample_s;	/* the history's sample interval, when not the view's */
 	uint64_t next_report, next_sample;
 	bool stop;
 	int write_errno;	/* the first failed write of the report */
+	bool failed;		/* the view's output failed: exit 1, whatever CMD's status */
 	struct snapshot *last_failure_snap;
 	uint64_t last_failure_snap_ns;
 	uint64_t next_sweep;	/* reader or agent: the next look for processes gone unseen */

@@ -225,6 +225,16 @@ uint64_t loss_value(const struct snapshot *snap, size_t i)
 	return losses[i].user ? snap->lost[losses[i].which] : snap->counters[losses[i].which];
 }
 
+void loss_set(struct snapshot *snap, size_t i, uint64_t v)
+{
+	if (i >= loss_count())
+		return;
+	if (losses[i].user)
+		snap->lost[losses[i].which] = v;
+	else
+		snap->counters[losses[i].which] = v;
+}
+
 void json_lost(struct json_writer *w, const struct snapshot *snap)
 {
 	jw_object_begin(w);

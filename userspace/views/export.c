@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `gpumem export`: feeds an exporter (export/) from the live session — its call events, its
  * snapshots every -i seconds when the format samples, and the final snapshot at the end of
- * CMD, --duration or Ctrl-C — and says where reading a recording will come in. */
+ * CMD, --duration or Ctrl-C — or from a recording (FILE.db) the same way. */
 #include <stdlib.h>
 #include "common.h"
 #include "export.h"
+#include "recording.h"
 #include "report.h"
 #include "util.h"
 
@@ -77,12 +78,81 @@ static void export_end(struct session *s)
 	s->view_state = NULL;
 }
 
+/* A recording fed to an exporter as a live run would feed it: its events in time order, a
+ * snapshot every -i seconds between them (for the formats that sample), the state at its end
+ * last. */
+struct rec_feed {
+	struct exporter *x;
+	struct recording *rec;
+	uint64_t next_ns, step_ns;	/* the next periodic snapshot; 0 step: none */
+};
+
+static void feed_samples_until(struct rec_feed *f, uint64_t wall_ns)
+{
+	for (; f->step_ns && f->next_ns <= wall_ns; f->next_ns += f->step_ns) {
+		struct snapshot *snap = recording_snapshot_at(f->rec, f->next_ns);
+
+		if (!snap)
+			continue;
+		f->x->ops->on_snapshot(f->x, snap, false);
+		snapshot_put(snap);
+	}
+}
+
+static int feed_event(void *ctx, const struct snap_event *e, const struct rec_event_extra *xx)
+{
+	struct rec_feed *f = ctx;
+
+	(void)xx;
+	feed_samples_until(f, e->wall_ns);
+	if (f->x->ops->on_event)
+		f->x->ops->on_event(f->x, e);
+	return 0;
+}
+
+static int export_from(const struct options *o, struct recording *rec, struct exporter *x)
+{
+	struct rec_feed f = { .x = x, .rec = rec };
+	uint64_t start, end;
+	struct snapshot *last;
+	int err;
+
+	recording_span(rec, &start, &end);
+	x->start_wall_ns = start;
+	x->sample_s = sample_interval(o);
+	if (x->sample_s > 0 && x->ops->on_snapshot) {
+		f.step_ns = (uint64_t)(x->sample_s * 1e9);
+		f.next_ns = start + f.step_ns;
+	}
+	if (x->ops->begin(x))
+		return 1;
+	err = recording_for_each_event(rec, start, end, 0, feed_event, &f);
+	feed_samples_until(&f, end);
+	last = recording_snapshot_at(rec, end);
+	if (last && x->ops->on_snapshot)
+		x->ops->on_snapshot(x, last, true);
+	if (last)
+		text_lost(stderr, last);	/* what the recording could not see */
+	snapshot_put(last);
+	if (x->ops->end(x) || err)
+		return 1;
+	return 0;
+}
+
 int export_recording(const struct options *o)
 {
-	p_err("cannot export %s: reading a recording needs `record`/`report` support, which this "
-	      "gpumem does not have yet; export a live run instead (-c CMD, -d S or Ctrl-C)",
-	      o->args[0]);
-	return 1;
+	struct rec_filter filter = { .pids = o->pids, .npids = o->npids, .sel = o->selections,
+				     .nsel = o->nselections };
+	struct exporter x = { .ops = exporter_find(o->format), .path = o->output };
+	struct recording *rec;
+	int rc;
+
+	if (recording_open(o->args[0], &rec))
+		return 1;
+	recording_set_filter(rec, &filter);
+	rc = export_from(o, rec, &x);
+	recording_close(rec);
+	return rc;
 }
 
 const struct view_ops export_view = {

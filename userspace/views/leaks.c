@@ -15,6 +15,12 @@
 #define LEAKS_SAMPLE_S 0.5	/* how often the session samples the sites */
 #define LEAKS_DEFAULT_PRINT_S 10.0	/* without -c and without -i */
 
+/* How far apart the history's samples are: the view's own, or a recording's. */
+static double sampled_every(const struct session *s)
+{
+	return s->history_sample_s > 0 ? s->history_sample_s : LEAKS_SAMPLE_S;
+}
+
 /* A step's length: "850 ms", "2.4 ms", "1.25 s". */
 static void fmt_period(char *buf, size_t len, double s)
 {
@@ -136,7 +142,7 @@ static void report_text(struct session *s, const struct snapshot *snap,
 
 	text_clock(when, sizeof(when), snapshot_wall_ns(snap, snap->time_ns), false);
 	fprintf(s->out, "gpumem leaks %s%s (window %.0f s, a sample every %.1f s)\n", when,
-		final ? ", final" : "", LEAKS_WINDOW_S, LEAKS_SAMPLE_S);
+		final ? ", final" : "", LEAKS_WINDOW_S, sampled_every(s));
 	for (size_t i = 0; i < r->nprocs; i++)
 		proc_text(s, &r->procs[i]);
 	if (final)
@@ -219,7 +225,7 @@ static void report_json(struct session *s, const struct snapshot *snap,
 	jw_kv_u64(w, "time_ns", snapshot_wall_ns(snap, snap->time_ns));
 	jw_kv_bool(w, "final", final);
 	jw_kv_u64(w, "window_ns", (uint64_t)(LEAKS_WINDOW_S * 1e9));
-	jw_kv_u64(w, "sample_interval_ns", (uint64_t)(LEAKS_SAMPLE_S * 1e9));
+	jw_kv_u64(w, "sample_interval_ns", (uint64_t)(sampled_every(s) * 1e9));
 	jw_key(w, "processes");
 	jw_array_begin(w);
 	for (size_t i = 0; i < r->nprocs; i++)

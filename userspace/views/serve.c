@@ -21,6 +21,7 @@ struct serve_state {
 	unsigned int files;	/* CUDA files attached, as last logged */
 	uint64_t second;	/* the second whose failure lines are counted */
 	unsigned int lines, unlogged;
+	struct recorder *rec;	/* --record */
 };
 
 static double serve_interval(const struct options *o)
@@ -50,9 +51,16 @@ static int serve_begin(struct session *s)
 		free(st);
 		return 1;
 	}
+	if (s->opt->record_path && record_open(s, &st->rec)) {
+		prom_server_stop(st->prom);
+		free(st);
+		return 1;
+	}
 	s->view_state = st;
 	log_line("serving metrics on http://%s/metrics (port %u); state pinned in %s",
 		 s->opt->listen, prom_server_port(st->prom), s->opt->pin_dir);
+	if (st->rec)
+		log_line("recording to %s", s->opt->record_path);
 	return 0;
 }
 
@@ -82,6 +90,9 @@ static void serve_event(struct session *s, const struct snap_event *se)
 	const struct gm_call_event *e = se->ev;
 	char comm[4 * GM_COMM_LEN + 1], size[32];
 
+	record_on_event(s, st->rec, se);
+	if (e->type != GM_REC_PROCESS_EXIT && e->type != GM_REC_ALLOC_FAILED)
+		return;	/* per-allocation events (--record) are not logged */
 	text_sanitize(comm, sizeof(comm), e->comm);
 	if (e->type == GM_REC_PROCESS_EXIT) {
 		log_line("process %u (%s) ended, exit status %d", e->pid, comm, e->error);
@@ -98,6 +109,7 @@ static void serve_report(struct session *s, const struct snapshot *snap)
 
 	/* Scrapes read this one until the next: a reference of the server's own. */
 	prom_server_publish(st->prom, (struct snapshot *)snap);
+	record_on_snapshot(s, st->rec, snap);
 	if (snap->disc.files != st->files) {
 		log_line("probes on %u CUDA files (%u probes)", snap->disc.files, snap->disc.probes);
 		st->files = snap->disc.files;
@@ -105,10 +117,26 @@ static void serve_report(struct session *s, const struct snapshot *snap)
 	failure_line_allowed(st, now_ns());	/* a storm's summary line, once it is over */
 }
 
+static void serve_tick(struct session *s)
+{
+	record_on_tick(s, ((struct serve_state *)s->view_state)->rec);
+}
+
+/* --record: the last snapshot recorded, the file closed; a write that failed is exit 1. */
+static int serve_finish(struct session *s, const struct snapshot *snap)
+{
+	struct serve_state *st = s->view_state;
+	int err = record_close(s, st->rec, snap);
+
+	st->rec = NULL;
+	return err;
+}
+
 static void serve_end(struct session *s)
 {
 	struct serve_state *st = s->view_state;
 
+	record_close(s, st->rec, NULL);
 	prom_server_stop(st->prom);	/* before the model, whose names a scrape reads */
 	log_line("stopped; the probes stay pinned in %s and keep counting (gpumem serve "
 		 "--reset removes them)", s->opt->pin_dir);
@@ -124,5 +152,7 @@ const struct view_ops serve_view = {
 	.begin = serve_begin,
 	.on_event = serve_event,
 	.on_report = serve_report,
+	.on_tick = serve_tick,
+	.finish = serve_finish,
 	.end = serve_end,
 };
