@@ -22,6 +22,11 @@
  *   failed ones included). GPUMEM_MOCK_FAIL_SIZE=N: allocations of N bytes or more fail.
  * - Injected failures return CUDA_ERROR_OUT_OF_MEMORY (2); freeing an unknown address or
  *   handle returns CUDA_ERROR_INVALID_VALUE (1); freeing 0 or NULL returns 0 and does nothing.
+ * - One device, ordinal 0 ("gpumem mock GPU", compute capability 8.0, GPUMEM_MOCK_DEVICE_BYTES of
+ *   memory), with one primary context; each thread has its own stack of current contexts.
+ * - Device memory gets a host-side copy at the first memcpy or memset into its block, so data
+ *   copied in comes back out; a copy that runs past a live block returns CUDA_ERROR_INVALID_VALUE.
+ * - IPC is not supported (CUDA_ERROR_NOT_SUPPORTED, 801).
  */
 #define GM_DEVICE_BASE 0x7e0000000000ULL
 #define GM_DEVICE_ALIGN 512ULL
@@ -30,6 +35,10 @@
 #define GM_FIRST_HANDLE 0x1000ULL
 #define GM_DEFAULT_CAPACITY (80ULL << 30)
 #define GM_DRIVER_VERSION 13000
+#define GM_DEVICE_NAME "gpumem mock GPU"
+#define GM_CC_MAJOR 8
+#define GM_CC_MINOR 0
+#define GM_CTX_STACK_DEPTH 16
 
 #define GM_INITIAL_BUCKETS 4096
 #define GM_SIZE_CLASS_BUCKETS 1024
@@ -46,6 +55,7 @@ struct block {
 	size_t bytes;		/* as accounted: requested size, pitch x height for pitch */
 	size_t rounded;		/* address space taken, for BLOCK_DEVICE */
 	enum block_kind kind;
+	unsigned char *backing;	/* host copy of a BLOCK_DEVICE's contents, made at first use */
 	struct block *next;
 };
 
@@ -326,8 +336,130 @@ static CUresult mock_free(struct block_table *table, uint64_t key)
 	pthread_mutex_unlock(&mock_lock);
 	if (b->kind == BLOCK_MANAGED || b->kind == BLOCK_HOST)
 		free((void *)(uintptr_t)b->key);
+	free(b->backing);
 	free(b);
 	return CUDA_SUCCESS;
+}
+
+/* The live device block that holds [addr, addr + len), or NULL; under mock_lock. */
+static struct block *device_block_holding(uint64_t addr, size_t len)
+{
+	struct block *b;
+
+	if (!device_table.nbuckets)
+		return NULL;
+	for (b = device_table.buckets[hash_u64(addr, device_table.nbuckets)]; b; b = b->next)
+		if (b->key == addr && len <= b->bytes)
+			return b;
+	/* An address inside a block (a slice of an array): look through them all. */
+	for (size_t i = 0; i < device_table.nbuckets; i++)
+		for (b = device_table.buckets[i]; b; b = b->next)
+			if (b->kind == BLOCK_DEVICE && addr >= b->key && addr - b->key < b->bytes &&
+			    len <= b->bytes - (addr - b->key))
+				return b;
+	return NULL;
+}
+
+/* The host copy of device memory at [addr, addr + len), made on first use; under mock_lock. */
+static unsigned char *device_bytes(uint64_t addr, size_t len)
+{
+	struct block *b = device_block_holding(addr, len);
+
+	if (!b || b->kind != BLOCK_DEVICE)
+		return NULL;
+	if (!b->backing)
+		b->backing = calloc(1, b->rounded);
+	return b->backing ? b->backing + (addr - b->key) : NULL;
+}
+
+enum copy_direction { COPY_TO_DEVICE, COPY_TO_HOST, COPY_ON_DEVICE };
+
+static CUresult mock_copy(enum copy_direction direction, uint64_t dst, uint64_t src, size_t len)
+{
+	unsigned char *to, *from;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	if (!len)
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&mock_lock);
+	to = direction == COPY_TO_HOST ? (unsigned char *)(uintptr_t)dst : device_bytes(dst, len);
+	from = direction == COPY_TO_DEVICE ? (unsigned char *)(uintptr_t)src : device_bytes(src, len);
+	if (to && from) {
+		memmove(to, from, len);
+		rc = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&mock_lock);
+	return rc;
+}
+
+static CUresult mock_memset(uint64_t dst, unsigned char value, size_t len)
+{
+	unsigned char *to;
+
+	if (!len)
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&mock_lock);
+	to = device_bytes(dst, len);
+	if (to)
+		memset(to, value, len);
+	pthread_mutex_unlock(&mock_lock);
+	return to ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The one device and its primary context; each thread's stack of current contexts. */
+struct CUctx_st {
+	CUdevice device;
+};
+
+static struct CUctx_st primary_ctx = { .device = 0 };
+static __thread CUcontext ctx_stack[GM_CTX_STACK_DEPTH];
+static __thread unsigned int ctx_depth;
+
+static bool valid_device(CUdevice dev)
+{
+	return dev == 0;
+}
+
+static int device_attribute(CUdevice_attribute attrib)
+{
+	switch ((int)attrib) {
+	case 1:		/* MAX_THREADS_PER_BLOCK */
+	case 2:		/* MAX_BLOCK_DIM_X */
+	case 3:		/* MAX_BLOCK_DIM_Y */
+		return 1024;
+	case 4:		/* MAX_BLOCK_DIM_Z */
+		return 64;
+	case 5:		/* MAX_GRID_DIM_X */
+		return 0x7fffffff;
+	case 6:		/* MAX_GRID_DIM_Y */
+	case 7:		/* MAX_GRID_DIM_Z */
+		return 65535;
+	case 8:		/* MAX_SHARED_MEMORY_PER_BLOCK */
+		return 48 << 10;
+	case 9:		/* TOTAL_CONSTANT_MEMORY */
+		return 64 << 10;
+	case 10:	/* WARP_SIZE */
+		return 32;
+	case 12:	/* MAX_REGISTERS_PER_BLOCK */
+		return 65536;
+	case 13:	/* CLOCK_RATE, kHz */
+		return 1410000;
+	case 16:	/* MULTIPROCESSOR_COUNT */
+		return 108;
+	case 19:	/* CAN_MAP_HOST_MEMORY */
+	case 41:	/* UNIFIED_ADDRESSING */
+	case 83:	/* MANAGED_MEMORY */
+	case 89:	/* CONCURRENT_MANAGED_ACCESS */
+		return 1;
+	case 40:	/* ASYNC_ENGINE_COUNT */
+		return 2;
+	case 75:	/* COMPUTE_CAPABILITY_MAJOR */
+		return GM_CC_MAJOR;
+	case 76:	/* COMPUTE_CAPABILITY_MINOR */
+		return GM_CC_MINOR;
+	default:
+		return 0;
+	}
 }
 
 /*
@@ -530,32 +662,44 @@ GM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 	return CUDA_SUCCESS;
 }
 
+static const char *error_text(CUresult error, bool name)
+{
+	switch ((int)error) {
+	case 0:
+		return name ? "CUDA_SUCCESS" : "no error";
+	case 1:
+		return name ? "CUDA_ERROR_INVALID_VALUE" : "invalid argument";
+	case 2:
+		return name ? "CUDA_ERROR_OUT_OF_MEMORY" : "out of memory";
+	case 3:
+		return name ? "CUDA_ERROR_NOT_INITIALIZED" : "initialization error";
+	case 101:
+		return name ? "CUDA_ERROR_INVALID_DEVICE" : "invalid device ordinal";
+	case 201:
+		return name ? "CUDA_ERROR_INVALID_CONTEXT" : "invalid device context";
+	case 801:
+		return name ? "CUDA_ERROR_NOT_SUPPORTED" : "operation not supported";
+	default:
+		return NULL;
+	}
+}
+
 GM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
-	const char *name;
-
 	gm_keep_frame();
 	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
-	switch ((int)error) {
-	case 0:
-		name = "CUDA_SUCCESS";
-		break;
-	case 1:
-		name = "CUDA_ERROR_INVALID_VALUE";
-		break;
-	case 2:
-		name = "CUDA_ERROR_OUT_OF_MEMORY";
-		break;
-	case 3:
-		name = "CUDA_ERROR_NOT_INITIALIZED";
-		break;
-	default:
-		*pStr = NULL;
+	*pStr = error_text(error, true);
+	return *pStr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+GM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+	gm_keep_frame();
+	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
-	}
-	*pStr = name;
-	return CUDA_SUCCESS;
+	*pStr = error_text(error, false);
+	return *pStr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 GM_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -663,6 +807,263 @@ GM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	gm_keep_frame();
 	return impl_mem_release(handle);
+}
+
+/* Device, context, copies and IPC: what a ctypes binding such as numba's asks for at start. */
+GM_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+	gm_keep_frame();
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	*count = 1;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	gm_keep_frame();
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(ordinal))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	gm_keep_frame();
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pi = device_attribute(attrib);
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+	gm_keep_frame();
+	if (!major || !minor)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*major = GM_CC_MAJOR;
+	*minor = GM_CC_MINOR;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	gm_keep_frame();
+	if (!name || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	strncpy(name, GM_DEVICE_NAME, (size_t)len - 1);
+	name[len - 1] = '\0';
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	gm_keep_frame();
+	if (!uuid)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	memcpy(uuid->bytes, "gpumem-mock-gpu0", sizeof(uuid->bytes));
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	gm_keep_frame();
+	if (!bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_once(&config_once, read_config);
+	*bytes = config.capacity;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	gm_keep_frame();
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pctx = &primary_ctx;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	gm_keep_frame();
+	return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+GM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	gm_keep_frame();
+	return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+GM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	gm_keep_frame();
+	if (ctx != &primary_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_depth == GM_CTX_STACK_DEPTH)
+		return CUDA_ERROR_INVALID_VALUE;
+	ctx_stack[ctx_depth++] = ctx;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	gm_keep_frame();
+	if (!ctx_depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ctx_depth--;
+	if (pctx)
+		*pctx = ctx_stack[ctx_depth];
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	gm_keep_frame();
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+	return CUDA_SUCCESS;
+}
+
+/* Replaces the top of the stack; NULL empties that slot, as the driver does. */
+GM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	gm_keep_frame();
+	if (ctx && ctx != &primary_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ctx) {
+		if (ctx_depth)
+			ctx_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (!ctx_depth)
+		ctx_depth = 1;
+	ctx_stack[ctx_depth - 1] = ctx;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+	gm_keep_frame();
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ctx_depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = ctx_stack[ctx_depth - 1]->device;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuCtxSynchronize(void)
+{
+	gm_keep_frame();
+	return ctx_depth ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+GM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+	gm_keep_frame();
+	(void)hStream;
+	return CUDA_SUCCESS;
+}
+
+GM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+	gm_keep_frame();
+	return mock_copy(COPY_TO_DEVICE, dstDevice, (uintptr_t)srcHost, ByteCount);
+}
+
+GM_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+	gm_keep_frame();
+	return mock_copy(COPY_TO_HOST, (uintptr_t)dstHost, srcDevice, ByteCount);
+}
+
+GM_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+	gm_keep_frame();
+	return mock_copy(COPY_ON_DEVICE, dstDevice, srcDevice, ByteCount);
+}
+
+/* Streams are synchronous here: an async copy is done when it returns. */
+GM_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
+					size_t ByteCount, CUstream hStream)
+{
+	gm_keep_frame();
+	(void)hStream;
+	return mock_copy(COPY_TO_DEVICE, dstDevice, (uintptr_t)srcHost, ByteCount);
+}
+
+GM_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+					CUstream hStream)
+{
+	gm_keep_frame();
+	(void)hStream;
+	return mock_copy(COPY_TO_HOST, (uintptr_t)dstHost, srcDevice, ByteCount);
+}
+
+GM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+	gm_keep_frame();
+	return mock_memset(dstDevice, uc, N);
+}
+
+GM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	struct block *b;
+
+	gm_keep_frame();
+	pthread_mutex_lock(&mock_lock);
+	b = device_block_holding(dptr, 1);
+	if (b) {
+		if (pbase)
+			*pbase = b->key;
+		if (psize)
+			*psize = b->bytes;
+	}
+	pthread_mutex_unlock(&mock_lock);
+	return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+GM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	gm_keep_frame();
+	(void)pHandle;
+	(void)dptr;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+GM_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+					 unsigned int Flags)
+{
+	gm_keep_frame();
+	(void)pdptr;
+	(void)handle;
+	(void)Flags;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+GM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+	gm_keep_frame();
+	(void)dptr;
+	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 GM_EXPORT const struct gm_mock_driver_api *cuMockGetPrivateTable(void)
