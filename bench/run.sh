@@ -311,6 +311,10 @@ fi
 # Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
 [ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
 
+# The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh).
+echo
+bench/pywalk.sh
+
 # The event consumer: events per second trace --json delivers, and its drops (bench/trace_rate.sh).
 echo
 bench/trace_rate.sh
