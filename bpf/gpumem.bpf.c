@@ -523,7 +523,9 @@ static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, __u64 *c
 	return 0;	/* a thread Python does not know: native frames only */
 }
 
-/* Walks the frame chain into st; false on a mismatch (a frame whose code is no code object). */
+/* Walks the frame chain into st; false when a frame cannot be read. The code objects are not
+ * checked here: a stack seen before was checked when it was first recorded (python_checked),
+ * which spares two reads a frame on every call of a known line. */
 static __always_inline bool python_walk(struct gm_py_proc *pp, __u64 tstate,
 					struct py_scratch *sc)
 {
@@ -548,8 +550,6 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, __u64 tstate,
 		frame = word_at(w, o->frame_previous);
 		if (o->owner_cstack != ~0u && byte_at(w, o->frame_owner) == o->owner_cstack)
 			continue;	/* the C stack's shim, no Python code */
-		if (read_user_u64(code + o->object_type) != pp->code_type)
-			return false;
 		if (d >= GM_PY_MAX_FRAMES) {
 			st->truncated = 1;
 			break;
@@ -566,9 +566,25 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, __u64 tstate,
 	return true;
 }
 
-static __always_inline __u32 python_hash(const struct gm_py_stack *st)
+/* Whether every frame's code is a code object: the offsets describe what runs there. Only a
+ * stack that passes is recorded, so a name is never read from what is not a code object. */
+static __always_inline bool python_checked(const struct gm_py_proc *pp,
+					   const struct gm_py_stack *st)
 {
-	__u64 h = 0xcbf29ce484222325ull ^ st->truncated;
+	for (int i = 0; i < GM_PY_MAX_FRAMES; i++) {
+		if (i >= st->depth)
+			break;
+		if (read_user_u64(st->code[i] + pp->off.object_type) != pp->code_type)
+			return false;
+	}
+	return true;
+}
+
+/* The process is part of the hash: a stack checked in one process is never taken as checked
+ * in another that happens to have the same addresses. */
+static __always_inline __u32 python_hash(const struct gm_py_stack *st, __u32 tgid)
+{
+	__u64 h = (0xcbf29ce484222325ull ^ st->truncated ^ ((__u64)tgid << 1)) * 0x100000001b3ull;
 
 	for (int i = 0; i < GM_PY_MAX_FRAMES; i++) {
 		if (i >= st->depth)
@@ -644,12 +660,16 @@ static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache)
 	}
 	if (!st->depth)
 		return -1;
-	id = python_hash(st);
+	id = python_hash(st, tgid);
 	found = bpf_map_lookup_elem(&py_stacks, &id);
 	if (found) {
 		if (python_same(found, st))
 			return (__s32)id;
 		count(GM_CNT_PY_STACK_ERRORS);	/* two stacks, one bucket */
+		return -1;
+	}
+	if (!python_checked(pp, st)) {
+		python_mismatch(pp);
 		return -1;
 	}
 	if (bpf_map_update_elem(&py_stacks, &id, st, BPF_NOEXIST) == 0) {
