@@ -7,7 +7,7 @@ UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
 UNIT_TESTS := json procs elf symbolize probes state container analysis untrusted oci prom pycode \
-	prom_server protobuf pickle record
+	prom_server protobuf pickle record timeline
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
@@ -33,6 +33,7 @@ unit_libs_prom_server := -lmicrohttpd -lpthread
 unit_mods_oci := oci untrusted util
 unit_mods_protobuf := protobuf util
 unit_mods_pickle := pickle json util
+unit_mods_timeline := timeline intern snapshot util
 unit_libs_record := -lsqlite3
 
 # A module is named by its file's base name, wherever it lives under userspace/.

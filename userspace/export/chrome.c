@@ -80,6 +80,8 @@ static void chrome_event(struct exporter *x, const struct snap_event *e)
 	case TL_ALLOC:
 	case TL_FREE:
 		process_sample(c, ch.p, e->wall_ns, e->ev->process_bytes);
+		if (ch.early_free && ch.early_site != ch.site)
+			site_sample(c, ch.p, ch.early_site, e->wall_ns);
 		site_sample(c, ch.p, ch.site, e->wall_ns);
 		break;
 	case TL_FAILED:

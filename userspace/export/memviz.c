@@ -79,6 +79,11 @@ static void memviz_event(struct exporter *x, const struct snap_event *e)
 	size = ch.alloc.size;
 	switch (ch.what) {
 	case TL_ALLOC:
+		if (ch.early_free) {	/* the address's last allocation, whose free is late */
+			push(ch.p, MV_FREE_REQUESTED, e, ch.early.addr, ch.early.size);
+			push(ch.p, MV_FREE_COMPLETED, e, ch.early.addr, ch.early.size);
+			push(ch.p, MV_SEGMENT_FREE, e, ch.early.addr, ch.early.size);
+		}
 		push(ch.p, MV_SEGMENT_ALLOC, e, addr, size);
 		push(ch.p, MV_ALLOC, e, addr, size);
 		break;

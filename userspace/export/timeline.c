@@ -137,10 +137,40 @@ static struct tl_site *site_of(struct tl_proc *p, const struct snap_event *e, ui
 	return &p->sites[i];
 }
 
+static void early_put(struct tl_proc *p, uint64_t addr)
+{
+	if (p->nearly == p->early_cap) {
+		p->early_cap = p->early_cap ? 2 * p->early_cap : 8;
+		p->early = xrealloc(p->early, p->early_cap * sizeof(*p->early));
+	}
+	p->early[p->nearly++] = addr;
+}
+
+/* Whether a free of addr is the late event of an allocation already freed by its address's
+ * reuse (then it is taken out of the list). */
+static bool early_take(struct tl_proc *p, uint64_t addr)
+{
+	for (size_t i = 0; i < p->nearly; i++) {
+		if (p->early[i] == addr) {
+			p->early[i] = p->early[--p->nearly];
+			return true;
+		}
+	}
+	return false;
+}
+
 static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl_change *out)
 {
 	uint32_t index;
+	bool reused = live_take(p, e->ev->addr, &out->early);
 	struct tl_site *site = site_of(p, e, &index);
+
+	if (reused) {	/* its old allocation's free event is on its way: freed now */
+		out->early_free = true;
+		out->early_site = &p->sites[out->early.site];
+		out->early_site->bytes -= out->early.size;
+		early_put(p, e->ev->addr);
+	}
 
 	out->alloc = (struct tl_alloc){ .addr = e->ev->addr, .size = e->ev->size,
 					.wall_ns = e->wall_ns, .site = index };
@@ -154,6 +184,8 @@ static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl
 
 static void apply_free(struct tl_proc *p, const struct snap_event *e, struct tl_change *out)
 {
+	if (early_take(p, e->ev->addr))
+		return;		/* freed already, when its address was allocated again */
 	if (!live_take(p, e->ev->addr, &out->alloc)) {
 		p->unmatched_frees++;
 		return;
@@ -216,6 +248,7 @@ static void proc_free(struct timeline *t, struct tl_proc *p)
 	intern_free(&p->site_keys);
 	free(p->sites);
 	free(p->live);
+	free(p->early);
 	free(p);
 }
 

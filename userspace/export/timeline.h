@@ -40,6 +40,12 @@ struct tl_proc {
 	struct tl_alloc *live;	/* open addressing by address */
 	size_t nlive, live_cap;
 	uint64_t unmatched_frees;
+	/* Addresses allocated again before the free event of their last allocation arrived: the
+	 * kernel claims a free at its entry, so the address was free, but the free's event is
+	 * sent at its return, after another thread's allocation of it may be. That allocation
+	 * frees the old one here; the late free event, when it comes, is taken as done. */
+	uint64_t *early;
+	size_t nearly, early_cap;
 	void *priv;		/* the exporter's, freed with free_priv */
 };
 
@@ -50,6 +56,10 @@ struct tl_change {
 	struct tl_proc *p;
 	struct tl_site *site;	/* alloc and failure: its site; free: the allocation's */
 	struct tl_alloc alloc;	/* alloc: the new one; free: the one it freed */
+	/* alloc: the allocation its address still had, freed first (its free event is late) */
+	bool early_free;
+	struct tl_alloc early;
+	struct tl_site *early_site;
 };
 
 struct timeline {
