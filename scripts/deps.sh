@@ -10,7 +10,8 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       nodejs npm
       golang-go
       chromium
-      libsqlite3-dev"
+      libsqlite3-dev
+      systemtap-sdt-dev"
 missing=""
 for p in $pkgs; do
 	# Node.js and npm from elsewhere (NodeSource, nvm) will do: only the commands are used.
