@@ -7,6 +7,8 @@ commands on stdin, one a line:
            malloc semaphore's address (to read it through /proc/PID/mem too)
   run      the known sequence below; prints `done`
   fired    `fired MALLOCS FREES`: how many probes the allocator reached
+  warm     a cudaMalloc and its cudaFree of 4 KiB, no tensor (a traced process's first call
+           makes it known to gpumem, its interpreter found); prints `warm`
 The sequence (SIZES): two 256 KiB weights and a 512 KiB and a 1 MiB activation share the
 first 2 MiB segment; a 3 MiB activation gets a 4 MiB segment of its own; the 1 MiB and the
 3 MiB ones are freed, the segments kept (cached).
@@ -15,7 +17,7 @@ import ctypes
 import sys
 
 lib_dir = sys.argv[1]
-ctypes.CDLL(f"{lib_dir}/libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
+rt = ctypes.CDLL(f"{lib_dir}/libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
 c10 = ctypes.CDLL(f"{lib_dir}/libc10_cuda.so")
 c10.c10_mock_alloc.restype = ctypes.c_void_p
 c10.c10_mock_alloc.argtypes = [ctypes.c_size_t]
@@ -50,6 +52,11 @@ def main():
             load_weights()
             forward()
             print("done", flush=True)
+        elif cmd == "warm":
+            ptr = ctypes.c_void_p()
+            assert rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(4096)) == 0
+            assert rt.cudaFree(ptr) == 0
+            print("warm", flush=True)
         elif cmd == "fired":
             print(f"fired {c10.c10_mock_fired(0)} {c10.c10_mock_fired(1)}", flush=True)
         elif cmd == "quit":
