@@ -5,6 +5,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
 #include "gpumem.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -703,7 +704,8 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	ps = bpf_map_lookup_elem(&procs, &pkey);
 	if (!ps)
 		return 0;
-	if (!is_gpu_kind(info->kind))
+	/* A tensor's bytes are inside a segment the process holds: never its own. */
+	if (!is_gpu_kind(info->kind) || info->layer == GM_LAYER_TENSOR)
 		return ps->current_bytes;
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
 }
@@ -911,6 +913,120 @@ int BPF_KRETPROBE(call_return, long ret)
 	return 0;
 }
 
+/* ---- PyTorch tensors ---- */
+
+/* A tensor handed out by the caching allocator: a site of its own (the api of the cookie's
+ * "pytorch:malloc" row) and a live entry in the tensor space, keyed by its address. Nothing is
+ * added to the process's current bytes: the segment holding it was counted at its cudaMalloc. */
+static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec, __u64 ptr,
+				    __u64 size, __s32 py_stack_id)
+{
+	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	__u64 now = bpf_ktime_get_ns();
+	struct gm_alloc_key akey = { .tgid = tgid, .gen = rec->gen, .space = GM_SPACE_TENSOR,
+				     .addr = ptr };
+	struct gm_site_key skey = { .tgid = tgid, .gen = rec->gen };
+	struct gm_alloc_info info = {};
+	struct gm_site_stats *ss;
+	bool new_site = false;
+	long err;
+
+	skey.stack_id = user_stack(ctx);
+	skey.py_stack_id = py_stack_id;
+	skey.api = GM_COOKIE_API(cookie);
+	skey.kind = GM_COOKIE_KIND(cookie);
+	proc_stats(tgid, rec, now);
+	ss = site_stats(&skey, &new_site);
+	if (new_site && stack_mode == GM_STACKS_DWARF && skey.stack_id >= 0)
+		emit_stack_copy(ctx, tgid, rec->gen, tid, skey.stack_id);
+	info.size = size;
+	info.time_ns = now;
+	info.stack_id = skey.stack_id;
+	info.py_stack_id = py_stack_id;
+	info.api = skey.api;
+	info.kind = skey.kind;
+	info.layer = GM_LAYER_TENSOR;
+	err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		replace_stale(&akey);	/* its free was not seen */
+		err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
+	}
+	if (err) {
+		count(GM_CNT_ALLOC_MAP_FULL);
+		return;
+	}
+	if (ss) {
+		__sync_fetch_and_add(&ss->current_bytes, size);
+		__sync_fetch_and_add(&ss->current_allocs, 1);
+		__sync_fetch_and_add(&ss->alloc_count, 1);
+		__sync_fetch_and_add(&ss->alloc_bytes_total, size);
+	}
+}
+
+/* The thread's record, for its process's generation and its Python thread state only: a
+ * USDT probe is no call, and the call in flight (none, here) is left alone. */
+static __always_inline struct gm_inflight *tensor_thread(__u32 tgid)
+{
+	struct gm_inflight *rec;
+
+	if (!wanted(tgid))
+		return NULL;
+	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
+				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!rec) {
+		count(GM_CNT_INFLIGHT_FULL);
+		return NULL;
+	}
+	identify_process(rec);
+	return rec;
+}
+
+SEC("usdt")
+int BPF_USDT(tensor_malloc, __u64 ptr, long device, __u64 size, long stream)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct gm_inflight *rec;
+
+	(void)device;
+	(void)stream;
+	if (!ptr || !size)
+		return 0;
+	rec = tensor_thread(id >> 32);
+	if (!rec)
+		return 0;
+	tensor_alloc(ctx, rec, ptr, size, python_stack(id >> 32, rec->gen, &rec->py_tstate));
+	return 0;
+}
+
+/* Fired before the allocator takes the tensor back: its entry is deleted here, so only one of
+ * two racing frees counts it. */
+SEC("usdt")
+int BPF_USDT(tensor_free, __u64 ptr)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct gm_alloc_key key = { .tgid = tgid, .space = GM_SPACE_TENSOR, .addr = ptr };
+	struct gm_alloc_info *found, info;
+	struct gm_inflight *rec;
+
+	if (!ptr)
+		return 0;
+	rec = tensor_thread(tgid);
+	if (!rec)
+		return 0;
+	key.gen = rec->gen;
+	found = bpf_map_lookup_elem(&allocs, &key);
+	if (!found) {
+		count(GM_CNT_UNKNOWN_TENSOR_FREES);
+		return 0;
+	}
+	info = *found;
+	if (bpf_map_delete_elem(&allocs, &key))
+		return 0;
+	account_free(tgid, key.gen, &info);
+	return 0;
+}
+
 static __always_inline void emit_file(__u32 type, __u32 tgid, __u64 ino, __u32 dev,
 				      const char *path)
 {
@@ -1051,17 +1167,26 @@ struct {
 #define NR_MMAP 9
 #define MAP_ANONYMOUS_FLAG 0x20
 
-/* "libcuda.so*" or "libcudart.so*": the name of the file itself, symlinks resolved. Archives
- * such as libcudart_static.a, which linkers map, do not match. */
+/* "libcuda.so*" or "libcudart.so*", or PyTorch's "libc10_cuda.so*" (its tensors' USDT
+ * probes): the name of the file itself, symlinks resolved. Archives such as
+ * libcudart_static.a, which linkers map, do not match. */
 static __always_inline bool cuda_library_name(struct file *file)
 {
 	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
-	char head[12];
+	static const char c10[] = "libc10_cuda.so";
+	char head[16];
 
 	if (bpf_probe_read_kernel(head, sizeof(head), name))
 		return false;
-	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b' || head[3] != 'c' ||
-	    head[4] != 'u' || head[5] != 'd' || head[6] != 'a')
+	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b' || head[3] != 'c')
+		return false;
+	if (head[4] == '1') {
+		for (int i = 4; i < (int)sizeof(c10) - 1; i++)
+			if (head[i] != c10[i])
+				return false;
+		return true;
+	}
+	if (head[4] != 'u' || head[5] != 'd' || head[6] != 'a')
 		return false;
 	if (head[7] == '.')
 		return head[8] == 's' && head[9] == 'o';

@@ -12,8 +12,9 @@
  * ring-buffer record) changes, so that state pinned by another build is never read as this
  * one's (an agent refuses pins of another layout). 2: processes keyed by {tgid, generation}.
  * 3: sites and allocations carry a Python stack id; Python maps and records.
- * 4: call records carry the cgroup id. */
-#define GM_LAYOUT_VERSION 4
+ * 4: call records carry the cgroup id. 5: PyTorch tensors (GM_SPACE_TENSOR allocations, their
+ * sites, a counter of unknown tensor frees). */
+#define GM_LAYOUT_VERSION 5
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -35,6 +36,7 @@
 enum gm_layer {
 	GM_LAYER_RUNTIME = 0,
 	GM_LAYER_DRIVER = 1,
+	GM_LAYER_TENSOR = 2,	/* PyTorch's caching allocator (USDT probes) */
 };
 
 /* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned) does not. */
@@ -54,6 +56,7 @@ enum gm_shape {
 	GM_SHAPE_FREE = 2,		/* (ptr, ...) */
 	GM_SHAPE_VMM_CREATE = 3,	/* (out_handle, size, ...) */
 	GM_SHAPE_VMM_RELEASE = 4,	/* (handle) */
+	GM_SHAPE_TENSOR = 5,		/* USDT pytorch:malloc(ptr, device, size, stream) */
 };
 
 /* The attach cookie of every probe: which probe-table row fired. */
@@ -68,6 +71,7 @@ enum gm_shape {
 enum gm_space {
 	GM_SPACE_ADDR = 0,
 	GM_SPACE_VMM_HANDLE = 1,
+	GM_SPACE_TENSOR = 2,	/* PyTorch tensors, carved out of cudaMalloc'd segments */
 };
 
 /* Loss and health counters, one per-CPU slot each; userspace sums them. */
@@ -88,6 +92,7 @@ enum gm_counter {
 					 * --max-stacks */
 	GM_CNT_PY_MISMATCH,		/* interpreters whose live state did not match the
 					 * offsets: Python frames disabled for that process */
+	GM_CNT_UNKNOWN_TENSOR_FREES,	/* pytorch:free of a tensor never seen allocated */
 	GM_CNT_COUNT,
 };
 
@@ -190,6 +195,12 @@ struct gm_proc_stats {
 	__u64 ns_pid;		/* its pid inside its own pid namespace */
 	__u64 start_ns;		/* its start, ns since boot (CLOCK_BOOTTIME): proc_start_matches() */
 };
+
+/* PyTorch tensors (the caching allocator's USDT probes pytorch:malloc and pytorch:free) are
+ * sites of their own, keyed like any other with the api of the probe table's "pytorch:malloc"
+ * row (the cookie says which): their gm_site_stats count tensors, the *allocated* bytes, never
+ * part of a process's current_bytes (the *reserved* bytes, its cudaMalloc'd segments), which
+ * userspace keeps apart. */
 
 /* Ring-buffer records; each begins with its type. */
 enum gm_record_type {

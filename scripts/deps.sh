@@ -11,7 +11,8 @@ pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw
       golang-go
       chromium
       libsqlite3-dev
-      python3-numba"
+      python3-numba
+      systemtap-sdt-dev"
 missing=""
 for p in $pkgs; do
 	# Node.js and npm from elsewhere (NodeSource, nvm) will do: only the commands are used.

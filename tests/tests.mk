@@ -35,6 +35,9 @@ endif
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
 	$(TESTS_OUT)/samepid
+ifneq ($(wildcard /usr/include/sys/sdt.h),)
+TESTS_PROGS += $(TESTS_LIB)/libc10_cuda.so
+endif
 
 ifneq ($(wildcard $(TESTS_CUDA)/include/cuda_runtime_api.h $(TESTS_CUDA)/lib64/libcudart.so.13),)
 TESTS_PROGS += $(TESTS_OUT)/real_cudart
@@ -62,6 +65,11 @@ $(TESTS_LIB)/libcudart.so.13: tests/mock/cudart.c tests/mock/libcudart.map $(TES
 		-Wl,--version-script,tests/mock/libcudart.map -Wl,-rpath,'$$ORIGIN' \
 		-o $@ $< -ldl -lpthread
 	ln -sf libcudart.so.13 $(@D)/libcudart.so
+
+# PyTorch's caching allocator with its USDT probes (<sys/sdt.h>: systemtap-sdt-dev).
+$(TESTS_LIB)/libc10_cuda.so: tests/mock/c10_cuda.c $(TESTS_LIB)/libcudart.so.13
+	$(CC) $(TESTS_CFLAGS) -fPIC -shared -Wl,-soname,libc10_cuda.so -o $@ $< \
+		-L$(TESTS_LIB) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN'
 
 $(TESTS_OUT)/workload: tests/workloads/workload.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \

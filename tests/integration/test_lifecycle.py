@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bpftool") is None, reason="needs b
 
 def gpumem_program_names():
     """Names of the programs gpumem.bpf.c defines, cut as the kernel keeps them."""
-    names = re.findall(r"\bBPF_(?:KPROBE|KRETPROBE|PROG)\((\w+)", BPF_SOURCE.read_text())
+    names = re.findall(r"\bBPF_(?:KPROBE|KRETPROBE|PROG|USDT)\((\w+)", BPF_SOURCE.read_text())
     assert names, f"no programs found in {BPF_SOURCE}"
     return {name[:KERNEL_NAME_LEN] for name in names}
 

@@ -45,6 +45,8 @@ static const struct probe_def design_table[] = {
 	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, 0 },
 	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM },
 	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
+	/* DESIGN.md "Python call sites and PyTorch tensors": a USDT probe, not a symbol. */
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE },
 };
 #define DESIGN_COUNT (sizeof(design_table) / sizeof(design_table[0]))
 
@@ -56,11 +58,11 @@ static const struct probe_def *design_row(const char *symbol)
 	return NULL;
 }
 
-static void test_table_holds_exactly_the_28_design_symbols(void **state)
+static void test_table_holds_exactly_the_28_design_symbols_and_the_tensor_row(void **state)
 {
 	(void)state;
-	assert_int_equal(DESIGN_COUNT, 28);
-	assert_int_equal(probe_count, 28);
+	assert_int_equal(DESIGN_COUNT, 29);
+	assert_int_equal(probe_count, 29);
 	for (unsigned int i = 0; i < probe_count; i++) {
 		if (!design_row(probe_table[i].symbol))
 			fail_msg("probe table row %u (%s) is not in DESIGN.md", i,
@@ -130,7 +132,11 @@ static void test_probe_find_returns_the_row_of_each_symbol(void **state)
 	assert_int_equal(probe_find("cudaMallocArray"), -1);
 	assert_int_equal(probe_find("cudamalloc"), -1);
 	assert_int_equal(probe_find(""), -1);
-	assert_string_equal(probe_api_name(28), "unknown");
+	assert_int_equal(probe_find("pytorch:malloc"), 28);
+	assert_true(probe_is_tensor(28));
+	assert_false(probe_is_tensor(0));
+	assert_false(probe_is_tensor(29));
+	assert_string_equal(probe_api_name(29), "unknown");
 	assert_string_equal(probe_api_name(0xffff), "unknown");
 }
 
@@ -175,6 +181,10 @@ static void test_kind_and_layer_names(void **state)
 	assert_string_equal(kind_name(0xffffffffu), "unknown");
 	assert_string_equal(probe_layer_name(GM_LAYER_RUNTIME), "runtime");
 	assert_string_equal(probe_layer_name(GM_LAYER_DRIVER), "driver");
+	assert_string_equal(probe_layer_name(GM_LAYER_TENSOR), "pytorch");
+	assert_true(is_tensor_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
+	assert_false(is_tensor_library_path("/opt/venv/torch/lib/libc10.so"));
+	assert_false(is_cuda_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
 }
 
 static void test_out_of_memory_is_code_2_in_both_apis(void **state)
@@ -214,7 +224,7 @@ static void test_unknown_codes_name_the_unknown_error(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table_holds_exactly_the_28_design_symbols),
+		cmocka_unit_test(test_table_holds_exactly_the_28_design_symbols_and_the_tensor_row),
 		cmocka_unit_test(test_table_has_no_duplicate_symbols),
 		cmocka_unit_test(test_each_row_has_design_layer_shape_and_kind),
 		cmocka_unit_test(test_table_splits_13_runtime_and_15_driver_rows),

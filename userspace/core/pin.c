@@ -31,14 +31,16 @@ int pin_path(char *buf, size_t len, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Maps that stay with the pins: every map but the object's own data sections (each program
- * keeps the ones it was loaded with) and the holds, which all instances share elsewhere. */
+/* Maps that stay with the pins: every map but the object's own data sections and its kconfig
+ * values (each program keeps the ones it was loaded with), the holds, which all instances share elsewhere, and
+ * libbpf's USDT specs, which describe the USDT links of this run only (never pinned). */
 bool pin_keeps_map(const struct bpf_map *m)
 {
 	const char *name = bpf_map__name(m);
 
 	return name[0] != '.' && !strstr(name, ".rodata") && !strstr(name, ".bss") &&
-	       !strstr(name, ".data") && strcmp(name, "holds") != 0;
+	       !strstr(name, ".data") && !strstr(name, ".kconfig") && strcmp(name, "holds") != 0 &&
+	       strncmp(name, "__bpf_usdt", 10) != 0;
 }
 
 /* A directory for the pins on a BPF file system: created when missing, refused when it is

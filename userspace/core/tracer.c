@@ -491,6 +491,8 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 		.enter_alloc_pitch = t->skel->progs.enter_alloc_pitch,
 		.enter_free = t->skel->progs.enter_free,
 		.call_return = t->skel->progs.call_return,
+		.tensor_malloc = t->skel->progs.tensor_malloc,
+		.tensor_free = t->skel->progs.tensor_free,
 		.multi = t->multi,
 		.pin_dir = t->pin_dir,
 	};

@@ -261,7 +261,8 @@ void discovery_scan_process(struct discovery *d, int pid)
 		if (!file)
 			continue;
 		file[strcspn(file, "\n")] = 0;
-		if (!is_cuda_library_path(file) || sscanf(line, "%lx-%lx", &start, &end) != 2)
+		if ((!is_cuda_library_path(file) && !is_tensor_library_path(file)) ||
+		    sscanf(line, "%lx-%lx", &start, &end) != 2)
 			continue;
 		/* map_files reaches the very file mapped, in a container or deleted since. */
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, start, end);

@@ -600,3 +600,59 @@ int elf_build_id(const char *path, char *hex, size_t len)
 	close(fd);
 	return err;
 }
+
+/* Whether a SystemTap note (NT_STAPSDT: pc, base, semaphore, then provider, name and
+ * arguments as strings) names provider:name. */
+static bool note_is_usdt(Elf_Data *data, const char *provider, const char *name)
+{
+	size_t off = 0, next, name_off, desc_off, plen = strlen(provider), nlen = strlen(name);
+	GElf_Nhdr nhdr;
+
+	while ((next = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
+		const char *desc = (const char *)data->d_buf + desc_off;
+		size_t skip = 3 * sizeof(uint64_t);
+
+		off = next;
+		if (nhdr.n_type != 3 || nhdr.n_namesz != 8 ||
+		    memcmp((const char *)data->d_buf + name_off, "stapsdt", 8) != 0 ||
+		    nhdr.n_descsz < skip + plen + nlen + 2)
+			continue;
+		if (memcmp(desc + skip, provider, plen + 1) == 0 &&
+		    memcmp(desc + skip + plen + 1, name, nlen + 1) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool elf_has_usdt_fd(int fd, const char *provider, const char *name)
+{
+	struct elf_file ef;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	Elf_Data *data;
+	bool found = false;
+
+	if (elf_file_open_fd(fd, &ef))
+		return false;
+	while (!found && (scn = elf_nextscn(ef.elf, scn)) != NULL) {
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (data)
+			found = note_is_usdt(data, provider, name);
+	}
+	elf_file_close(&ef);
+	return found;
+}
+
+bool elf_has_usdt(const char *path, const char *provider, const char *name)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool found;
+
+	if (fd < 0)
+		return false;
+	found = elf_has_usdt_fd(fd, provider, name);
+	close(fd);
+	return found;
+}

@@ -40,4 +40,8 @@ size_t elf_symtab_count(const struct elf_symtab *t);
 int elf_build_id(const char *path, char *hex, size_t len);
 int elf_build_id_fd(int fd, char *hex, size_t len);
 
+/* Whether the file has a USDT probe provider:name (a .note.stapsdt note). */
+bool elf_has_usdt(const char *path, const char *provider, const char *name);
+bool elf_has_usdt_fd(int fd, const char *provider, const char *name);
+
 #endif

@@ -47,6 +47,8 @@ const struct probe_def probe_table[] = {
 	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
 	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM },
 	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
+	/* Not a symbol: the USDT probes of PyTorch's caching allocator (its tensors' sites). */
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
 
@@ -60,6 +62,16 @@ static const char *base_name(const char *path)
 bool is_cuda_module(const char *path)
 {
 	return path && strncmp(base_name(path), "libcuda", 7) == 0;
+}
+
+bool is_tensor_library_path(const char *path)
+{
+	return path && fnmatch("libc10_cuda.so*", base_name(path), 0) == 0;
+}
+
+bool probe_is_tensor(unsigned int api)
+{
+	return api < probe_count && probe_table[api].layer == GM_LAYER_TENSOR;
 }
 
 bool is_cuda_library_path(const char *path)
@@ -79,6 +91,8 @@ const char *probe_api_name(unsigned int api)
 
 const char *probe_layer_name(unsigned int layer)
 {
+	if (layer == GM_LAYER_TENSOR)
+		return "pytorch";
 	return layer == GM_LAYER_DRIVER ? "driver" : "runtime";
 }
 
@@ -137,6 +151,8 @@ struct attached_file {
 	struct bpf_link **links;	/* perf-event uprobes, one per probe */
 	unsigned int nlinks;
 	int multi_fds[4];		/* uprobe_multi links: one per program */
+	struct bpf_link *tensor_links[2];	/* USDT pytorch:malloc, pytorch:free */
+	unsigned int ntensor_links;
 	unsigned int nmulti;
 	unsigned int nprobes;
 	uint64_t offsets[ARRAY_SIZE(probe_table)];	/* 0: symbol absent */
@@ -150,6 +166,8 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 
 	(void)vaddr;
 	(void)size;
+	if (api >= 0 && probe_is_tensor((unsigned int)api))
+		return 0;	/* a USDT probe's name, never a function's */
 	if (api >= 0 && !f->offsets[api])
 		f->offsets[api] = file_off;
 	return 0;
@@ -166,6 +184,8 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 	case GM_SHAPE_FREE:
 	case GM_SHAPE_VMM_RELEASE:
 		return pp->enter_free;
+	case GM_SHAPE_TENSOR:
+		return NULL;	/* USDT: attach_tensor_probes() */
 	}
 	return NULL;
 }
@@ -285,6 +305,38 @@ static int attach_each(const struct probe_programs *pp, struct attached_file *f)
 	return 0;
 }
 
+/* PyTorch's caching allocator: libbpf's USDT support attaches both probes (one uprobe per
+ * call site, whose reference counter is the probe's semaphore: the kernel sets it in every
+ * process that maps the file while the probe is attached). Not pinned: an agent's tensor
+ * probes last as long as it runs. */
+static int attach_tensor_probes(const struct probe_programs *pp, struct attached_file *f)
+{
+	static const char *const names[2] = { "malloc", "free" };
+	struct bpf_program *progs[2] = { pp->tensor_malloc, pp->tensor_free };
+	int api = probe_find("pytorch:malloc");
+	const struct probe_def *p = &probe_table[api];
+	LIBBPF_OPTS(bpf_usdt_opts, opts);
+
+	if (!pp->tensor_malloc || !pp->tensor_free || !elf_has_usdt(f->path, "pytorch", "malloc"))
+		return 0;
+	opts.usdt_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
+	for (unsigned int i = 0; i < 2; i++) {
+		struct bpf_link *link = bpf_program__attach_usdt(progs[i], -1, f->path, "pytorch",
+								 names[i], &opts);
+
+		if (!link) {
+			int err = -errno;
+
+			p_err("cannot attach to %s:pytorch:%s: %s", f->path, names[i],
+			      strerror(-err));
+			return err;
+		}
+		f->tensor_links[f->ntensor_links++] = link;
+		f->nprobes++;
+	}
+	return 0;
+}
+
 int attach_file(const struct probe_programs *pp, const char *path, struct attached_file **out)
 {
 	struct attached_file *f = xcalloc(1, sizeof(*f));
@@ -302,6 +354,8 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 		goto out_free;
 	}
 	err = pp->multi ? attach_multi(pp, f) : attach_each(pp, f);
+	if (!err)
+		err = attach_tensor_probes(pp, f);
 	if (err) {
 		if (pp->multi)	/* the caller says what it does about it */
 			p_debug("cannot attach to %s: %s", path, strerror(-err));
@@ -330,6 +384,8 @@ void detach_file(struct attached_file *f)
 		bpf_link__destroy(f->links[i]);
 	for (unsigned int i = 0; i < f->nmulti; i++)
 		close(f->multi_fds[i]);
+	for (unsigned int i = 0; i < f->ntensor_links; i++)
+		bpf_link__destroy(f->tensor_links[i]);
 	free(f->links);
 	free(f->path);
 	free(f);

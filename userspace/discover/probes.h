@@ -24,6 +24,11 @@ extern const unsigned int probe_count;
  * opened files; archives such as libcudart_static.a never match). */
 bool is_cuda_module(const char *path);
 bool is_cuda_library_path(const char *path);
+/* PyTorch's libc10_cuda.so*: its caching allocator's USDT probes give tensors. */
+bool is_tensor_library_path(const char *path);
+/* The row of PyTorch's tensors (USDT pytorch:malloc): its sites hold tensors, allocated bytes
+ * inside the segments the process's other sites reserved. */
+bool probe_is_tensor(unsigned int api);
 const char *probe_api_name(unsigned int api);
 const char *probe_layer_name(unsigned int layer);
 const char *kind_name(unsigned int kind);
@@ -38,6 +43,7 @@ struct attached_file;
 /* The programs a probe-table row attaches, lent by the tracer (which owns them). */
 struct probe_programs {
 	struct bpf_program *enter_alloc, *enter_alloc_pitch, *enter_free, *call_return;
+	struct bpf_program *tensor_malloc, *tensor_free;	/* USDT; NULL: not attached */
 	bool multi;	/* in uprobe_multi links (else one perf-event link per probe) */
 	/* The agent's pins (pin.h): each link is pinned by the file's device and inode, and a
 	 * file whose links an earlier agent pinned is adopted (its links opened, not made). */

@@ -6,6 +6,7 @@
 #include "nvml.h"
 #include "oci.h"
 #include "state.h"
+#include "probes.h"
 #include "util.h"
 
 static int by_pid(const void *a, const void *b)
@@ -32,29 +33,40 @@ static int by_bytes(const void *a, const void *b)
 	return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
 }
 
+static void copy_site(struct state *s, struct proc_rec *p, const struct site_rec *r,
+		      struct snap_site *ss)
+{
+	ss->api = r->key.api;
+	ss->kind = r->key.kind;
+	ss->stack_id = r->key.stack_id;
+	ss->py_stack_id = r->key.py_stack_id;
+	ss->st = r->st;
+	ss->oldest_ns = r->oldest_ns;
+	ss->median_ns = r->median_ns;
+	if (p->ages_known && r->oldest_ns)
+		ss->valid |= SS_OLDEST;
+	if (p->medians_known && r->median_ns)
+		ss->valid |= SS_MEDIAN;
+	ss->stack = state_named_stack(s, p, r->key.stack_id, r->key.py_stack_id);
+}
+
+/* Tensor sites apart: every output that sums sites sums reserved memory only. */
 static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *out)
 {
 	out->sites = xcalloc(p->nsites ? p->nsites : 1, sizeof(*out->sites));
-	out->nsites = p->nsites;
+	out->tensor_sites = xcalloc(p->nsites ? p->nsites : 1, sizeof(*out->tensor_sites));
 	for (size_t i = 0; i < p->nsites; i++) {
 		const struct site_rec *r = &p->sites[i];
-		struct snap_site *ss = &out->sites[i];
 
-		ss->api = r->key.api;
-		ss->kind = r->key.kind;
-		ss->stack_id = r->key.stack_id;
-		ss->py_stack_id = r->key.py_stack_id;
-		ss->st = r->st;
-		ss->oldest_ns = r->oldest_ns;
-		ss->median_ns = r->median_ns;
-		if (p->ages_known && r->oldest_ns)
-			ss->valid |= SS_OLDEST;
-		if (p->medians_known && r->median_ns)
-			ss->valid |= SS_MEDIAN;
-		ss->stack = state_named_stack(s, p, r->key.stack_id, r->key.py_stack_id);
+		if (probe_is_tensor(r->key.api))
+			copy_site(s, p, r, &out->tensor_sites[out->ntensor_sites++]);
+		else
+			copy_site(s, p, r, &out->sites[out->nsites++]);
 	}
 	if (out->nsites > 1)
 		qsort(out->sites, out->nsites, sizeof(*out->sites), by_bytes);
+	if (out->ntensor_sites > 1)
+		qsort(out->tensor_sites, out->ntensor_sites, sizeof(*out->tensor_sites), by_bytes);
 }
 
 static char *dup_or_null(const char *s)
@@ -83,6 +95,7 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 	}
 	if (p->have_stats) {
 		out->st = p->st;
+		out->tensor = p->tensor;
 		out->valid |= SP_STATS;
 		copy_sites(s, p, out);
 	}

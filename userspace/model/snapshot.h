@@ -86,6 +86,11 @@ struct snap_proc {
 	struct gm_proc_stats st;
 	struct snap_site *sites;	/* by current bytes, then bytes allocated */
 	size_t nsites;
+	/* PyTorch tensors (USDT pytorch:malloc/free): *allocated* bytes, inside the segments
+	 * that st and sites count as held (*reserved*); never added to those. */
+	struct gm_site_stats tensor;	/* the sums of tensor_sites */
+	struct snap_site *tensor_sites;	/* by current bytes; st counts tensors */
+	size_t ntensor_sites;
 };
 
 struct snap_failure {

@@ -23,6 +23,7 @@
 #include "untrusted.h"
 #include "unwind.h"
 #include "python.h"
+#include "probes.h"
 #include "util.h"
 
 /* Owners' names by uid: looked up once each (getpwuid reads /etc/passwd), bounded. */
@@ -938,8 +939,19 @@ static void sum_sites(struct proc_rec *p)
 
 	st->current_allocs = st->alloc_count = st->free_count = st->alloc_bytes_total = 0;
 	memset(st->by_kind, 0, sizeof(st->by_kind));
+	memset(&p->tensor, 0, sizeof(p->tensor));
 	for (size_t i = 0; i < p->nsites; i++) {
 		const struct site_rec *ss = &p->sites[i];
+
+		if (probe_is_tensor(ss->key.api)) {
+			/* Inside segments other sites hold: summed apart, never twice. */
+			p->tensor.current_bytes += ss->st.current_bytes;
+			p->tensor.current_allocs += ss->st.current_allocs;
+			p->tensor.alloc_count += ss->st.alloc_count;
+			p->tensor.free_count += ss->st.free_count;
+			p->tensor.alloc_bytes_total += ss->st.alloc_bytes_total;
+			continue;
+		}
 
 		st->alloc_count += ss->st.alloc_count;
 		st->free_count += ss->st.free_count;
@@ -968,7 +980,7 @@ static bool holds_allocations(struct proc_rec *const *ending, size_t nending)
 
 		if (!p->reaping || !p->have_stats)
 			continue;
-		if (p->st.current_allocs || p->st.by_kind[GM_KIND_HOST])
+		if (p->st.current_allocs || p->st.by_kind[GM_KIND_HOST] || p->tensor.current_allocs)
 			return true;
 	}
 	return false;

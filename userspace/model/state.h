@@ -77,7 +77,9 @@ struct proc_rec {
 	struct named_stack *named;	/* by (stack_id, py_stack_id) */
 	size_t nnamed;
 	struct gm_proc_stats st;
-	struct site_rec *sites;	/* by key (site_cmp), for the walk over allocations */
+	struct gm_site_stats tensor;	/* PyTorch tensors: the sums of their sites */
+	struct site_rec *sites;	/* by key (site_cmp), for the walk over allocations; tensor
+				 * sites (probe_is_tensor) among them */
 	size_t nsites;
 	uint64_t end_ns;	/* exit time (alive: time of the last refresh) */
 	int exit_code;

@@ -83,7 +83,19 @@ static const struct proc_family {
 	  offsetof(struct gm_proc_stats, alloc_bytes_total) },
 };
 
-static uint64_t stat_at(const struct gm_proc_stats *st, size_t off)
+/* PyTorch's tensors: numbers of struct gm_site_stats (snap_proc.tensor). */
+static const struct proc_family tensor_families[] = {
+	{ "gpumem_process_tensor_memory_bytes", GAUGE,
+	  "PyTorch tensor memory the process holds now (allocated): part of the GPU memory it "
+	  "reserved (gpumem_process_memory_bytes), never added to it.",
+	  offsetof(struct gm_site_stats, current_bytes) },
+	{ "gpumem_process_live_tensors", GAUGE, "PyTorch tensors the process holds now.",
+	  offsetof(struct gm_site_stats, current_allocs) },
+	{ "gpumem_process_tensor_allocations_total", COUNTER,
+	  "PyTorch tensors the process allocated.", offsetof(struct gm_site_stats, alloc_count) },
+};
+
+static uint64_t stat_at(const void *st, size_t off)
 {
 	uint64_t v;
 
@@ -133,6 +145,17 @@ static void write_processes(FILE *out, const struct snapshot *s)
 				continue;
 			prom_proc_labels(&s->procs[i], &pl);
 			prom_sample(out, pf->name, &pl.ls, stat_at(&s->procs[i].st, pf->off));
+		}
+	}
+	for (size_t f = 0; f < ARRAY_SIZE(tensor_families); f++) {
+		const struct proc_family *pf = &tensor_families[f];
+
+		prom_family(out, pf->name, pf->type, pf->help);
+		for (size_t i = 0; i < s->nprocs; i++) {
+			if (!prom_proc_shown(s, i))
+				continue;
+			prom_proc_labels(&s->procs[i], &pl);
+			prom_sample(out, pf->name, &pl.ls, stat_at(&s->procs[i].tensor, pf->off));
 		}
 	}
 }

@@ -130,13 +130,15 @@ static int row_rank_cmp(const void *a, const void *b)
 	return row_key_cmp(a, b);
 }
 
-/* p's sites of the family's kinds (host, or GPU-side) as rows, one per label set, ranked. */
-static size_t proc_rows(const struct snap_proc *p, bool host, struct site_row *rows)
+/* p's sites of the family's kinds (host, or GPU-side; or its tensors' sites) as rows, one
+ * per label set, ranked. */
+static size_t proc_rows(const struct snap_proc *p, bool host, bool tensor, struct site_row *rows)
 {
-	size_t n = 0, m = 0;
+	const struct snap_site *sites = tensor ? p->tensor_sites : p->sites;
+	size_t nsites = tensor ? p->ntensor_sites : p->nsites, n = 0, m = 0;
 
-	for (size_t i = 0; i < p->nsites; i++) {
-		const struct snap_site *ss = &p->sites[i];
+	for (size_t i = 0; i < nsites; i++) {
+		const struct snap_site *ss = &sites[i];
 
 		if ((ss->kind == GM_KIND_HOST) != host)
 			continue;
@@ -159,15 +161,18 @@ static size_t proc_rows(const struct snap_proc *p, bool host, struct site_row *r
 }
 
 static const struct site_family {
-	bool host;
+	bool host, tensor;
 	const char *name, *help;
 } site_families[] = {
-	{ false, "gpumem_site_memory_bytes",
+	{ false, false, "gpumem_site_memory_bytes",
 	  "GPU memory held now by a call site of the process (its top sites by bytes), by site "
 	  "(the innermost named frames, innermost first), api and kind." },
-	{ true, "gpumem_site_host_pinned_memory_bytes",
+	{ true, false, "gpumem_site_host_pinned_memory_bytes",
 	  "Page-locked host memory held now by a call site of the process (its top sites by "
 	  "bytes), by site and api." },
+	{ false, true, "gpumem_site_tensor_memory_bytes",
+	  "PyTorch tensor memory (allocated, inside the memory the process reserved) held now by "
+	  "a call site of the process (its top sites by bytes), by site and api." },
 };
 
 static void write_site_family(FILE *out, const struct snapshot *s, const struct site_family *f,
@@ -180,14 +185,14 @@ static void write_site_family(FILE *out, const struct snapshot *s, const struct 
 	for (size_t i = 0; per_proc && i < s->nprocs; i++) {
 		if (!prom_proc_shown(s, i))
 			continue;
-		n = proc_rows(&s->procs[i], f->host, rows);
+		n = proc_rows(&s->procs[i], f->host, f->tensor, rows);
 		prom_proc_labels(&s->procs[i], &pl);
 		base = pl.ls.n;
 		for (size_t r = 0; r < n && r < per_proc; r++) {
 			pl.ls.n = base;
 			prom_label_add(&pl.ls, "site", rows[r].site);
 			prom_label_add(&pl.ls, "api", probe_api_name(rows[r].api));
-			if (!f->host)
+			if (!f->host && !f->tensor)
 				prom_label_add(&pl.ls, "kind", kind_name(rows[r].kind));
 			prom_sample(out, f->name, &pl.ls, rows[r].bytes);
 		}
@@ -200,8 +205,12 @@ int prom_write_sites(FILE *out, const struct snapshot *s, unsigned int per_proc)
 	size_t most = 1;
 
 	for (size_t i = 0; i < s->nprocs; i++)
-		if (prom_proc_shown(s, i) && s->procs[i].nsites > most)
-			most = s->procs[i].nsites;
+		if (prom_proc_shown(s, i)) {
+			if (s->procs[i].nsites > most)
+				most = s->procs[i].nsites;
+			if (s->procs[i].ntensor_sites > most)
+				most = s->procs[i].ntensor_sites;
+		}
 	rows = per_proc ? malloc(most * sizeof(*rows)) : NULL;
 	if (per_proc && !rows)
 		return -ENOMEM;

@@ -206,6 +206,8 @@ static const struct {
 	{ true, SNAP_LOST_OCI_REJECTED, "oci_bundles_rejected",
 	  "a container's config.json was malformed, too big, too deep or a symlink: its pod "
 	  "and container names are unknown (-v names it)" },
+	{ false, GM_CNT_UNKNOWN_TENSOR_FREES, "unknown_tensor_frees",
+	  "PyTorch tensor allocated before gpumem attached" },
 };
 
 size_t loss_count(void)

@@ -53,6 +53,17 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	for (size_t i = 0; i < p->nsites; i++)
 		site_json(w, p, &p->sites[i]);
 	jw_array_end(w);
+	/* PyTorch's tensors: allocated inside the bytes above (reserved), never added to them. */
+	jw_kv_u64(w, "tensor_bytes", p->tensor.current_bytes);
+	jw_kv_u64(w, "tensor_allocs", p->tensor.current_allocs);
+	jw_kv_u64(w, "tensor_alloc_count", p->tensor.alloc_count);
+	jw_kv_u64(w, "tensor_free_count", p->tensor.free_count);
+	jw_kv_u64(w, "tensor_bytes_total", p->tensor.alloc_bytes_total);
+	jw_key(w, "tensor_sites");
+	jw_array_begin(w);
+	for (size_t i = 0; i < p->ntensor_sites; i++)
+		site_json(w, p, &p->tensor_sites[i]);
+	jw_array_end(w);
 	jw_object_end(w);
 }
 
@@ -123,6 +134,32 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 	}
 }
 
+/* PyTorch's tensors: what they hold of what the process reserved, and where they were made. */
+static void tensors_text(struct session *s, const struct snap_proc *p)
+{
+	bool exact = s->opt->exact_bytes;
+	char cur[32], reserved[32];
+
+	if (!p->tensor.alloc_count)
+		return;
+	fmt_size(cur, sizeof(cur), p->tensor.current_bytes, exact);
+	fmt_size(reserved, sizeof(reserved), p->st.current_bytes, exact);
+	fprintf(s->out, "        tensors: %s allocated in %llu (%llu allocs, %llu frees) of %s "
+		"reserved\n", cur, p->tensor.current_allocs, p->tensor.alloc_count,
+		p->tensor.free_count, reserved);
+	for (size_t j = 0; j < p->ntensor_sites; j++) {
+		const struct snap_site *ss = &p->tensor_sites[j];
+
+		if (!ss->st.current_bytes && j >= SNAPSHOT_TEXT_SITES)
+			continue;
+		fmt_size(cur, sizeof(cur), ss->st.current_bytes, exact);
+		fprintf(s->out, "        %10s in %llu tensors (%llu allocs, %llu frees) at ", cur,
+			ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count);
+		text_frames(s->out, ss->stack, " <- ", 6);
+		fputc('\n', s->out);
+	}
+}
+
 /* The names its container's OCI bundle gave, on a line of their own when it gave any. */
 static void names_text(struct session *s, const struct container_info *ci)
 {
@@ -173,6 +210,7 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 			p->alive ? "alive" : "ended");
 		names_text(s, &p->container);
 		sites_text(s, p);
+		tensors_text(s, p);
 	}
 	failures_text(s, snap);
 	text_lost(s->out, snap);

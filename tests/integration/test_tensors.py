@@ -1,0 +1,127 @@
+"""PyTorch tensors: the mock caching allocator (libc10_cuda.so, PyTorch's USDT probes
+pytorch:malloc and pytorch:free behind their semaphores) carves tensors out of 2 MiB
+segments it takes with cudaMalloc. gpumem must count the tensors (allocated) per process and
+per Python line beside the segments (reserved), never twice, and set the semaphores only
+while it is attached."""
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MOCK_LIB_DIR, ROOT, SystemWide, Workload, find_proc
+
+PYTHON = Path("/usr/bin/python3")
+SCRIPT = ROOT / "tests" / "workloads" / "tensors.py"
+C10 = MOCK_LIB_DIR / "libc10_cuda.so"
+KIB, MIB = 1 << 10, 1 << 20
+
+pytestmark = [
+    pytest.mark.skipif(not C10.exists(), reason=f"{C10} missing (needs systemtap-sdt-dev)"),
+    pytest.mark.skipif(
+        subprocess.run([str(PYTHON), "-c", "import sys; assert sys.version_info[:2] == (3, 11)"],
+                       capture_output=True).returncode != 0,
+        reason="needs Debian's /usr/bin/python3, CPython 3.11"),
+]
+
+
+def ask(w, cmd, prefix):
+    w.proc.stdin.write(f"{cmd}\n".encode())
+    w.proc.stdin.flush()
+    return w.wait_for(prefix).split()[1:]
+
+
+def semaphores(w):
+    """(malloc, free) as the process reads them, and malloc's through /proc/PID/mem."""
+    malloc, free, addr = (int(x) for x in ask(w, "sem", "sem "))
+    with open(f"/proc/{w.pid}/mem", "rb") as mem:
+        mem.seek(addr)
+        from_mem = int.from_bytes(mem.read(2), "little")
+    assert from_mem == malloc
+    return malloc, free
+
+
+def python_lines(site):
+    return [(Path(f["file"]).name, f["symbol"]) for f in site["frames"]
+            if f.get("lang") == "python"]
+
+
+@pytest.fixture(scope="module")
+def traced():
+    """The sequence run while a system-wide gpumem is attached; the semaphores before, while
+    and after; and a plain C workload traced beside it."""
+    w = Workload(SCRIPT, MOCK_LIB_DIR, program=PYTHON)
+    try:
+        w.wait_for("ready")
+        before = semaphores(w)
+        with SystemWide() as g:
+            during = semaphores(w)
+            # Started before gpumem, the process is not held at its first call: let gpumem
+            # find its interpreter before the sequence, so every call has its Python frames.
+            ask(w, "warm", "warm")
+            time.sleep(1)
+            ask(w, "run", "done")
+            fired = [int(x) for x in ask(w, "fired", "fired ")]
+            with Workload("hold", 4096) as plain:
+                plain.wait_for("holding")
+                plain_pid = plain.pid
+                g.stop()
+        after = semaphores(w)
+        return {"report": g.report, "pid": w.pid, "plain": plain_pid, "before": before,
+                "during": during, "after": after, "fired": fired}
+    finally:
+        w.kill()
+
+
+def test_semaphores_are_set_only_while_gpumem_is_attached(traced):
+    assert traced["before"] == (0, 0)
+    assert traced["during"][0] > 0 and traced["during"][1] > 0
+    assert traced["after"] == (0, 0)
+    assert traced["fired"] == [5, 2]
+
+
+def test_tensors_allocated_beside_reserved_segments_per_process(traced):
+    p = find_proc(traced["report"], traced["pid"])
+    # Reserved: a 2 MiB segment holding four tensors, and a 4 MiB one for the 3 MiB tensor.
+    # The warm-up's 4 KiB came and went.
+    assert p["current_bytes"] == 6 * MIB
+    assert p["alloc_count"] == 3 and p["free_count"] == 1 and p["current_allocs"] == 2
+    assert sorted(s["current_bytes"] for s in p["sites"]) == [0, 2 * MIB, 4 * MIB]
+    assert all(s["api"] == "cudaMalloc" for s in p["sites"])
+    # Allocated: 2 x 256 KiB weights and a 512 KiB activation live; 1 MiB and 3 MiB freed.
+    assert p["tensor_bytes"] == 1 * MIB
+    assert p["tensor_allocs"] == 3
+    assert p["tensor_alloc_count"] == 5 and p["tensor_free_count"] == 2
+    assert p["tensor_bytes_total"] == 512 * KIB + 1 * MIB + 512 * KIB + 3 * MIB
+    assert traced["report"]["lost"]["unknown_tensor_frees"] == 0
+
+
+def test_tensor_sites_are_their_python_lines(traced):
+    p = find_proc(traced["report"], traced["pid"])
+    sites = p["tensor_sites"]
+    assert all(s["api"] == "pytorch:malloc" for s in sites)
+    by_size = sorted((s["alloc_bytes_total"], s["current_bytes"], s["alloc_count"],
+                      s["free_count"], python_lines(s)[0]) for s in sites)
+    assert by_size == [
+        (256 * KIB, 256 * KIB, 1, 0, ("tensors.py", "load_weights")),
+        (256 * KIB, 256 * KIB, 1, 0, ("tensors.py", "load_weights")),
+        (512 * KIB, 512 * KIB, 1, 0, ("tensors.py", "forward")),
+        (1 * MIB, 0, 1, 1, ("tensors.py", "forward")),
+        (3 * MIB, 0, 1, 1, ("tensors.py", "forward")),
+    ]
+    lines = {python_frames_line(s) for s in sites}
+    assert len(lines) == 5, lines    # five lines, five sites
+    # Each segment's cudaMalloc is at the Python line whose tensor needed it.
+    seg = {s["current_bytes"]: python_lines(s)[0] for s in p["sites"] if s["current_bytes"]}
+    assert seg == {2 * MIB: ("tensors.py", "load_weights"), 4 * MIB: ("tensors.py", "forward")}
+
+
+def python_frames_line(site):
+    f = [f for f in site["frames"] if f.get("lang") == "python"][0]
+    return (f["file"], f["line"])
+
+
+def test_a_process_without_the_library_is_unaffected(traced):
+    p = find_proc(traced["report"], traced["plain"])
+    assert p["current_bytes"] == 4096
+    assert p["tensor_bytes"] == 0 and p["tensor_alloc_count"] == 0 and p["tensor_sites"] == []

@@ -1,0 +1,66 @@
+"""CPython allocating PyTorch-style tensors through the mock caching allocator
+(libc10_cuda.so, with PyTorch's USDT probes), for gpumem's tensor accounting.
+
+tensors.py LIBDIR: loads the mock runtime and allocator, prints `ready PID`, then answers
+commands on stdin, one a line:
+  sem      `sem MALLOC FREE ADDR`: the probes' semaphores as the process reads them, and the
+           malloc semaphore's address (to read it through /proc/PID/mem too)
+  run      the known sequence below; prints `done`
+  fired    `fired MALLOCS FREES`: how many probes the allocator reached
+  warm     a cudaMalloc and its cudaFree of 4 KiB, no tensor (a traced process's first call
+           makes it known to gpumem, its interpreter found); prints `warm`
+The sequence (SIZES): two 256 KiB weights and a 512 KiB and a 1 MiB activation share the
+first 2 MiB segment; a 3 MiB activation gets a 4 MiB segment of its own; the 1 MiB and the
+3 MiB ones are freed, the segments kept (cached).
+"""
+import ctypes
+import sys
+
+lib_dir = sys.argv[1]
+rt = ctypes.CDLL(f"{lib_dir}/libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
+c10 = ctypes.CDLL(f"{lib_dir}/libc10_cuda.so")
+c10.c10_mock_alloc.restype = ctypes.c_void_p
+c10.c10_mock_alloc.argtypes = [ctypes.c_size_t]
+c10.c10_mock_free.argtypes = [ctypes.c_void_p]
+c10.c10_mock_fired.restype = ctypes.c_ulong
+sem_malloc = ctypes.c_ushort.in_dll(c10, "pytorch_malloc_semaphore")
+sem_free = ctypes.c_ushort.in_dll(c10, "pytorch_free_semaphore")
+KEPT = []
+
+
+def load_weights():
+    KEPT.append(c10.c10_mock_alloc(0x40000))
+    KEPT.append(c10.c10_mock_alloc(0x40000))
+
+
+def forward():
+    big = c10.c10_mock_alloc(0x100000)
+    KEPT.append(c10.c10_mock_alloc(0x80000))
+    huge = c10.c10_mock_alloc(0x300000)
+    c10.c10_mock_free(big)
+    c10.c10_mock_free(huge)
+
+
+def main():
+    print(f"ready {__import__('os').getpid()}", flush=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "sem":
+            print(f"sem {sem_malloc.value} {sem_free.value} {ctypes.addressof(sem_malloc)}",
+                  flush=True)
+        elif cmd == "run":
+            load_weights()
+            forward()
+            print("done", flush=True)
+        elif cmd == "warm":
+            ptr = ctypes.c_void_p()
+            assert rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(4096)) == 0
+            assert rt.cudaFree(ptr) == 0
+            print("warm", flush=True)
+        elif cmd == "fired":
+            print(f"fired {c10.c10_mock_fired(0)} {c10.c10_mock_fired(1)}", flush=True)
+        elif cmd == "quit":
+            break
+
+
+main()
