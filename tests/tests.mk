@@ -35,7 +35,9 @@ endif
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
 	$(TESTS_OUT)/samepid
-ifneq ($(wildcard /usr/include/sys/sdt.h),)
+# <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
+TESTS_HAVE_SDT := $(shell echo '\#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+ifeq ($(TESTS_HAVE_SDT),1)
 TESTS_PROGS += $(TESTS_LIB)/libc10_cuda.so
 endif
 
