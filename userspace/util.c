@@ -9,14 +9,28 @@
 
 bool verbose;
 
+static void p_line(const char *fmt, va_list ap)
+{
+	fputs("gpumem: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void p_err(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs("gpumem: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	p_line(fmt, ap);
+	va_end(ap);
+}
+
+void p_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	p_line(fmt, ap);
 	va_end(ap);
 }
 

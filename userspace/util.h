@@ -13,6 +13,8 @@ extern bool verbose;
 
 /* The one way to report an error: "gpumem: <message>" on stderr. */
 void p_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A notable event, one line on stderr as p_err writes it (the agent's log). */
+void p_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Diagnostics shown only with -v. */
 void p_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

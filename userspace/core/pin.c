@@ -106,12 +106,15 @@ int pin_read_agent(const char *dir, struct gm_agent *out)
 
 bool pin_agent_running(const struct gm_agent *a)
 {
+	return a->pid && now_ns() - a->heartbeat_ns <= GM_AGENT_FRESH_NS && pid_is_gpumem(a->pid);
+}
+
+bool pid_is_gpumem(uint32_t pid)
+{
 	char path[64], comm[32] = "";
 	FILE *f;
 
-	if (!a->pid || now_ns() - a->heartbeat_ns > GM_AGENT_FRESH_NS)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%u/comm", a->pid);
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return false;

@@ -30,6 +30,8 @@ int pin_read_agent(const char *dir, struct gm_agent *out);
 int pin_write_agent(const char *dir, const struct gm_agent *a);
 /* Whether a's agent is alive: its heartbeat is fresh and its PID is a gpumem. */
 bool pin_agent_running(const struct gm_agent *a);
+/* Whether pid is a running gpumem (by its comm). */
+bool pid_is_gpumem(uint32_t pid);
 /* The pin of an attached file's link for program prog (0..PIN_FILE_PROGS-1). */
 int pin_file_link_name(char *buf, size_t len, const char *dir, uint64_t kdev, uint64_t ino,
 		       unsigned int prog);

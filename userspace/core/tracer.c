@@ -236,22 +236,6 @@ static int attach_lifecycle(struct tracer *t)
 	return 0;
 }
 
-/* Whether pid is a running gpumem (a holder that can still resume what it holds). */
-static bool is_live_gpumem(__u32 pid)
-{
-	char path[64], comm[32] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	if (!fgets(comm, sizeof(comm), f))
-		comm[0] = 0;
-	fclose(f);
-	return strncmp(comm, "gpumem", 6) == 0;
-}
-
 /* Resumes every process an ended gpumem left paused. */
 static void resume_orphans(struct tracer *t)
 {
@@ -262,7 +246,7 @@ static void resume_orphans(struct tracer *t)
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &h) || is_live_gpumem(h.holder))
+		if (bpf_map_lookup_elem(fd, &key, &h) || pid_is_gpumem(h.holder))
 			continue;
 		if (kill((pid_t)key, SIGCONT) == 0)
 			p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", key, h.holder);

@@ -9,30 +9,6 @@
 #include "probes.h"
 #include "util.h"
 
-static int by_pid(const void *a, const void *b)
-{
-	const struct snap_proc *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->alive != y->alive)
-		return x->alive - y->alive;	/* an ended process before the pid's new owner */
-	return (x->serial > y->serial) - (x->serial < y->serial);
-}
-
-static int by_bytes(const void *a, const void *b)
-{
-	const struct snap_site *x = a, *y = b;
-
-	if (x->st.current_bytes != y->st.current_bytes)
-		return x->st.current_bytes > y->st.current_bytes ? -1 : 1;
-	if (x->st.alloc_bytes_total != y->st.alloc_bytes_total)
-		return x->st.alloc_bytes_total > y->st.alloc_bytes_total ? -1 : 1;
-	if (x->stack_id != y->stack_id)
-		return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
-	return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
-}
-
 static void copy_site(struct state *s, struct proc_rec *p, const struct site_rec *r,
 		      struct snap_site *ss)
 {
@@ -64,9 +40,9 @@ static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *ou
 			copy_site(s, p, r, &out->sites[out->nsites++]);
 	}
 	if (out->nsites > 1)
-		qsort(out->sites, out->nsites, sizeof(*out->sites), by_bytes);
+		qsort(out->sites, out->nsites, sizeof(*out->sites), snap_site_cmp);
 	if (out->ntensor_sites > 1)
-		qsort(out->tensor_sites, out->ntensor_sites, sizeof(*out->tensor_sites), by_bytes);
+		qsort(out->tensor_sites, out->ntensor_sites, sizeof(*out->tensor_sites), snap_site_cmp);
 }
 
 static char *dup_or_null(const char *s)
@@ -170,7 +146,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 		copy_proc(s, s->procs[i], &snap->procs[i]);
 	}
 	if (snap->nprocs > 1)
-		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), by_pid);
+		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), snap_proc_cmp);
 	if (wants & SNAP_FAILURES)
 		copy_failures(s, snap);
 	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);	/* with this one's lookups */

@@ -10,29 +10,6 @@
 #include "sqlite_schema.h"
 #include "util.h"
 
-/* The order publish.c gives: by pid, an ended process before its pid's new owner. */
-static int by_pid(const void *a, const void *b)
-{
-	const struct snap_proc *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->alive != y->alive)
-		return x->alive - y->alive;
-	return (x->serial > y->serial) - (x->serial < y->serial);
-}
-
-static int by_bytes(const void *a, const void *b)
-{
-	const struct snap_site *x = a, *y = b;
-
-	if (x->st.current_bytes != y->st.current_bytes)
-		return x->st.current_bytes > y->st.current_bytes ? -1 : 1;
-	if (x->st.alloc_bytes_total != y->st.alloc_bytes_total)
-		return x->st.alloc_bytes_total > y->st.alloc_bytes_total ? -1 : 1;
-	return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
-}
-
 static void copy_sites(struct recording *r, const struct rproc *rp, struct snap_proc *out)
 {
 	out->sites = xcalloc(rp->nsites ? rp->nsites : 1, sizeof(*out->sites));
@@ -47,7 +24,7 @@ static void copy_sites(struct recording *r, const struct rproc *rp, struct snap_
 		};
 	}
 	if (out->nsites > 1)
-		qsort(out->sites, out->nsites, sizeof(*out->sites), by_bytes);
+		qsort(out->sites, out->nsites, sizeof(*out->sites), snap_site_cmp);
 }
 
 static char *dup_or_null(const char *s)
@@ -125,7 +102,7 @@ struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s)
 	for (size_t i = 0; i < s->n; i++)
 		copy_proc(r, s, &s->procs[i], &snap->procs[i]);
 	if (snap->nprocs > 1)
-		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), by_pid);
+		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), snap_proc_cmp);
 	read_counters(r, snap, s->at);
 	if (rec_load_failures(r, snap, s->since, s->at))
 		snap->error = -EIO;	/* the numbers may be incomplete */

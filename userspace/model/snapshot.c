@@ -78,3 +78,26 @@ uint64_t snap_site_oldest_age(const struct snap_proc *p, const struct snap_site 
 	return p->end_ns - ss->oldest_ns;
 }
 
+int snap_proc_cmp(const void *a, const void *b)
+{
+	const struct snap_proc *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->alive != y->alive)
+		return x->alive - y->alive;	/* an ended process before the pid's new owner */
+	return (x->serial > y->serial) - (x->serial < y->serial);
+}
+
+int snap_site_cmp(const void *a, const void *b)
+{
+	const struct snap_site *x = a, *y = b;
+
+	if (x->st.current_bytes != y->st.current_bytes)
+		return x->st.current_bytes > y->st.current_bytes ? -1 : 1;
+	if (x->st.alloc_bytes_total != y->st.alloc_bytes_total)
+		return x->st.alloc_bytes_total > y->st.alloc_bytes_total ? -1 : 1;
+	if (x->stack_id != y->stack_id)
+		return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
+	return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
+}

@@ -135,6 +135,10 @@ struct snapshot *snapshot_get(struct snapshot *s);
 void snapshot_put(struct snapshot *s);
 /* The process record of pid (its newest, alive or not), or NULL. */
 const struct snap_proc *snapshot_find(const struct snapshot *s, int pid);
+/* The orders of a snapshot (qsort comparators), one for both sources of the model: processes
+ * by pid, an ended one before its pid's new owner; sites by bytes held, then allocated. */
+int snap_proc_cmp(const void *a, const void *b);
+int snap_site_cmp(const void *a, const void *b);
 /* Wall-clock time of a CLOCK_MONOTONIC one. */
 uint64_t snapshot_wall_ns(const struct snapshot *s, uint64_t mono_ns);
 /* A site's age at its process's end (or the snapshot): 0 when not valid. */

@@ -29,19 +29,6 @@ static double serve_interval(const struct options *o)
 	return o->interval_s > 0 ? o->interval_s : 1.0;
 }
 
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void log_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("gpumem: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 static int serve_begin(struct session *s)
 {
 	const struct prom_opts po = { .site_series = s->opt->site_series };
@@ -57,10 +44,10 @@ static int serve_begin(struct session *s)
 		return 1;
 	}
 	s->view_state = st;
-	log_line("serving metrics on http://%s/metrics (port %u); state pinned in %s",
+	p_info("serving metrics on http://%s/metrics (port %u); state pinned in %s",
 		 s->opt->listen, prom_server_port(st->prom), s->opt->pin_dir);
 	if (st->rec)
-		log_line("recording to %s", s->opt->record_path);
+		p_info("recording to %s", s->opt->record_path);
 	return 0;
 }
 
@@ -71,7 +58,7 @@ static bool failure_line_allowed(struct serve_state *st, uint64_t now)
 
 	if (second != st->second) {
 		if (st->unlogged)
-			log_line("%u more failed allocations in the last second (counted in "
+			p_info("%u more failed allocations in the last second (counted in "
 				 "gpumem_process_failed_allocations_total)", st->unlogged);
 		st->second = second;
 		st->lines = st->unlogged = 0;
@@ -95,10 +82,10 @@ static void serve_event(struct session *s, const struct snap_event *se)
 		return;	/* per-allocation events (--record) are not logged */
 	text_sanitize(comm, sizeof(comm), e->comm);
 	if (e->type == GM_REC_PROCESS_EXIT) {
-		log_line("process %u (%s) ended, exit status %d", e->pid, comm, e->error);
+		p_info("process %u (%s) ended, exit status %d", e->pid, comm, e->error);
 	} else if (e->type == GM_REC_ALLOC_FAILED && failure_line_allowed(st, now_ns())) {
 		fmt_size(size, sizeof(size), e->size, s->opt->exact_bytes);
-		log_line("allocation failed: process %u (%s) %s of %s: %s (%d)", e->pid, comm,
+		p_info("allocation failed: process %u (%s) %s of %s: %s (%d)", e->pid, comm,
 			 probe_api_name(e->api), size, cuda_error_name(e->layer, e->error), e->error);
 	}
 }
@@ -111,7 +98,7 @@ static void serve_report(struct session *s, const struct snapshot *snap)
 	prom_server_publish(st->prom, (struct snapshot *)snap);
 	record_on_snapshot(s, st->rec, snap);
 	if (snap->disc.files != st->files) {
-		log_line("probes on %u CUDA files (%u probes)", snap->disc.files, snap->disc.probes);
+		p_info("probes on %u CUDA files (%u probes)", snap->disc.files, snap->disc.probes);
 		st->files = snap->disc.files;
 	}
 	failure_line_allowed(st, now_ns());	/* a storm's summary line, once it is over */
@@ -138,7 +125,7 @@ static void serve_end(struct session *s)
 
 	record_close(s, st->rec, NULL);
 	prom_server_stop(st->prom);	/* before the model, whose names a scrape reads */
-	log_line("stopped; the probes stay pinned in %s and keep counting (gpumem serve "
+	p_info("stopped; the probes stay pinned in %s and keep counting (gpumem serve "
 		 "--reset removes them)", s->opt->pin_dir);
 	free(s->view_state);
 	s->view_state = NULL;
