@@ -725,6 +725,33 @@ static __always_inline void replace_stale(struct gm_alloc_key *akey)
 	account_free(akey->tgid, akey->gen, &old);
 }
 
+/* Records a live allocation; an entry its key still has (its free was not seen) is replaced
+ * and counted. False when the map is full (counted: counting the allocation would make its
+ * free look unknown later). */
+static __always_inline bool insert_live(struct gm_alloc_key *akey,
+					const struct gm_alloc_info *info)
+{
+	int err = bpf_map_update_elem(&allocs, akey, info, BPF_NOEXIST);
+
+	if (err == -EEXIST) {
+		replace_stale(akey);
+		err = bpf_map_update_elem(&allocs, akey, info, BPF_NOEXIST);
+	}
+	if (err) {
+		count(GM_CNT_ALLOC_MAP_FULL);
+		return false;
+	}
+	return true;
+}
+
+static __always_inline void site_add(struct gm_site_stats *ss, __u64 size)
+{
+	__sync_fetch_and_add(&ss->current_bytes, size);
+	__sync_fetch_and_add(&ss->current_allocs, 1);
+	__sync_fetch_and_add(&ss->alloc_count, 1);
+	__sync_fetch_and_add(&ss->alloc_bytes_total, size);
+}
+
 /* The first allocation of a new site in DWARF mode: the caller's registers and the top of its
  * stack, for userspace to unwind through code built without frame pointers. */
 static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u32 gen,
@@ -781,7 +808,6 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	__u64 addr = 0, size = rec->size, total = 0;
 	__s32 stack_id = user_stack(ctx);
 	bool new_site = false;
-	long err;
 
 	skey.stack_id = stack_id;
 	skey.py_stack_id = py_stack_id;
@@ -824,22 +850,10 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
-	err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
-	if (err == -EEXIST) {
-		replace_stale(&akey);
-		err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
-	}
-	if (err) {
-		/* Not recorded: counting it would make its free look unknown later. */
-		count(GM_CNT_ALLOC_MAP_FULL);
+	if (!insert_live(&akey, &info))
 		return;
-	}
-	if (ss) {
-		__sync_fetch_and_add(&ss->current_bytes, size);
-		__sync_fetch_and_add(&ss->current_allocs, 1);
-		__sync_fetch_and_add(&ss->alloc_count, 1);
-		__sync_fetch_and_add(&ss->alloc_bytes_total, size);
-	}
+	if (ss)
+		site_add(ss, size);
 	/* The process keeps only what needs a running total (current GPU bytes, peak); its
 	 * counts and per-kind bytes are the sums of its sites, added up in userspace. */
 	if (ps) {
@@ -930,7 +944,6 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	struct gm_alloc_info info = {};
 	struct gm_site_stats *ss;
 	bool new_site = false;
-	long err;
 
 	skey.stack_id = user_stack(ctx);
 	skey.py_stack_id = py_stack_id;
@@ -947,21 +960,10 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = skey.kind;
 	info.layer = GM_LAYER_TENSOR;
-	err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
-	if (err == -EEXIST) {
-		replace_stale(&akey);	/* its free was not seen */
-		err = bpf_map_update_elem(&allocs, &akey, &info, BPF_NOEXIST);
-	}
-	if (err) {
-		count(GM_CNT_ALLOC_MAP_FULL);
+	if (!insert_live(&akey, &info))
 		return;
-	}
-	if (ss) {
-		__sync_fetch_and_add(&ss->current_bytes, size);
-		__sync_fetch_and_add(&ss->current_allocs, 1);
-		__sync_fetch_and_add(&ss->alloc_count, 1);
-		__sync_fetch_and_add(&ss->alloc_bytes_total, size);
-	}
+	if (ss)
+		site_add(ss, size);
 }
 
 /* The thread's record, for its process's generation and its Python thread state only: a
