@@ -31,11 +31,15 @@ LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lsqlite3 -lpthread -ldl -l
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
-.PHONY: deploy-check all deps run test unit-test unit-test-asan integration bench bench-discovery clean
+.PHONY: deploy-check all deps deps-build run test unit-test unit-test-asan integration bench bench-discovery clean
 all: $(BUILD)/gpumem
 
 deps:
 	@scripts/deps.sh
+
+# What `make run` needs: building and running gpumem, none of the test tools.
+deps-build:
+	@scripts/deps.sh build
 
 # The multiarch headers for <asm/errno.h>, which libbpf's <bpf/usdt.bpf.h> includes.
 BPF_SYS_INC := -I/usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
@@ -56,7 +60,7 @@ $(BUILD)/userspace/%.o: userspace/%.c | $(BUILD)/gpumem.skel.h
 $(BUILD)/gpumem: $(USER_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-run: deps all
+run: deps-build all
 	$(BUILD)/gpumem $(ARGS)
 
 include tests/tests.mk

@@ -1,18 +1,21 @@
 #!/bin/sh
 # Installs the Debian packages gpumem builds, tests and benchmarks with; only missing ones.
+# Usage: scripts/deps.sh [build]    (build: only what building and running gpumem needs)
 set -e
-pkgs="make gcc clang llvm libclang-rt-14-dev bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
-      libcmocka-dev python3 python3-pytest bpftrace util-linux procps binutils g++
-      libncurses-dev tmux
-      libmicrohttpd-dev prometheus
+build_pkgs="make gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
+      libncurses-dev libmicrohttpd-dev libjson-c-dev libsqlite3-dev"
+# The tests' and benchmarks' own: real consumers of the outputs, test programs, tools.
+test_pkgs="libclang-rt-14-dev libcmocka-dev python3 python3-pytest bpftrace util-linux procps
+      binutils g++ tmux
+      prometheus
       mandoc
-      libjson-c-dev
       nodejs npm
       golang-go
       chromium
-      libsqlite3-dev
       python3-numba
       systemtap-sdt-dev"
+pkgs="$build_pkgs"
+[ "${1:-}" = build ] || pkgs="$build_pkgs $test_pkgs"
 missing=""
 for p in $pkgs; do
 	# Node.js and npm from elsewhere (NodeSource, nvm) will do: only the commands are used.
