@@ -13,8 +13,9 @@
  * one's (an agent refuses pins of another layout). 2: processes keyed by {tgid, generation}.
  * 3: sites and allocations carry a Python stack id; Python maps and records.
  * 4: call records carry the cgroup id. 5: PyTorch tensors (GM_SPACE_TENSOR allocations, their
- * sites, a counter of unknown tensor frees). */
-#define GM_LAYOUT_VERSION 5
+ * sites, a counter of unknown tensor frees). 6: the agent record says what the programs were
+ * loaded with. */
+#define GM_LAYOUT_VERSION 6
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -277,6 +278,12 @@ struct gm_agent {
 	__u32 pid;		/* the agent running now, 0 when none */
 	__u64 heartbeat_ns;	/* CLOCK_MONOTONIC, written by the running agent */
 	__u64 started_ns;	/* when the pins were made */
+	/* What the pinned programs were loaded with (their read-only data is not pinned): an
+	 * agent that adopts their links must ask for the same. */
+	__u32 stack_mode;
+	__u32 stack_bytes;
+	__u32 python_frames;
+	__u32 pad;
 };
 
 struct gm_file_key {

@@ -534,7 +534,7 @@ def test_events_no_one_read_while_the_agent_was_down_are_counted(pins):
 def test_pins_of_another_layout_version_are_refused(pins):
     agent = Agent(pins)
     agent.kill()
-    value = ["0x63"] + ["0"] * 23    # struct gm_agent with layout 99, no agent
+    value = ["0x63"] + ["0"] * 39    # struct gm_agent (40 bytes) with layout 99, no agent
     done = subprocess.run(["bpftool", "map", "update", "pinned", str(pins / "agent"), "key",
                            "0", "0", "0", "0", "value", *value], capture_output=True,
                           text=True, timeout=30)
@@ -577,5 +577,21 @@ def test_an_ended_process_leaves_no_allocation_entries_in_the_pins(pins):
         assert alloc_entries_of(pins, w.pid) == 0
         adopted = [l for l in agent.stderr.lines if "adopted the pinned state" in l]
         assert adopted and re.search(r"\((\d+) allocation entries", adopted[0]), adopted
+    finally:
+        agent.kill()
+
+
+def test_pins_whose_programs_were_loaded_otherwise_are_refused(pins):
+    """The adopted links keep the programs an earlier agent loaded, with its --unwind: an
+    agent that asks for another is refused, not silently given the old."""
+    agent = Agent(pins, "--unwind", "fp")
+    agent.kill()
+    done = subprocess.run([str(GPUMEM), "serve", "--pin-dir", str(pins), "--listen",
+                           "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "--unwind" in done.stderr and "gpumem serve --reset" in done.stderr, done.stderr
+    agent = Agent(pins, "--unwind", "fp")     # the same options: adopted
+    try:
+        assert any("adopted the pinned state" in l for l in agent.stderr.lines)
     finally:
         agent.kill()

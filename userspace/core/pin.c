@@ -101,12 +101,18 @@ int pin_read_agent(const char *dir, struct gm_agent *out)
 		return -errno;
 	err = bpf_map_lookup_elem(fd, &key, out) ? -errno : 0;
 	close(fd);
+	if (!err && !out->layout)
+		err = -ENOENT;	/* made, never written: a start that failed half way */
 	return err;
 }
 
 bool pin_agent_running(const struct gm_agent *a)
 {
-	return a->pid && now_ns() - a->heartbeat_ns <= GM_AGENT_FRESH_NS && pid_is_gpumem(a->pid);
+	/* Signed: a heartbeat ahead of this clock (another time namespace) is fresh too. */
+	int64_t age = (int64_t)(now_ns() - a->heartbeat_ns);
+
+	return a->pid && age <= (int64_t)GM_AGENT_FRESH_NS && age >= -(int64_t)GM_AGENT_FRESH_NS &&
+	       pid_is_gpumem(a->pid);
 }
 
 bool pid_is_gpumem(uint32_t pid)
@@ -124,7 +130,8 @@ bool pid_is_gpumem(uint32_t pid)
 	return strncmp(comm, "gpumem", 6) == 0;
 }
 
-int pin_prepare(struct bpf_object *obj, const char *dir, bool *adopting)
+int pin_prepare(struct bpf_object *obj, const char *dir, const struct gm_agent *want,
+		bool *adopting)
 {
 	char path[PATH_MAX], why[160];
 	struct gm_agent a;
@@ -139,6 +146,10 @@ int pin_prepare(struct bpf_object *obj, const char *dir, bool *adopting)
 			 GM_LAYOUT_VERSION);
 		return refuse(dir, why);
 	}
+	if (*adopting && (a.stack_mode != want->stack_mode || a.stack_bytes != want->stack_bytes ||
+			  a.python_frames != want->python_frames))
+		return refuse(dir, "its probes were loaded with other --unwind, --stack-bytes or "
+			      "--no-python options");
 	if (*adopting && pin_agent_running(&a)) {
 		p_err("an agent already runs on %s (PID %u)", dir, a.pid);
 		return -EBUSY;

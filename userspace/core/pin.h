@@ -24,7 +24,8 @@ bool pin_keeps_map(const struct bpf_map *m);
  * (with the command that resets it) state of another layout or other capacities, and state
  * whose agent still runs (-EBUSY).
  */
-int pin_prepare(struct bpf_object *obj, const char *dir, bool *adopting);
+int pin_prepare(struct bpf_object *obj, const char *dir, const struct gm_agent *want,
+		bool *adopting);
 /* The agent record of dir's pins: -ENOENT when nothing is pinned there. */
 int pin_read_agent(const char *dir, struct gm_agent *out);
 int pin_write_agent(const char *dir, const struct gm_agent *a);

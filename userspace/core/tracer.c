@@ -131,6 +131,16 @@ static void share_holds(struct gpumem_bpf *skel)
 	bpf_map__set_pin_path(skel->maps.holds, GM_HOLDS_PIN);
 }
 
+/* What an agent's programs are loaded with, beside the pinned settings map. */
+static struct gm_agent agent_settings(const struct tracer_opts *o)
+{
+	return (struct gm_agent){
+		.stack_mode = o->stack_mode,
+		.stack_bytes = o->stack_bytes ? o->stack_bytes : GM_STACK_COPY_DEFAULT,
+		.python_frames = !o->no_python,
+	};
+}
+
 static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi,
 					  bool with_open_watch, bool *adopting)
 {
@@ -155,7 +165,9 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
 	if (o->pin_dir) {
-		err = pin_prepare(skel->obj, o->pin_dir, adopting);
+		const struct gm_agent want = agent_settings(o);
+
+		err = pin_prepare(skel->obj, o->pin_dir, &want, adopting);
 		if (err) {
 			gpumem_bpf__destroy(skel);
 			errno = -err;
@@ -319,16 +331,35 @@ static int write_settings(struct tracer *t, const struct tracer_opts *o)
 	return 0;
 }
 
+/* Removes the pins a failed first start made: the maps libbpf pinned at load, the lifecycle
+ * links pinned since. */
+static void unpin_fresh(struct tracer *t)
+{
+	static const char *const links[] = { "on_exec", "on_fork", "on_exit",
+					     "on_unmapped_area" };
+	char name[PATH_MAX];
+
+	if (t->skel)
+		bpf_object__unpin_maps(t->skel->obj, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		snprintf(name, sizeof(name), "%s/link-%s", t->pin_dir, links[i]);
+		unlink(name);
+	}
+}
+
 /* The agent record of the pins: this agent's, with the pins' first start kept. */
-static void start_agent_record(struct tracer *t)
+static void start_agent_record(struct tracer *t, const struct tracer_opts *o)
 {
 	struct gm_agent old = { 0 };
 	uint64_t now = now_ns();
 
 	if (!t->adopted || pin_read_agent(t->pin_dir, &old))
 		old.started_ns = now;
-	t->agent = (struct gm_agent){ .layout = GM_LAYOUT_VERSION, .pid = (__u32)getpid(),
-				      .heartbeat_ns = now, .started_ns = old.started_ns };
+	t->agent = agent_settings(o);	/* as adoption checked: the programs' own */
+	t->agent.layout = GM_LAYOUT_VERSION;
+	t->agent.pid = (__u32)getpid();
+	t->agent.heartbeat_ns = now;
+	t->agent.started_ns = old.started_ns;
 	t->last_beat_ns = now;
 	if (pin_write_agent(t->pin_dir, &t->agent))
 		p_err("warning: cannot write the agent record in %s: readers will not find it",
@@ -403,7 +434,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	if (err)
 		goto out_destroy;
 	if (t->pin_dir)
-		start_agent_record(t);
+		start_agent_record(t, opts);
 	t->handler.fn = on_record;
 	t->handler.ctx = ctx;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ringbuf_cb, &t->handler, NULL);
@@ -416,6 +447,10 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	return 0;
 
 out_destroy:
+	if (t->pin_dir && !t->adopted)
+		unpin_fresh(t);	/* a start that failed leaves nothing for the next to adopt */
+	for (unsigned int i = 0; i < t->nadopted; i++)
+		close(t->adopted_links[i]);
 	gpumem_bpf__destroy(t->skel);
 out_free:
 	free(t);

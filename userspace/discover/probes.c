@@ -154,6 +154,7 @@ struct attached_file {
 	struct bpf_link *tensor_links[2];	/* USDT pytorch:malloc, pytorch:free */
 	unsigned int ntensor_links;
 	unsigned int nmulti;
+	unsigned int new_pins;		/* the agent's: programs whose link this attempt pinned */
 	unsigned int nprobes;
 	uint64_t offsets[ARRAY_SIZE(probe_table)];	/* 0: symbol absent */
 };
@@ -223,8 +224,9 @@ static int attach_one(const struct probe_programs *pp, struct attached_file *f, 
 	return 0;
 }
 
-/* The agent's link for program i of a file: the one an earlier agent pinned (adopt), else a
- * new one, pinned. */
+/* The agent's link for program i of a file: the one an earlier agent pinned, else a new one,
+ * pinned (and remembered in new_pins, so that an attempt that fails takes its pins back:
+ * a link left pinned alone, an entry probe without its return, would count wrong). */
 static int pinned_link(const struct probe_programs *pp, struct attached_file *f, unsigned int i,
 		       const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
 {
@@ -235,12 +237,9 @@ static int pinned_link(const struct probe_programs *pp, struct attached_file *f,
 
 	if (pin_file_link_name(name, sizeof(name), pp->pin_dir, pp->pin_kdev, pp->pin_ino, i))
 		return -ENAMETOOLONG;
-	if (pp->adopt) {
-		fd = bpf_obj_get(name);
-		if (fd < 0)
-			p_err("%s: a pinned link is missing (%s): %s", f->path, name, strerror(errno));
-		return fd < 0 ? -ENOENT : fd;
-	}
+	fd = pp->adopt ? bpf_obj_get(name) : -1;
+	if (fd >= 0)
+		return fd;
 	fd = uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
 	if (fd < 0)
 		return fd;
@@ -249,7 +248,18 @@ static int pinned_link(const struct probe_programs *pp, struct attached_file *f,
 		close(fd);
 		return err;
 	}
+	f->new_pins |= 1u << i;
 	return fd;
+}
+
+static void unpin_new(const struct probe_programs *pp, const struct attached_file *f)
+{
+	char name[PATH_MAX];
+
+	for (unsigned int i = 0; i < PIN_FILE_PROGS; i++)
+		if ((f->new_pins & (1u << i)) &&
+		    !pin_file_link_name(name, sizeof(name), pp->pin_dir, pp->pin_kdev, pp->pin_ino, i))
+			unlink(name);
 }
 
 /* One link for each entry program with the probes of its shapes, one for every return. */
@@ -368,6 +378,7 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 	return 0;
 
 out_detach:
+	unpin_new(pp, f);
 	detach_file(f);
 	return err;
 out_free:

@@ -83,6 +83,7 @@ static struct tl_proc *proc_new(struct timeline *t, size_t slot, const struct sn
 
 	p->index = t->nprocs;
 	p->pid = (int)e->ev->pid;
+	p->gen = e->ev->gen;
 	if (t->nprocs == t->procs_cap) {
 		t->procs_cap = t->procs_cap ? t->procs_cap * 2 : 16;
 		t->procs = xrealloc(t->procs, t->procs_cap * sizeof(*t->procs));
@@ -92,7 +93,8 @@ static struct tl_proc *proc_new(struct timeline *t, size_t slot, const struct sn
 	return p;
 }
 
-/* The process of an event: its newest record, or a new one (first seen, or its pid reused). */
+/* The process of an event: its newest record, or a new one (first seen, or its pid reused:
+ * another generation, or after its end). */
 static struct tl_proc *proc_of(struct timeline *t, const struct snap_event *e)
 {
 	int pid = (int)e->ev->pid;
@@ -105,7 +107,7 @@ static struct tl_proc *proc_of(struct timeline *t, const struct snap_event *e)
 		p = proc_new(t, slot, e);
 	} else {
 		p = t->procs[t->current[slot]];
-		if (p->ended)
+		if (p->ended || p->gen != e->ev->gen)	/* an exit record may have been lost */
 			p = proc_new(t, slot, e);
 	}
 	if (e->ev->type != GM_REC_PROCESS_EXIT || !p->comm[0])

@@ -29,6 +29,7 @@ struct tl_alloc {
 struct tl_proc {
 	size_t index;		/* in the timeline, in the order processes first appeared */
 	int pid;
+	uint32_t gen;		/* which of the pid's processes (gm_proc_gen) */
 	bool ended;
 	char comm[GM_COMM_LEN + 1];
 	struct container_info container;

@@ -987,7 +987,18 @@ static bool holds_allocations(struct proc_rec *const *ending, size_t nending)
 }
 
 /* The allocation entries of these ending processes are deleted later, with others'. */
-static void defer_purge(struct state *s, struct proc_rec *const *ending, size_t nending)
+/* Whether a call was ever accounted without its site (the site map was full): then a process
+ * may hold entries its sites do not count. */
+static bool sites_were_lost(struct state *s)
+{
+	uint64_t c[GM_CNT_COUNT];
+
+	state_counters(s, c);
+	return c[GM_CNT_SITE_MAP_FULL] != 0;
+}
+
+static void defer_purge(struct state *s, struct proc_rec *const *ending, size_t nending,
+			bool sites_lost)
 {
 	uint64_t now = now_ns();
 
@@ -999,7 +1010,7 @@ static void defer_purge(struct state *s, struct proc_rec *const *ending, size_t 
 			continue;
 		for (size_t j = 0; j < p->nsites; j++)
 			entries += p->sites[j].st.current_allocs;
-		if (entries)
+		if (entries || sites_lost)
 			purge_add(s->purge, (uint32_t)p->pid, p->gen, entries, now);
 	}
 }
@@ -1064,11 +1075,12 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 	}
 	if (w.reap) {
 		bool holds = holds_allocations(ending, nending);
+		bool sites_lost = sites_were_lost(s);
 
 		/* Ages at the end need the walk now; else the entries wait for a purge. */
-		need_ages = holds && need_ages;
-		if (holds && !need_ages)
-			defer_purge(s, ending, nending);
+		need_ages = (holds || sites_lost) && need_ages;
+		if ((holds || sites_lost) && !need_ages)
+			defer_purge(s, ending, nending, sites_lost);
 	}
 	if (need_ages) {
 		w.seen = 0;
@@ -1222,17 +1234,20 @@ static void walk_purge(void *ctx, const void *key, const void *value)
 		queue_delete(&pw->del, key);
 }
 
-static uint64_t purge_walk(struct state *s, bool orphans)
+/* Deletes what the rule chooses; *complete: the walk reached every entry. */
+static uint64_t purge_walk(struct state *s, bool orphans, bool *complete)
 {
 	struct purge_walk pw = { .s = s, .orphans = orphans,
 				 .del = { .s = s, .reap = true, .ksz = sizeof(struct gm_alloc_key) } };
 	uint64_t n;
 
+	*complete = false;
 	if (s->opt.read_only)
 		return 0;
-	if (map_walk(s->fd.allocs, sizeof(struct gm_alloc_key), sizeof(struct gm_alloc_info),
-		     walk_purge, &pw))
-		p_debug("the purge walk of the allocation map stopped early");
+	*complete = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
+			     sizeof(struct gm_alloc_info), walk_purge, &pw) == 0;
+	if (!*complete)
+		p_debug("the purge walk of the allocation map stopped early: tried again later");
 	n = pw.del.ndel;
 	delete_queued(s->fd.allocs, &pw.del);
 	return n;
@@ -1241,20 +1256,24 @@ static uint64_t purge_walk(struct state *s, bool orphans)
 uint64_t state_purge(struct state *s, bool now)
 {
 	size_t procs = purge_pending(s->purge);
+	bool complete;
 	uint64_t n;
 
 	if (!procs || (!now && !purge_due(s->purge, now_ns(), s->alloc_capacity)))
 		return 0;
-	n = purge_walk(s, false);
+	n = purge_walk(s, false, &complete);
 	p_debug("deleted %" PRIu64 " allocation entries of %zu ended processes", n, procs);
-	purge_clear(s->purge);
+	if (complete)
+		purge_clear(s->purge);
 	return n;
 }
 
 uint64_t state_purge_orphans(struct state *s)
 {
-	uint64_t n = purge_walk(s, true);
+	bool complete;
+	uint64_t n = purge_walk(s, true, &complete);
 
-	purge_clear(s->purge);
+	if (complete)
+		purge_clear(s->purge);
 	return n;
 }
