@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1086,63 +1087,53 @@ static int run_dlopen(char **argv)
 
 /* dlopenstep PATH SIZE: each step once a line is read: dlopen (then "opened"), allocate (then
  * "holding"), end. Nothing else is opened between the dlopen and the first call, when the
- * runtime opens the driver. */
-static int run_dlopen_step(char **argv)
+ * runtime opens the driver. dlopenfd PATH SIZE: the same, and right after the dlopen another
+ * regular file is opened (and kept open): it takes the descriptor number the loader opened
+ * PATH with and closed. */
+static int dlopen_in_steps(char **argv, bool take_fd)
 {
 	cuda_malloc_fn cuda_malloc;
 	uint64_t size;
 	void *lib;
-	int rc;
+	int rc, fd = -1;
 
 	if (parse_u64(argv[1], &size))
 		return EXIT_USAGE;
 	say("waiting");
 	wait_for_line();
 	lib = dlopen(argv[0], RTLD_NOW);
+	if (take_fd)
+		fd = open("/etc/passwd", O_RDONLY);
 	cuda_malloc = lib ? (cuda_malloc_fn)dlsym(lib, "cudaMalloc") : NULL;
-	if (!cuda_malloc) {
+	if (!cuda_malloc || (take_fd && fd < 0)) {
 		fprintf(stderr, "workload: no cudaMalloc from %s: %s\n", argv[0], dlerror());
 		return EXIT_UNEXPECTED;
 	}
-	say("opened");
+	if (take_fd) {
+		printf("opened %d\n", fd);
+		fflush(stdout);
+	} else {
+		say("opened");
+	}
 	wait_for_line();
 	rc = alloc_after_dlopen(cuda_malloc, size);
 	if (rc != 0 && rc != GM_NO_DRIVER)
 		return EXIT_UNEXPECTED;
 	say("holding");
 	wait_for_line();
+	if (fd >= 0)
+		close(fd);
 	return EXIT_OK;
 }
-/* dlopenfd PATH SIZE: as dlopenstep, and right after the dlopen another regular file is opened
- * (and kept open): it takes the descriptor number the loader opened PATH with and closed. */
+
+static int run_dlopen_step(char **argv)
+{
+	return dlopen_in_steps(argv, false);
+}
+
 static int run_dlopen_fd(char **argv)
 {
-	cuda_malloc_fn cuda_malloc;
-	uint64_t size;
-	void *lib;
-	int rc, fd;
-
-	if (parse_u64(argv[1], &size))
-		return EXIT_USAGE;
-	say("waiting");
-	wait_for_line();
-	lib = dlopen(argv[0], RTLD_NOW);
-	fd = open("/etc/passwd", O_RDONLY);
-	cuda_malloc = lib ? (cuda_malloc_fn)dlsym(lib, "cudaMalloc") : NULL;
-	if (!cuda_malloc || fd < 0) {
-		fprintf(stderr, "workload: no cudaMalloc from %s: %s\n", argv[0], dlerror());
-		return EXIT_UNEXPECTED;
-	}
-	printf("opened %d\n", fd);
-	fflush(stdout);
-	wait_for_line();
-	rc = alloc_after_dlopen(cuda_malloc, size);
-	if (rc != 0 && rc != GM_NO_DRIVER)
-		return EXIT_UNEXPECTED;
-	say("holding");
-	wait_for_line();
-	close(fd);
-	return EXIT_OK;
+	return dlopen_in_steps(argv, true);
 }
 #endif
 

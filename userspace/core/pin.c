@@ -60,7 +60,7 @@ static int make_pin_dir(const char *dir)
 }
 
 /* Why a pinned map cannot be taken over by m, in a few words, or NULL when it can. */
-static const char *map_mismatch(int fd, const struct bpf_map *m, char *why, size_t len)
+const char *pin_map_mismatch(int fd, const struct bpf_map *m, char *why, size_t len)
 {
 	struct bpf_map_info info = { 0 };
 	__u32 ilen = sizeof(info);
@@ -88,17 +88,25 @@ static int refuse(const char *dir, const char *why)
 	return -EEXIST;
 }
 
-int pin_read_agent(const char *dir, struct gm_agent *out)
+/* The pinned agent map of dir, or -errno. */
+static int open_agent_map(const char *dir)
 {
 	char path[PATH_MAX];
-	__u32 key = 0;
-	int fd, err;
+	int fd;
 
 	if (pin_path(path, sizeof(path), dir, "agent"))
 		return -ENAMETOOLONG;
 	fd = bpf_obj_get(path);
+	return fd < 0 ? -errno : fd;
+}
+
+int pin_read_agent(const char *dir, struct gm_agent *out)
+{
+	__u32 key = 0;
+	int fd = open_agent_map(dir), err;
+
 	if (fd < 0)
-		return -errno;
+		return fd;
 	err = bpf_map_lookup_elem(fd, &key, out) ? -errno : 0;
 	close(fd);
 	if (!err && !out->layout)
@@ -163,7 +171,7 @@ int pin_prepare(struct bpf_object *obj, const char *dir, const struct gm_agent *
 			return -ENAMETOOLONG;
 		fd = bpf_obj_get(path);
 		if (fd >= 0) {
-			const char *bad = map_mismatch(fd, m, why, sizeof(why));
+			const char *bad = pin_map_mismatch(fd, m, why, sizeof(why));
 
 			close(fd);
 			if (bad)
@@ -213,15 +221,11 @@ int pin_fd(int fd, const char *path)
 
 int pin_write_agent(const char *dir, const struct gm_agent *a)
 {
-	char path[PATH_MAX];
 	__u32 key = 0;
-	int fd, err;
+	int fd = open_agent_map(dir), err;
 
-	if (pin_path(path, sizeof(path), dir, "agent"))
-		return -ENAMETOOLONG;
-	fd = bpf_obj_get(path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	err = bpf_map_update_elem(fd, &key, a, BPF_ANY) ? -errno : 0;
 	close(fd);
 	return err;

@@ -98,18 +98,13 @@ static bool is_bpffs(const char *dir)
 /* A pinned holds map this build can share: none yet, or one of the same layout. */
 static bool pinned_holds_compatible(struct gpumem_bpf *skel)
 {
-	struct bpf_map_info info = { 0 };
-	__u32 len = sizeof(info);
 	int fd = bpf_obj_get(GM_HOLDS_PIN);
+	char why[160];
 	bool same;
 
 	if (fd < 0)
 		return true;
-	same = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-	       info.type == bpf_map__type(skel->maps.holds) &&
-	       info.key_size == bpf_map__key_size(skel->maps.holds) &&
-	       info.value_size == bpf_map__value_size(skel->maps.holds) &&
-	       info.max_entries == bpf_map__max_entries(skel->maps.holds);
+	same = !pin_map_mismatch(fd, skel->maps.holds, why, sizeof(why));
 	close(fd);
 	return same;
 }

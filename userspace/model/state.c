@@ -623,18 +623,33 @@ void state_on_bad_record(struct state *s)
 	s->lost[SNAP_LOST_BAD_RECORDS]++;
 }
 
+/* One kernel counter, summed over the CPUs. */
+static uint64_t counter_sum(struct state *s, __u32 which, __u64 *vals, int ncpu)
+{
+	uint64_t sum = 0;
+
+	if (bpf_map_lookup_elem(s->fd.counters, &which, vals))
+		return 0;
+	for (int c = 0; c < ncpu; c++)
+		sum += vals[c];
+	return sum;
+}
+
+static __u64 *counter_buffer(int *ncpu)
+{
+	*ncpu = libbpf_num_possible_cpus();
+	if (*ncpu <= 0)
+		*ncpu = 1;
+	return xcalloc((size_t)*ncpu, sizeof(__u64));
+}
+
 void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT])
 {
-	int ncpu = libbpf_num_possible_cpus();
-	__u64 *vals = xcalloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*vals));
+	int ncpu;
+	__u64 *vals = counter_buffer(&ncpu);
 
-	for (__u32 i = 0; i < GM_CNT_COUNT; i++) {
-		out[i] = 0;
-		if (bpf_map_lookup_elem(s->fd.counters, &i, vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			out[i] += vals[c];
-	}
+	for (__u32 i = 0; i < GM_CNT_COUNT; i++)
+		out[i] = counter_sum(s, i, vals, ncpu);
 	free(vals);
 }
 
@@ -991,10 +1006,12 @@ static bool holds_allocations(struct proc_rec *const *ending, size_t nending)
  * may hold entries its sites do not count. */
 static bool sites_were_lost(struct state *s)
 {
-	uint64_t c[GM_CNT_COUNT];
+	int ncpu;
+	__u64 *vals = counter_buffer(&ncpu);
+	bool lost = counter_sum(s, GM_CNT_SITE_MAP_FULL, vals, ncpu) != 0;
 
-	state_counters(s, c);
-	return c[GM_CNT_SITE_MAP_FULL] != 0;
+	free(vals);
+	return lost;
 }
 
 static void defer_purge(struct state *s, struct proc_rec *const *ending, size_t nending,
