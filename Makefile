@@ -68,7 +68,7 @@ include tests/unit/unit.mk
 -include bench/bench.mk
 include deploy/install.mk
 
-integration: all test-progs
+integration: all test-progs nvidia
 	$(PYTHON) -m pytest -ra -v tests/integration
 
 # The unit tests again under AddressSanitizer and UBSan, in a build tree of their own.
