@@ -411,3 +411,12 @@ const char *attached_path(const struct attached_file *f)
 {
 	return f->path;
 }
+
+bool attached_has_api(const struct attached_file *f, unsigned int api)
+{
+	if (api >= probe_count)
+		return false;
+	if (probe_is_tensor(api))
+		return f->ntensor_links > 0;
+	return f->offsets[api] != 0;
+}

@@ -126,6 +126,8 @@ struct snapshot {
 	uint64_t map_procs, map_sites, map_allocs;	/* entries in the maps */
 	bool map_allocs_valid;	/* the allocation map was walked (SNAP_AGES) */
 	struct discovery_stats disc;
+	struct discovery_file *files;	/* the live tracer's attached files; none from a recording */
+	size_t nfiles;
 	struct nvml_device devices[NVML_MAX_DEVICES];
 	unsigned int ndevices;
 	bool devices_valid;	/* SNAP_DEVICES and NVML answered */

@@ -67,6 +67,30 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	jw_object_end(w);
 }
 
+/* Each attached file (device, inode) with the probe-table symbols attached in it. */
+static void files_json(struct json_writer *w, const struct snapshot *snap)
+{
+	char dev[32];
+
+	jw_key(w, "files");
+	jw_array_begin(w);
+	for (size_t i = 0; i < snap->nfiles; i++) {
+		const struct discovery_file *f = &snap->files[i];
+
+		jw_object_begin(w);
+		snprintf(dev, sizeof(dev), "%u:%u", f->major, f->minor);
+		jw_kv_string(w, "dev", dev);
+		jw_kv_u64(w, "ino", f->ino);
+		jw_key(w, "probes");
+		jw_array_begin(w);
+		for (unsigned int j = 0; j < f->napis; j++)
+			jw_string(w, probe_api_name(f->apis[j]));
+		jw_array_end(w);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+}
+
 static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 {
 	jw_key(w, "tracer");
@@ -86,6 +110,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 		jw_kv_u64(w, "map_allocs", snap->map_allocs);
 	else
 		jw_kv_null(w, "map_allocs");
+	files_json(w, snap);
 	jw_object_end(w);
 }
 
