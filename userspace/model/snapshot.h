@@ -131,6 +131,7 @@ struct snapshot {
 	struct nvml_device devices[NVML_MAX_DEVICES];
 	unsigned int ndevices;
 	bool devices_valid;	/* SNAP_DEVICES and NVML answered */
+	struct nvml_status nvml;	/* SNAP_DEVICES: why not, when it did not */
 };
 
 struct snapshot *snapshot_get(struct snapshot *s);

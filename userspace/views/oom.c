@@ -18,7 +18,7 @@ static void device_text(struct session *s, const struct snapshot *snap)
 	char free_b[32], total[32];
 
 	if (!snap->devices_valid) {
-		fputs("device free - of -", s->out);
+		fprintf(s->out, "device free - of - (NVML: %s)", devices_reason(snap));
 		return;
 	}
 	for (unsigned int i = 0; i < snap->ndevices; i++) {
@@ -67,21 +67,6 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	}
 }
 
-static void devices_json(struct json_writer *w, const struct snapshot *snap)
-{
-	jw_key(w, "devices");
-	jw_array_begin(w);
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		jw_object_begin(w);
-		jw_kv_u64(w, "index", snap->devices[i].index);
-		jw_kv_string(w, "name", snap->devices[i].name);
-		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
-		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
-		jw_object_end(w);
-	}
-	jw_array_end(w);
-}
-
 static void process_json(struct json_writer *w, const struct oom_context *c)
 {
 	if (c->p) {
@@ -105,7 +90,7 @@ static void failure_json(struct session *s, const struct snap_event *se,
 	json_container(w, se->container);
 	jw_kv_u64(w, "process_bytes", se->ev->process_bytes);
 	process_json(w, c);
-	devices_json(w, snap);
+	json_devices(w, snap);
 	jw_key(w, "frames");
 	json_frames(w, se->stack);
 	jw_key(w, "top_sites");

@@ -134,6 +134,7 @@ static void snapshot_json(struct session *s, const struct snapshot *snap)
 	jw_key(w, "lost");
 	json_lost(w, snap);
 	tracer_json(w, snap);
+	json_devices(w, snap);
 	jw_object_end(w);
 	jw_free(w);
 	fputc('\n', s->out);
@@ -216,6 +217,24 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 	}
 }
 
+/* Each GPU's memory from NVML, or why there is none. */
+static void devices_text(struct session *s, const struct snapshot *snap)
+{
+	char used[32], total[32];
+
+	if (!snap->devices_valid) {
+		fprintf(s->out, "GPUs: - (NVML: %s)\n", devices_reason(snap));
+		return;
+	}
+	for (unsigned int i = 0; i < snap->ndevices; i++) {
+		const struct nvml_device *d = &snap->devices[i];
+
+		fmt_size(used, sizeof(used), d->used, s->opt->exact_bytes);
+		fmt_size(total, sizeof(total), d->total, s->opt->exact_bytes);
+		fprintf(s->out, "GPU %u %s: %s used of %s\n", d->index, d->name, used, total);
+	}
+}
+
 static void snapshot_text(struct session *s, const struct snapshot *snap)
 {
 	bool exact = s->opt->exact_bytes;
@@ -238,6 +257,7 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 		tensors_text(s, p);
 	}
 	failures_text(s, snap);
+	devices_text(s, snap);
 	text_lost(s->out, snap);
 }
 
@@ -253,7 +273,7 @@ static int snapshot_finish(struct session *s, const struct snapshot *snap)
 const struct view_ops snapshot_view = {
 	.reads_agent = true,
 	.name = "snapshot",
-	.report_wants = SNAP_AGES | SNAP_FAILURES,
+	.report_wants = SNAP_AGES | SNAP_FAILURES | SNAP_DEVICES,
 	.exit_wants = SNAP_AGES,	/* an ended process is shown with its sites' ages at its end */
 	.finish = snapshot_finish,
 };

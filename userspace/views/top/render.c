@@ -240,7 +240,8 @@ static void devices_line(char *buf, size_t len)
 	size_t o;
 
 	if (!snap || !snap->devices_valid) {
-		snprintf(buf, len, "GPUs: - (no NVML)");
+		snprintf(buf, len, "GPUs: - (NVML: %s)",
+			 snap ? devices_reason(snap) : "not read yet");
 		return;
 	}
 	o = (size_t)snprintf(buf, len, "GPUs:");
@@ -278,6 +279,8 @@ void top_batch_print(FILE *out)
 	}
 	n = top_layout(width, ids, &spark_w, &name_w);
 	summary_line(line, sizeof(line));
+	fprintf(out, "%s\n", line);
+	devices_line(line, sizeof(line));
 	fprintf(out, "%s\n", line);
 	lost_line(line, sizeof(line));
 	if (line[0])
