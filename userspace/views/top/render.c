@@ -280,8 +280,6 @@ void top_batch_print(FILE *out)
 	n = top_layout(width, ids, &spark_w, &name_w);
 	summary_line(line, sizeof(line));
 	fprintf(out, "%s\n", line);
-	devices_line(line, sizeof(line));
-	fprintf(out, "%s\n", line);
 	lost_line(line, sizeof(line));
 	if (line[0])
 		fprintf(out, "%s\n", line);
