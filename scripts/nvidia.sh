@@ -41,8 +41,12 @@ echo "deb [signed-by=$keyring] $mirror bookworm main non-free" >"$apt/sources.li
 set -- -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null \
 	-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" -o Debug::NoLocking=1 \
 	-o APT::Sandbox::User=root -qq
-apt-get "$@" update >"$apt/update.log" 2>&1 ||
-	fail "apt-get update from $mirror failed: $(grep -m1 -E '^(E|W):' "$apt/update.log")"
+# apt-get update may exit 0 having fetched nothing (a warning per index): the non-free index
+# must be there.
+apt-get "$@" update >"$apt/update.log" 2>&1
+ls "$apt"/lists/*non-free*Packages* >/dev/null 2>&1 ||
+	fail "apt-get update from $mirror fetched no non-free index:" \
+		"$(grep -m1 -E '^(E|W):' "$apt/update.log")"
 names=$(echo "$debs" | cut -d' ' -f1)
 # shellcheck disable=SC2086 # one word a package
 (cd "$apt/debs" && apt-get "$@" download $names) >"$apt/download.log" 2>&1 ||
