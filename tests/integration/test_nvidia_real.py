@@ -241,7 +241,7 @@ def test_nvml_loads_and_its_failure_is_shown_as_a_reason_not_a_zero():
     text_run = subprocess.run([str(GPUMEM), "snapshot", "-c", "true"], capture_output=True,
                               text=True, timeout=RUN_TIMEOUT, env=env)
     assert text_run.returncode == 0, text_run.stderr
-    assert f"GPUs: - (NVML: {reason})" in text_run.stdout.splitlines()
+    assert f"device free - of - (NVML: {reason})" in text_run.stdout.splitlines()
 
 
 def test_top_screen_shows_why_nvml_gave_no_numbers():

@@ -7,6 +7,7 @@
 #include <time.h>
 #include "probes.h"
 #include "report.h"
+#include "units.h"
 
 /* ---- JSON ---- */
 
@@ -197,6 +198,23 @@ void json_devices(struct json_writer *w, const struct snapshot *snap)
 		jw_kv_null(w, "error");
 	jw_kv_string(w, "reason", devices_reason(snap));
 	jw_object_end(w);
+}
+
+void text_devices(FILE *out, const struct snapshot *snap, bool exact)
+{
+	char free_b[32], total[32];
+
+	if (!snap->devices_valid) {
+		fprintf(out, "device free - of - (NVML: %s)", devices_reason(snap));
+		return;
+	}
+	for (unsigned int i = 0; i < snap->ndevices; i++) {
+		const struct nvml_device *d = &snap->devices[i];
+
+		fmt_size(free_b, sizeof(free_b), d->free, exact);
+		fmt_size(total, sizeof(total), d->total, exact);
+		fprintf(out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
+	}
 }
 
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f)

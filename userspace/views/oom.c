@@ -13,23 +13,6 @@
 
 static uint64_t failures_seen;
 
-static void device_text(struct session *s, const struct snapshot *snap)
-{
-	char free_b[32], total[32];
-
-	if (!snap->devices_valid) {
-		fprintf(s->out, "device free - of - (NVML: %s)", devices_reason(snap));
-		return;
-	}
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		const struct nvml_device *d = &snap->devices[i];
-
-		fmt_size(free_b, sizeof(free_b), d->free, s->opt->exact_bytes);
-		fmt_size(total, sizeof(total), d->total, s->opt->exact_bytes);
-		fprintf(s->out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
-	}
-}
-
 static void failure_text(struct session *s, const struct snap_event *se,
 			 const struct snapshot *snap, const struct oom_context *c)
 {
@@ -52,7 +35,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	fprintf(s->out, ": %s(%s) = %d %s\n", probe_api_name(e->api), size, e->error,
 		cuda_error_name(e->layer, e->error));
 	fprintf(s->out, "  held %s (peak %s); ", held, peak);
-	device_text(s, snap);
+	text_devices(s->out, snap, s->opt->exact_bytes);
 	fputs("\n  failed at ", s->out);
 	text_frames(s->out, se->stack, " <- ", 6);
 	fputc('\n', s->out);

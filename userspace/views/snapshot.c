@@ -217,24 +217,6 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 	}
 }
 
-/* Each GPU's memory from NVML, or why there is none. */
-static void devices_text(struct session *s, const struct snapshot *snap)
-{
-	char used[32], total[32];
-
-	if (!snap->devices_valid) {
-		fprintf(s->out, "GPUs: - (NVML: %s)\n", devices_reason(snap));
-		return;
-	}
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		const struct nvml_device *d = &snap->devices[i];
-
-		fmt_size(used, sizeof(used), d->used, s->opt->exact_bytes);
-		fmt_size(total, sizeof(total), d->total, s->opt->exact_bytes);
-		fprintf(s->out, "GPU %u %s: %s used of %s\n", d->index, d->name, used, total);
-	}
-}
-
 static void snapshot_text(struct session *s, const struct snapshot *snap)
 {
 	bool exact = s->opt->exact_bytes;
@@ -257,7 +239,8 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 		tensors_text(s, p);
 	}
 	failures_text(s, snap);
-	devices_text(s, snap);
+	text_devices(s->out, snap, exact);
+	fputc('\n', s->out);
 	text_lost(s->out, snap);
 }
 
