@@ -283,3 +283,25 @@ def test_without_nvml_the_reason_is_the_loaders():
     assert run.report["devices"] == []
     assert run.report["nvml"] == {"loaded": False, "error": None,
                                   "reason": f"not loaded: {loader}"}
+
+
+def test_metrics_say_why_nvml_gave_no_numbers(monkeypatch):
+    from test_serve import Agent, pin_dir, reset   # the agent on pins of the test's own
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(NVIDIA_LIB_DIR))   # the agent's environment
+    pins = pin_dir()
+    agent = Agent(pins)
+    try:
+        body = agent.metrics()
+    finally:
+        agent.kill()
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)
+    up = [line for line in body.splitlines() if line.startswith("gpumem_nvml_up")]
+    assert up == ['gpumem_nvml_up{error="9",reason="nvmlInit_v2 returned 9 '
+                  '(Driver Not Loaded)"} 0']
+    promtool = shutil.which("promtool")
+    if promtool:
+        check = subprocess.run([promtool, "check", "metrics"], input=body, text=True,
+                               capture_output=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
