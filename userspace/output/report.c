@@ -171,9 +171,9 @@ const char *devices_reason(const struct snapshot *snap)
 {
 	if (snap->devices_valid)
 		return NULL;
-	if (!(snap->wants & SNAP_DEVICES))
-		return "not read for this report";
-	return snap->nvml.reason[0] ? snap->nvml.reason : "no answer";
+	if (snap->nvml.reason[0])
+		return snap->nvml.reason;
+	return snap->wants & SNAP_DEVICES ? "no answer" : "not read for this report";
 }
 
 void json_devices(struct json_writer *w, const struct snapshot *snap)
