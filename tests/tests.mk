@@ -34,7 +34,7 @@ endif
 
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
-	$(TESTS_OUT)/samepid
+	$(TESTS_OUT)/samepid $(TESTS_OUT)/real_nvidia
 # <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
 TESTS_HAVE_SDT := $(shell echo '\#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 ifeq ($(TESTS_HAVE_SDT),1)
@@ -92,6 +92,18 @@ $(TESTS_OUT)/real_cudart: tests/workloads/real_cudart.c
 	$(CC) $(TESTS_CFLAGS) -I$(TESTS_CUDA)/include -o $@ $< \
 		-L$(TESTS_CUDA)/lib64 -l:libcudart.so.13 -Wl,-rpath,$(TESTS_CUDA)/lib64
 
+# NVIDIA's real libraries, opened by path: built whether or not they are here.
+$(TESTS_OUT)/real_nvidia: tests/workloads/real_nvidia.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -ldl
+
+# NVIDIA's real driver, NVML and CUDA 11.8's runtime from Debian non-free, unpacked into
+# $(BUILD)/nvidia (scripts/nvidia.sh). A fetch that fails is no build failure: it leaves its
+# reason in $(BUILD)/nvidia/unavailable, and the tests that need the libraries skip with it.
+.PHONY: nvidia
+nvidia:
+	-@scripts/nvidia.sh $(BUILD)/nvidia
+
 # nvcc's default: libcudart linked statically into the executable.
 $(TESTS_OUT)/static_cuda: tests/workloads/static_cuda.cu
 	@mkdir -p $(@D)
@@ -103,5 +115,5 @@ include tests/workloads/sym/sym.mk
 # The integration suite while another system-wide gpumem and another CUDA program run on the
 # host (tests/shared_host.sh): every test must assert on its own processes only.
 .PHONY: test-shared
-test-shared: all test-progs
+test-shared: all test-progs nvidia
 	tests/shared_host.sh $(PYTEST_ARGS)

@@ -433,6 +433,33 @@ static void test_every_loss_counter_has_a_reason_and_build_info_its_version(void
 	free(text);
 }
 
+/* Where NVML was asked: up 1 with empty labels, or 0 with its return code and reason. */
+static void test_nvml_up_says_why_nvml_gave_no_numbers(void **state)
+{
+	struct fake *f = *state;
+	char *text;
+
+	text = render(&f->snap, NULL);
+	assert_null(strstr(text, "gpumem_nvml_up"));	/* not asked: no series */
+	free(text);
+	f->snap.wants |= SNAP_DEVICES;
+	f->snap.nvml.loaded = true;
+	f->snap.nvml.error_valid = true;
+	f->snap.nvml.error = 9;
+	snprintf(f->snap.nvml.reason, sizeof(f->snap.nvml.reason),
+		 "nvmlInit_v2 returned 9 (Driver \"Not\" Loaded)");
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	assert_int_equal(count_line(text, "gpumem_nvml_up{error=\"9\",reason=\"nvmlInit_v2 "
+				    "returned 9 (Driver \\\"Not\\\" Loaded)\"} 0"), 1);
+	free(text);
+	f->snap.devices_valid = true;
+	f->snap.ndevices = 1;
+	text = render(&f->snap, NULL);
+	assert_int_equal(count_line(text, "gpumem_nvml_up{error=\"\",reason=\"\"} 1"), 1);
+	free(text);
+}
+
 static void test_site_text_is_short_named_and_bounded(void **state)
 {
 	static const char *const cxx[] = { "std::vector<float>::push_back(float const&)",
@@ -506,6 +533,7 @@ int main(void)
 		FAKE(test_containers_and_pods_sum_their_processes),
 		FAKE(test_every_loss_counter_has_a_reason_and_build_info_its_version),
 		FAKE(test_promtool_check_metrics_accepts_the_exposition),
+		FAKE(test_nvml_up_says_why_nvml_gave_no_numbers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

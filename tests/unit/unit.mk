@@ -23,11 +23,11 @@ unit_mods_state := state stacks python pycode publish snapshot retention cgroups
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted
-unit_mods_prom := prom prom_sites prom_writer report json snapshot probes pin elf_syms uprobe_multi util
+unit_mods_prom := prom prom_sites prom_writer report units json snapshot probes pin elf_syms uprobe_multi util
 unit_mods_prom_server := prometheus $(unit_mods_prom)
 unit_mods_record := rec_time idmap sqlite sqlite_rows sqlite_samples sqlite_retention sqlite_schema \
 	recording recording_events recording_series recording_snap recording_state history \
-	container snapshot report json probes elf_syms uprobe_multi pin util
+	container snapshot report units json probes elf_syms uprobe_multi pin util
 # Libraries a test needs beyond UNIT_LIBS.
 unit_libs_prom_server := -lmicrohttpd -lpthread
 unit_mods_oci := oci untrusted util

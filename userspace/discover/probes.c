@@ -128,11 +128,21 @@ const char *cuda_error_name(unsigned int layer, int error)
 		{ 4, "cudaErrorCudartUnloading", "CUDA_ERROR_DEINITIALIZED" },
 		{ 34, "cudaErrorStubLibrary", "CUDA_ERROR_STUB_LIBRARY" },
 		{ 35, "cudaErrorInsufficientDriver", NULL },
+		{ 36, "cudaErrorCallRequiresNewerDriver", NULL },
 		{ 46, "cudaErrorDevicesUnavailable", "CUDA_ERROR_DEVICE_UNAVAILABLE" },
 		{ 100, "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE" },
 		{ 101, "cudaErrorInvalidDevice", "CUDA_ERROR_INVALID_DEVICE" },
+		{ 200, "cudaErrorInvalidKernelImage", "CUDA_ERROR_INVALID_IMAGE" },
 		{ 201, "cudaErrorDeviceUninitialized", "CUDA_ERROR_INVALID_CONTEXT" },
+		{ 222, "cudaErrorUnsupportedPtxVersion", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" },
+		{ 304, "cudaErrorOperatingSystem", "CUDA_ERROR_OPERATING_SYSTEM" },
+		{ 400, "cudaErrorInvalidResourceHandle", "CUDA_ERROR_INVALID_HANDLE" },
+		{ 700, "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS" },
 		{ 801, "cudaErrorNotSupported", "CUDA_ERROR_NOT_SUPPORTED" },
+		{ 802, "cudaErrorSystemNotReady", "CUDA_ERROR_SYSTEM_NOT_READY" },
+		{ 803, "cudaErrorSystemDriverMismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" },
+		{ 804, "cudaErrorCompatNotSupportedOnDevice",
+		  "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" },
 		{ 999, "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN" },
 	};
 
@@ -410,4 +420,13 @@ unsigned int attached_probe_count(const struct attached_file *f)
 const char *attached_path(const struct attached_file *f)
 {
 	return f->path;
+}
+
+bool attached_has_api(const struct attached_file *f, unsigned int api)
+{
+	if (api >= probe_count)
+		return false;
+	if (probe_is_tensor(api))
+		return f->ntensor_links > 0;
+	return f->offsets[api] != 0;
 }

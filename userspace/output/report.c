@@ -7,6 +7,7 @@
 #include <time.h>
 #include "probes.h"
 #include "report.h"
+#include "units.h"
 
 /* ---- JSON ---- */
 
@@ -164,6 +165,56 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_i64(w, "error", e->error);
 	if (e->type == GM_REC_ALLOC_FAILED)
 		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));
+}
+
+const char *devices_reason(const struct snapshot *snap)
+{
+	if (snap->devices_valid)
+		return NULL;
+	if (snap->nvml.reason[0])
+		return snap->nvml.reason;
+	return snap->wants & SNAP_DEVICES ? "no answer" : "not read for this report";
+}
+
+void json_devices(struct json_writer *w, const struct snapshot *snap)
+{
+	jw_key(w, "devices");
+	jw_array_begin(w);
+	for (unsigned int i = 0; snap->devices_valid && i < snap->ndevices; i++) {
+		jw_object_begin(w);
+		jw_kv_u64(w, "index", snap->devices[i].index);
+		jw_kv_string(w, "name", snap->devices[i].name);
+		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
+		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	jw_key(w, "nvml");
+	jw_object_begin(w);
+	jw_kv_bool(w, "loaded", snap->nvml.loaded);
+	if (snap->nvml.error_valid)
+		jw_kv_i64(w, "error", snap->nvml.error);
+	else
+		jw_kv_null(w, "error");
+	jw_kv_string(w, "reason", devices_reason(snap));
+	jw_object_end(w);
+}
+
+void text_devices(FILE *out, const struct snapshot *snap, bool exact)
+{
+	char free_b[32], total[32];
+
+	if (!snap->devices_valid) {
+		fprintf(out, "device free - of - (NVML: %s)", devices_reason(snap));
+		return;
+	}
+	for (unsigned int i = 0; i < snap->ndevices; i++) {
+		const struct nvml_device *d = &snap->devices[i];
+
+		fmt_size(free_b, sizeof(free_b), d->free, exact);
+		fmt_size(total, sizeof(total), d->total, exact);
+		fprintf(out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
+	}
 }
 
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f)

@@ -27,6 +27,13 @@ void json_site_fields(struct json_writer *w, const struct snap_proc *p, const st
  * api, layer, kind, size, error and its name. */
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns);
 /* A failure record of the snapshot contract, as one object. */
+/* "devices" (NVML's, [] without it) and "nvml": whether it answered, and why not. */
+void json_devices(struct json_writer *w, const struct snapshot *snap);
+/* Why the snapshot has no device numbers (NULL when it has): shown beside the "-". */
+const char *devices_reason(const struct snapshot *snap);
+/* Each GPU's free and total memory ("GPU 0 free 1.0 GiB of 80 GiB, GPU 1 ..."), or
+ * "device free - of - (NVML: REASON)". */
+void text_devices(FILE *out, const struct snapshot *snap, bool exact);
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f);
 /* The loss counters, the kernel's and userspace's, in the order json_lost writes them: their
  * number, the name of the i-th (its JSON key), and its value in snap. */

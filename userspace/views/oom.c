@@ -13,23 +13,6 @@
 
 static uint64_t failures_seen;
 
-static void device_text(struct session *s, const struct snapshot *snap)
-{
-	char free_b[32], total[32];
-
-	if (!snap->devices_valid) {
-		fputs("device free - of -", s->out);
-		return;
-	}
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		const struct nvml_device *d = &snap->devices[i];
-
-		fmt_size(free_b, sizeof(free_b), d->free, s->opt->exact_bytes);
-		fmt_size(total, sizeof(total), d->total, s->opt->exact_bytes);
-		fprintf(s->out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
-	}
-}
-
 static void failure_text(struct session *s, const struct snap_event *se,
 			 const struct snapshot *snap, const struct oom_context *c)
 {
@@ -52,7 +35,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	fprintf(s->out, ": %s(%s) = %d %s\n", probe_api_name(e->api), size, e->error,
 		cuda_error_name(e->layer, e->error));
 	fprintf(s->out, "  held %s (peak %s); ", held, peak);
-	device_text(s, snap);
+	text_devices(s->out, snap, s->opt->exact_bytes);
 	fputs("\n  failed at ", s->out);
 	text_frames(s->out, se->stack, " <- ", 6);
 	fputc('\n', s->out);
@@ -65,21 +48,6 @@ static void failure_text(struct session *s, const struct snap_event *se,
 		text_frames(s->out, ss->stack, " <- ", 4);
 		fputc('\n', s->out);
 	}
-}
-
-static void devices_json(struct json_writer *w, const struct snapshot *snap)
-{
-	jw_key(w, "devices");
-	jw_array_begin(w);
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		jw_object_begin(w);
-		jw_kv_u64(w, "index", snap->devices[i].index);
-		jw_kv_string(w, "name", snap->devices[i].name);
-		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
-		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
-		jw_object_end(w);
-	}
-	jw_array_end(w);
 }
 
 static void process_json(struct json_writer *w, const struct oom_context *c)
@@ -105,7 +73,7 @@ static void failure_json(struct session *s, const struct snap_event *se,
 	json_container(w, se->container);
 	jw_kv_u64(w, "process_bytes", se->ev->process_bytes);
 	process_json(w, c);
-	devices_json(w, snap);
+	json_devices(w, snap);
 	jw_key(w, "frames");
 	json_frames(w, se->stack);
 	jw_key(w, "top_sites");

@@ -67,6 +67,30 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	jw_object_end(w);
 }
 
+/* Each attached file (device, inode) with the probe-table symbols attached in it. */
+static void files_json(struct json_writer *w, const struct snapshot *snap)
+{
+	char dev[32];
+
+	jw_key(w, "files");
+	jw_array_begin(w);
+	for (size_t i = 0; i < snap->nfiles; i++) {
+		const struct discovery_file *f = &snap->files[i];
+
+		jw_object_begin(w);
+		snprintf(dev, sizeof(dev), "%u:%u", f->major, f->minor);
+		jw_kv_string(w, "dev", dev);
+		jw_kv_u64(w, "ino", f->ino);
+		jw_key(w, "probes");
+		jw_array_begin(w);
+		for (unsigned int j = 0; j < f->napis; j++)
+			jw_string(w, probe_api_name(f->apis[j]));
+		jw_array_end(w);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+}
+
 static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 {
 	jw_key(w, "tracer");
@@ -86,6 +110,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 		jw_kv_u64(w, "map_allocs", snap->map_allocs);
 	else
 		jw_kv_null(w, "map_allocs");
+	files_json(w, snap);
 	jw_object_end(w);
 }
 
@@ -109,6 +134,7 @@ static void snapshot_json(struct session *s, const struct snapshot *snap)
 	jw_key(w, "lost");
 	json_lost(w, snap);
 	tracer_json(w, snap);
+	json_devices(w, snap);
 	jw_object_end(w);
 	jw_free(w);
 	fputc('\n', s->out);
@@ -213,6 +239,8 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 		tensors_text(s, p);
 	}
 	failures_text(s, snap);
+	text_devices(s->out, snap, exact);
+	fputc('\n', s->out);
 	text_lost(s->out, snap);
 }
 
@@ -228,7 +256,7 @@ static int snapshot_finish(struct session *s, const struct snapshot *snap)
 const struct view_ops snapshot_view = {
 	.reads_agent = true,
 	.name = "snapshot",
-	.report_wants = SNAP_AGES | SNAP_FAILURES,
+	.report_wants = SNAP_AGES | SNAP_FAILURES | SNAP_DEVICES,
 	.exit_wants = SNAP_AGES,	/* an ended process is shown with its sites' ages at its end */
 	.finish = snapshot_finish,
 };

@@ -240,7 +240,8 @@ static void devices_line(char *buf, size_t len)
 	size_t o;
 
 	if (!snap || !snap->devices_valid) {
-		snprintf(buf, len, "GPUs: - (no NVML)");
+		snprintf(buf, len, "GPUs: - (NVML: %s)",
+			 snap ? devices_reason(snap) : "not read yet");
 		return;
 	}
 	o = (size_t)snprintf(buf, len, "GPUs:");
