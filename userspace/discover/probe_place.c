@@ -183,3 +183,47 @@ void probe_place_read(int fd, uint64_t file_off, uint64_t size, struct probe_pla
 		return;
 	probe_place_decode(code, (size_t)got, out);
 }
+
+/* Another function j whose probe would share i's place, or whose symbol lies in the bytes i's
+ * probe moved past or at its new place; -1 if none. Aliases (one offset) are no conflict. */
+static int place_conflict(const uint64_t *symbol, const uint64_t *placed, unsigned int n,
+			  unsigned int i)
+{
+	for (unsigned int j = 0; j < n; j++) {
+		if (!symbol[j] || symbol[j] == symbol[i])
+			continue;
+		if (placed[j] == placed[i] || (symbol[j] > symbol[i] && symbol[j] <= placed[i]))
+			return (int)j;
+	}
+	return -1;
+}
+
+static void place_back(const uint64_t *symbol, uint64_t *placed, struct probe_place *where,
+		       unsigned int i)
+{
+	memset(&where[i], 0, sizeof(where[i]));
+	placed[i] = symbol[i];
+}
+
+void probe_place_unshare(const uint64_t *symbol, uint64_t *placed, struct probe_place *where,
+			 unsigned int n)
+{
+	bool changed = true;
+
+	while (changed) {	/* each pass puts one back at least: at most n passes */
+		changed = false;
+		for (unsigned int i = 0; i < n; i++) {
+			int j;
+
+			if (!where[i].offset)
+				continue;
+			j = place_conflict(symbol, placed, n, i);
+			if (j < 0)
+				continue;
+			if (placed[j] == placed[i])	/* both back, whatever the order */
+				place_back(symbol, placed, where, (unsigned int)j);
+			place_back(symbol, placed, where, i);
+			changed = true;
+		}
+	}
+}

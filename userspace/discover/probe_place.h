@@ -35,4 +35,12 @@ int probe_place_file_ok(int fd);
  * unknown, keeps the symbol; a short read is decoded as bytes that end early). */
 void probe_place_read(int fd, uint64_t file_off, uint64_t size, struct probe_place *out);
 
+/* Puts back at its symbol each moved probe that would share its place with another function's
+ * probe (both go back), or move past or onto another function's symbol (in a file made so),
+ * so that each call keeps its api:
+ * symbol[i] is function i's file offset (0: absent), placed[i] and where[i] its placement,
+ * both updated. Aliases (one offset, two names) are not a collision. */
+void probe_place_unshare(const uint64_t *symbol, uint64_t *placed, struct probe_place *where,
+			 unsigned int n);
+
 #endif

@@ -188,18 +188,6 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 	return 0;
 }
 
-/* Whether a probe at off would share its place with another symbol's probe (one placed past
- * its entry instruction onto the next symbol, in a file made so): then both stay where their
- * own symbols are, so that each call keeps its api. */
-static bool place_shared(const uint64_t *symbol, const uint64_t *placed, unsigned int api)
-{
-	for (unsigned int j = 0; j < probe_count; j++)
-		if (symbol[j] && symbol[j] != symbol[api] &&
-		    (placed[j] == placed[api] || symbol[j] == placed[api]))
-			return true;
-	return false;
-}
-
 /* Moves each probe past a flag-setting entry instruction where probe_place.c finds one: the
  * kernel then emulates the instruction it traps on instead of single-stepping one out of line.
  * Anything unreadable or unknown keeps the symbol. */
@@ -207,7 +195,6 @@ static void place_probes(struct attached_file *f)
 {
 	uint64_t symbol[ARRAY_SIZE(probe_table)], placed[ARRAY_SIZE(probe_table)];
 	struct probe_place where[ARRAY_SIZE(probe_table)];
-	bool changed = true;
 	int fd;
 
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
@@ -226,16 +213,7 @@ static void place_probes(struct attached_file *f)
 		placed[api] += where[api].offset;
 	}
 	close(fd);
-	while (changed) {	/* each pass puts one back at least: at most probe_count passes */
-		changed = false;
-		for (unsigned int api = 0; api < probe_count; api++) {
-			if (!where[api].offset || !place_shared(symbol, placed, api))
-				continue;
-			where[api].offset = 0;
-			placed[api] = symbol[api];
-			changed = true;
-		}
-	}
+	probe_place_unshare(symbol, placed, where, probe_count);
 	for (unsigned int api = 0; api < probe_count; api++) {
 		if (!where[api].offset)
 			continue;
