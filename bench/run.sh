@@ -311,6 +311,10 @@ fi
 # Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
 [ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
 
+# Probes on NVIDIA's driver stubs: at the symbol against past the cmpl (bench/probeplace.sh).
+echo
+bench/probeplace.sh
+
 # The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh).
 echo
 bench/pywalk.sh
