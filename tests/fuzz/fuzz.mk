@@ -1,7 +1,7 @@
 # libFuzzer harnesses for the parsers of untrusted input: ELF files, /proc text, cgroup paths,
 # mountinfo, OCI bundles' config.json, the JSON writer fed arbitrary bytes, and the decoder of
-# functions' first instructions that places probes. Included by the
-# top-level Makefile (after unit.mk, whose libsyms.so fixture seeds the ELF harness). Each
+# functions' first instructions that places probes. Included by the top-level Makefile (after
+# unit.mk, whose libsyms.so fixture seeds the ELF harness). Each
 # harness compiles the userspace modules it needs from source with clang into $(BUILD)/fuzz/.
 #
 #   make fuzz-build                  the harnesses, and the generated ELF seeds
