@@ -49,19 +49,15 @@ $(BENCH_OUT)/holder: bench/holder.c $(TESTS_MOCK_HEADERS) $(BENCH_MOCK_LIBS)
 .PHONY: bench-progs
 bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_OUT)/holder $(BENCH_MOCK_LIBS)
 
-# The driver-probe benchmark (bench/probeplace.sh): cuMemAlloc_v2 in a loop, in NVIDIA's driver
-# or the stub-shaped mock (a copy: an inode of its own, named unlike a CUDA library).
-$(BENCH_OUT)/drvloop: bench/drvloop.c
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -o $@ $< -ldl
-
+# The driver-probe benchmark (bench/probeplace.sh) runs $(TESTS_OUT)/driver_loop on NVIDIA's
+# driver or on a copy of the stub-shaped mock (an inode of its own, named unlike a CUDA library).
 BENCH_STUB_LIB := $(BENCH_LIB)/bench-mock-stub-cuda.so.1
 $(BENCH_STUB_LIB): $(TESTS_OUT)/lib-stub/libcuda.so.1
 	@mkdir -p $(@D)
 	cp $< $@
 
 ifeq ($(TESTS_ARCH),x86_64)
-bench-progs: $(BENCH_OUT)/drvloop $(BENCH_STUB_LIB)
+bench-progs: $(TESTS_OUT)/driver_loop $(BENCH_STUB_LIB)
 endif
 
 # Probes on the driver's stubs, at the symbol against past the cmpl (bench/probeplace.sh).

@@ -18,7 +18,7 @@ CALLS=${PLACE_CALLS:-200000}
 UNTRACED_CALLS=$((CALLS * 10))
 ROUNDS=${PLACE_ROUNDS:-5}
 BARE=$BUILD/bench/bare
-DRVLOOP=$BUILD/bench/drvloop
+DRVLOOP=$BUILD/tests/driver_loop
 LIBDIR=$(readlink -f "$BUILD/bench/lib")
 STUB_LIB=$LIBDIR/bench-mock-stub-cuda.so.1
 REAL_COPY=$LIBDIR/bench-nvidia-cuda.so
@@ -137,7 +137,7 @@ measure() {
 	fi
 	out=$(timeout 300 "$DRVLOOP" "$lib" "$calls" 2>&1)
 	[ "$mode" = untraced ] || stop_bare
-	# "drvloop: pid P, N calls, rc R: W ns/call wall, C ns/call cpu"
+	# "driver_loop: pid P, N calls, rc R: W ns/call wall, C ns/call cpu"
 	awk '/ns\/call cpu/ { print $(NF - 2) }' <<<"$out" | grep . || {
 		echo "bench: $DRVLOOP $lib failed: $out" >&2
 		return 1

@@ -34,7 +34,7 @@ endif
 
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
-	$(TESTS_OUT)/samepid
+	$(TESTS_OUT)/samepid $(TESTS_OUT)/driver_loop
 # <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
 TESTS_HAVE_SDT := $(shell echo '\#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 ifeq ($(TESTS_HAVE_SDT),1)
@@ -115,6 +115,11 @@ $(TESTS_OUT)/workload: tests/workloads/workload.c $(TESTS_MOCK_HEADERS) $(TESTS_
 $(TESTS_OUT)/workload_dl: tests/workloads/workload.c
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) -DGM_DLOPEN_ONLY -o $@ $< -ldl
+
+# cuMemAlloc_v2 in a loop in the driver file it dlopens: NVIDIA's, or a mock.
+$(TESTS_OUT)/driver_loop: tests/workloads/driver_loop.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -ldl
 
 # Two processes on one pid, back to back.
 $(TESTS_OUT)/samepid: tests/workloads/samepid.c

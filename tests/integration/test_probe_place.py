@@ -2,7 +2,8 @@
 drivers shaped like NVIDIA's (tests/mock/cuda_stubs.S): where each probe sits (the links'
 fdinfo and -v), and that accounting stays exact on every shape, moved or kept at the symbol:
 nesting under the mock runtime, every driver kind with its frees, failures (the mock's, and the
-stubs' own return of 4 on the je path), many threads, and the process's end."""
+stubs' own return of 4 on the je path), many threads, and the process's end; and NVIDIA's own
+driver, where it has been unpacked under build/."""
 import os
 import platform
 import subprocess
@@ -188,3 +189,43 @@ def test_process_that_ends_holding_memory_keeps_its_final_numbers(shape):
                             "free_count": 5, "alloc_bytes_total": 10 * 1024,
                             "failed_count": 0}
     assert counts(site_by_symbol(proc, "keep_feature_map"))["current_bytes"] == 5 * 1024
+
+
+NVIDIA_DIRS = ("nvidia/usr/lib/x86_64-linux-gnu", "nvidia/usr/lib/x86_64-linux-gnu/nvidia/current",
+               "bench/nvidia/usr/lib/x86_64-linux-gnu/nvidia/current")
+
+
+def nvidia_driver():
+    """NVIDIA's libcuda.so.1 as scripts/nvidia.sh or bench/probeplace.sh unpacked it, or None."""
+    for folder in NVIDIA_DIRS:
+        lib = BUILD / folder / "libcuda.so.1"
+        if lib.exists():
+            return lib.resolve()
+    return None
+
+
+def test_nvidias_driver_calls_are_exact_failures_with_probes_past_the_cmpl():
+    lib = nvidia_driver()
+    if not (TESTS / "driver_loop").exists():
+        pytest.skip(f"{TESTS / 'driver_loop'} is missing: run `make all test-progs` first")
+    if lib is None:
+        pytest.skip("NVIDIA's libcuda.so.1 is not unpacked under build/ (scripts/nvidia.sh or "
+                    "make bench-probeplace fetch Debian's libcuda1)")
+    run = run_snapshot_c([TESTS / "driver_loop", lib, 100], gpumem_args=("-v", "--lib", lib))
+    report, rc = run
+    assert rc == 0, run.stderr
+    assert ", 100 calls, rc 3:" in run.stdout, run.stdout
+    for api in STUBBED:
+        assert f"gpumem: {api}: probe at +10 (after cmpl, on je)" in run.stderr, api
+    proc = report["processes"][0]
+    # 2,000 untimed calls and 100 timed ones, each CUDA_ERROR_NOT_INITIALIZED from the real
+    # driver: every one a driver failure, counted once, nothing held.
+    assert counts(proc) == {"current_bytes": 0, "current_allocs": 0, "alloc_count": 0,
+                            "free_count": 0, "alloc_bytes_total": 0, "failed_count": 2100}
+    first = report["failures"][0]
+    assert (first["api"], first["layer"], first["error"], first["error_name"], first["size"]) == (
+        "cuMemAlloc_v2", "driver", 3, "CUDA_ERROR_NOT_INITIALIZED", 512)
+    # The return probe on the je hijacked the caller's return address: the stack is the loop's.
+    assert first["frames"][0]["symbol"] == "run_calls"
+    assert report["tracer"]["nested_calls"] == 0
+    assert report["tracer"]["stale_inflight"] == 0

@@ -1,7 +1,8 @@
-/* The driver-probe benchmark's workload (bench/probeplace.sh): N calls of cuMemAlloc_v2 in the
- * driver at PATH, dlopen'ed, timed on this thread's CPU clock around the loop only. A call that
- * succeeds (the mock driver) is followed by cuMemFree_v2, also timed: the result is per call
- * made. NVIDIA's driver without its kernel module returns 3 (CUDA_ERROR_NOT_INITIALIZED). */
+/* N calls of cuMemAlloc_v2 in the driver at PATH, dlopen'ed (bench/probeplace.sh,
+ * test_probe_place.py), timed on this thread's CPU clock around the loop only, after 2,000
+ * untimed. A call that succeeds (a mock driver) is followed by cuMemFree_v2, also timed: the
+ * result is per call made. NVIDIA's driver without its kernel module returns 3
+ * (CUDA_ERROR_NOT_INITIALIZED). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
@@ -62,22 +63,22 @@ int main(int argc, char **argv)
 	errno = 0;
 	n = strtoul(argv[2], &end, 0);
 	if (errno || !*argv[2] || *end || !n) {
-		fprintf(stderr, "drvloop: bad count %s\n", argv[2]);
+		fprintf(stderr, "driver_loop: bad count %s\n", argv[2]);
 		return 2;
 	}
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
-		fprintf(stderr, "drvloop: cannot dlopen %s: %s\n", argv[1], dlerror());
+		fprintf(stderr, "driver_loop: cannot dlopen %s: %s\n", argv[1], dlerror());
 		return 1;
 	}
 	mem_alloc = (mem_alloc_fn)dlsym(lib, "cuMemAlloc_v2");
 	mem_free = (mem_free_fn)dlsym(lib, "cuMemFree_v2");
 	if (!mem_alloc || !mem_free) {
-		fprintf(stderr, "drvloop: %s lacks cuMemAlloc_v2 or cuMemFree_v2\n", argv[1]);
+		fprintf(stderr, "driver_loop: %s lacks cuMemAlloc_v2 or cuMemFree_v2\n", argv[1]);
 		return 1;
 	}
 	if (!run_calls(mem_alloc, mem_free, WARMUP_CALLS, &rc)) {
-		fprintf(stderr, "drvloop: cuMemFree_v2 failed\n");
+		fprintf(stderr, "driver_loop: cuMemFree_v2 failed\n");
 		return 1;
 	}
 	wall_start = clock_ns(CLOCK_MONOTONIC);
@@ -86,10 +87,10 @@ int main(int argc, char **argv)
 	cpu_end = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	wall_end = clock_ns(CLOCK_MONOTONIC);
 	if (!calls) {
-		fprintf(stderr, "drvloop: cuMemFree_v2 failed\n");
+		fprintf(stderr, "driver_loop: cuMemFree_v2 failed\n");
 		return 1;
 	}
-	printf("drvloop: pid %d, %lu calls, rc %d: %.1f ns/call wall, %.1f ns/call cpu\n",
+	printf("driver_loop: pid %d, %lu calls, rc %d: %.1f ns/call wall, %.1f ns/call cpu\n",
 	       (int)getpid(), calls, rc, (double)(wall_end - wall_start) / (double)calls,
 	       (double)(cpu_end - cpu_start) / (double)calls);
 	return 0;
