@@ -178,7 +178,6 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 	int api = probe_find(name);
 
 	(void)vaddr;
-	(void)size;
 	if (api >= 0 && probe_is_tensor((unsigned int)api))
 		return 0;	/* a USDT probe's name, never a function's */
 	if (api >= 0 && !f->offsets[api]) {
