@@ -56,7 +56,8 @@ fetch_nvidia() {
 	# shellcheck disable=SC2086 # O holds several options
 	apt-get $O update >"$WORK/apt.log" 2>&1 &&
 		(cd "$apt" && apt-get $O download libcuda1) >>"$WORK/apt.log" 2>&1 &&
-		dpkg-deb -x "$(ls "$apt"/libcuda1_*.deb | head -n 1)" "$dest" >>"$WORK/apt.log" 2>&1
+		dpkg-deb -x "$(find "$apt" -maxdepth 1 -name 'libcuda1_*.deb' | head -n 1)" "$dest" \
+			>>"$WORK/apt.log" 2>&1
 }
 
 find_nvidia() {
