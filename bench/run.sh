@@ -213,7 +213,8 @@ entry_instruction() {
 
 echo "gpumem benchmark: cost per cudaMalloc+cudaFree pair, mock runtime nesting a driver call"
 echo "entry instruction: cudaMalloc in $CUDART: '$(entry_instruction "$CUDART" cudaMalloc)'," \
-	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's: push %rbp)"
+	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's runtime:" \
+	"push %rbp; NVIDIA's driver: a cmpl;je stub, measured by bench/probeplace.sh below)"
 echo "runs: $ROUNDS rounds of ${CONFIGS[*]}, interleaved (order rotated each round);" \
 	"$PAIRS pairs per traced run, $UNTRACED_PAIRS untraced; size $SIZE"
 [ "$HAVE_BPFTRACE" = 1 ] || echo "bpftrace: not installed, its row is skipped"
