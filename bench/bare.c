@@ -43,12 +43,23 @@ struct symbols {
 	uint64_t sizes[ARRAY_SIZE(probed_symbols)];
 };
 
+/* --malloc-free: only what the few-line user script of bench/live_bytes.bt probes (entry and
+ * return of cudaMalloc, entry of cudaFree), for the runtime-only setup. */
+static bool malloc_free_only;
+
+static bool wanted(const char *name)
+{
+	return !malloc_free_only || !strcmp(name, "cudaMalloc") || !strcmp(name, "cudaFree");
+}
+
 static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
 			  void *ctx)
 {
 	struct symbols *syms = ctx;
 
 	(void)vaddr;
+	if (!wanted(name))
+		return 0;
 	for (unsigned int i = 0; i < ARRAY_SIZE(probed_symbols); i++)
 		if (!syms->offsets[i] && strcmp(probed_symbols[i], name) == 0) {
 			syms->offsets[i] = file_off;
@@ -109,6 +120,20 @@ static int find_probes(const char *path, bool at_symbol, struct file_probes *fp)
 	return 0;
 }
 
+/* The return probes of --malloc-free: the user's script has none on cudaFree. */
+static void drop_frees(struct file_probes *fp)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < fp->count; i++) {
+		if (!strcmp(probed_symbols[fp->cookies[i]], "cudaFree"))
+			continue;
+		fp->offsets[kept] = fp->offsets[i];
+		fp->cookies[kept++] = fp->cookies[i];
+	}
+	fp->count = kept;
+}
+
 static int wait_for_stop_signal(void)
 {
 	sigset_t set;
@@ -128,15 +153,23 @@ int main(int argc, char **argv)
 	struct bare_bpf *skel;
 	sigset_t stop;
 
-	if (argc > 2 && strcmp(argv[1], "--at") == 0) {
-		at_symbol = strcmp(argv[2], "symbol") == 0;
-		if (!at_symbol && strcmp(argv[2], "placed") != 0)
+	while (first < argc && argv[first][0] == '-') {
+		if (!strcmp(argv[first], "--malloc-free")) {
+			malloc_free_only = true;
+			first++;
+		} else if (first + 1 < argc && !strcmp(argv[first], "--at") &&
+			   (!strcmp(argv[first + 1], "symbol") ||
+			    !strcmp(argv[first + 1], "placed"))) {
+			at_symbol = !strcmp(argv[first + 1], "symbol");
+			first += 2;
+		} else {
 			argc = 0;	/* usage */
-		first = 3;
+			break;
+		}
 	}
 	if (argc - first < 1 || argc - first > MAX_FILES) {
-		fprintf(stderr, "usage: %s [--at symbol|placed] LIBRARY... (at most %d)\n",
-			argv[0], MAX_FILES);
+		fprintf(stderr, "usage: %s [--malloc-free] [--at symbol|placed] LIBRARY... "
+			"(at most %d)\n", argv[0], MAX_FILES);
 		return 2;
 	}
 	/* Blocked before anything is attached, so a stop signal is never lost. */
@@ -177,6 +210,9 @@ int main(int argc, char **argv)
 			goto out_detach;
 		}
 		link_fds[nlinks++] = entry;
+		probes += fp.count;
+		if (malloc_free_only)
+			drop_frees(&fp);
 		ret = uprobe_multi_link(skel->progs.bare_return, argv[i], fp.offsets, fp.cookies,
 					fp.count, true);
 		if (ret < 0) {
@@ -185,7 +221,7 @@ int main(int argc, char **argv)
 			goto out_detach;
 		}
 		link_fds[nlinks++] = ret;
-		probes += 2 * fp.count;
+		probes += fp.count;
 		moved += fp.moved;
 	}
 	fprintf(stderr, "bare: attached %u probes on %d files (%u functions probed past their "
