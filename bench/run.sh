@@ -251,7 +251,8 @@ else
 		"fires; bare = cudaMalloc entry+return, cudaFree entry"
 fi
 echo "entry instruction: cudaMalloc in $CUDART: '$(entry_instruction "$CUDART" cudaMalloc)'," \
-	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's: push %rbp)"
+	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's runtime:" \
+	"push %rbp; NVIDIA's driver: a cmpl;je stub, measured by bench/probeplace.sh below)"
 echo "runs: $ROUNDS rounds of ${CONFIGS[*]}, interleaved (order rotated each round);" \
 	"$PAIRS pairs per traced run, $UNTRACED_PAIRS untraced; size $SIZE"
 [ "$HAVE_BPFTRACE" = 1 ] || echo "bpftrace: not installed, its row is skipped"
@@ -351,6 +352,10 @@ fi
 
 # Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
 [ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
+
+# Probes on NVIDIA's driver stubs: at the symbol against past the cmpl (bench/probeplace.sh).
+echo
+bench/probeplace.sh
 
 # The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh).
 echo
