@@ -44,28 +44,9 @@ for f in "$BARE" "$DRVLOOP" "$STUB_LIB"; do
 	[ -e "$f" ] || skip "$f is missing: run 'make bench-probeplace' (it builds it)"
 done
 
-# Debian non-free's libcuda1, downloaded and unpacked under build/ (nothing is installed).
-fetch_nvidia() {
-	local dest=$BUILD/bench/nvidia apt=$BUILD/bench/nvidia-apt O
-	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" || return 1
-	echo 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main non-free' \
-		>"$apt/sources.list"
-	apt=$(readlink -f "$apt")
-	O="-o Dir::Etc::SourceList=$apt/sources.list -o Dir::Etc::SourceParts=/dev/null"
-	O="$O -o Dir::State::Lists=$apt/lists -o Dir::Cache=$apt/cache -o Debug::NoLocking=1"
-	# shellcheck disable=SC2086 # O holds several options
-	apt-get $O update >"$WORK/apt.log" 2>&1 &&
-		(cd "$apt" && apt-get $O download libcuda1) >>"$WORK/apt.log" 2>&1 &&
-		dpkg-deb -x "$(find "$apt" -maxdepth 1 -name 'libcuda1_*.deb' | head -n 1)" "$dest" \
-			>>"$WORK/apt.log" 2>&1
-}
-
 find_nvidia() {
 	local c
-	for c in "${NVIDIA_LIBCUDA:-}" "$BUILD/nvidia/$NV_DIR/libcuda.so.1" \
-		"$BUILD/nvidia/$NV_DIR/nvidia/current/libcuda.so.1" \
-		"$BUILD/bench/nvidia/$NV_DIR/nvidia/current/libcuda.so.1" \
-		"$BUILD/bench/nvidia/$NV_DIR/libcuda.so.1"; do
+	for c in "${NVIDIA_LIBCUDA:-}" "$BUILD/nvidia/$NV_DIR/libcuda.so.1"; do
 		[ -n "$c" ] && [ -e "$c" ] && { readlink -f "$c"; return 0; }
 	done
 	return 1
@@ -73,8 +54,9 @@ find_nvidia() {
 
 REAL=$(find_nvidia)
 if [ -z "$REAL" ]; then
-	echo "NVIDIA's libcuda.so.1: not under $BUILD/nvidia; fetching Debian's libcuda1"
-	fetch_nvidia || echo "  apt-get failed: $(tail -n 1 "$WORK/apt.log")"
+	# Debian non-free's packages, unpacked under build/ (nothing is installed).
+	echo "NVIDIA's libcuda.so.1: not under $BUILD/nvidia; fetching it (scripts/nvidia.sh)"
+	scripts/nvidia.sh "$BUILD/nvidia" || true
 	REAL=$(find_nvidia)
 fi
 TARGETS=(stub)

@@ -10,8 +10,9 @@ import subprocess
 
 import pytest
 
-from conftest import (BUILD, MOCK_LIB_DIR, WORKLOAD, SystemWide, assert_nothing_lost,
-                      find_proc, run_snapshot_c, site_by_symbol)
+from conftest import (BUILD, MOCK_LIB_DIR, REAL_LIBCUDA, WORKLOAD, SystemWide,
+                      assert_nothing_lost, find_proc, nvidia_unavailable_reason, run_snapshot_c,
+                      site_by_symbol)
 from test_accounting import NESTED_COUNTS, counts
 
 TESTS = BUILD / "tests"
@@ -191,26 +192,13 @@ def test_process_that_ends_holding_memory_keeps_its_final_numbers(shape):
     assert counts(site_by_symbol(proc, "keep_feature_map"))["current_bytes"] == 5 * 1024
 
 
-NVIDIA_DIRS = ("nvidia/usr/lib/x86_64-linux-gnu", "nvidia/usr/lib/x86_64-linux-gnu/nvidia/current",
-               "bench/nvidia/usr/lib/x86_64-linux-gnu/nvidia/current")
-
-
-def nvidia_driver():
-    """NVIDIA's libcuda.so.1 as scripts/nvidia.sh or bench/probeplace.sh unpacked it, or None."""
-    for folder in NVIDIA_DIRS:
-        lib = BUILD / folder / "libcuda.so.1"
-        if lib.exists():
-            return lib.resolve()
-    return None
-
-
 def test_nvidias_driver_calls_are_exact_failures_with_probes_past_the_cmpl():
-    lib = nvidia_driver()
     if not (TESTS / "driver_loop").exists():
         pytest.skip(f"{TESTS / 'driver_loop'} is missing: run `make all test-progs` first")
-    if lib is None:
-        pytest.skip("NVIDIA's libcuda.so.1 is not unpacked under build/ (scripts/nvidia.sh or "
-                    "make bench-probeplace fetch Debian's libcuda1)")
+    reason = nvidia_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    lib = REAL_LIBCUDA.resolve()
     run = run_snapshot_c([TESTS / "driver_loop", lib, 100], gpumem_args=("-v", "--lib", lib))
     report, rc = run
     assert rc == 0, run.stderr
