@@ -15,6 +15,7 @@
 #include "json.h"
 #include "probes.h"
 #include "protobuf.h"
+#include "report.h"
 #include "util.h"
 
 /* Field numbers of profile.proto. */
@@ -161,7 +162,7 @@ static void labels(struct pprof *pp, const struct snap_proc *p, const struct sna
 	label_str(pp, "namespace", ci->pod_namespace);
 	label_str(pp, "container_name", ci->container_name);
 	label_str(pp, "api", probe_api_name(ss->api));
-	label_str(pp, "kind", kind_name(ss->kind));
+	label_str(pp, "kind", site_kind_name(ss));
 }
 
 /* A "[no stack]" location for a site whose stack was not recorded. */

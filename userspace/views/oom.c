@@ -61,7 +61,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 
 		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
 		fprintf(s->out, "  %s %10s in %llu %s %s at ", i ? "       " : "held by", held,
-			ss->st.current_allocs, probe_api_name(ss->api), kind_name(ss->kind));
+			ss->st.current_allocs, probe_api_name(ss->api), site_kind_name(ss));
 		text_frames(s->out, ss->stack, " <- ", 4);
 		fputc('\n', s->out);
 	}

@@ -1,0 +1,172 @@
+"""PyTorch tensors in every view: top puts the tensors' (allocated) bytes beside the reserved
+ones and lists tensor sites; leaks finds a tensor leak inside a flat reserved pool and names
+its Python line; trace streams tensor allocations and frees. The workload is
+tests/workloads/tensors.py on the mock caching allocator (libc10_cuda.so), run with -c."""
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import GPUMEM, MOCK_LIB_DIR, ROOT
+
+PYTHON = Path("/usr/bin/python3")
+SCRIPT = ROOT / "tests" / "workloads" / "tensors.py"
+C10 = MOCK_LIB_DIR / "libc10_cuda.so"
+KIB, MIB = 1 << 10, 1 << 20
+
+pytestmark = [
+    pytest.mark.skipif(not C10.exists(), reason=f"{C10} missing (needs systemtap-sdt-dev)"),
+    pytest.mark.skipif(
+        subprocess.run([str(PYTHON), "-c", "import sys; assert sys.version_info[:2] == (3, 11)"],
+                       capture_output=True).returncode != 0,
+        reason="needs Debian's /usr/bin/python3, CPython 3.11"),
+]
+
+
+def run_view(view, gpumem_args, workload_args, timeout=90, check=True):
+    """`gpumem VIEW ARGS -o FILE -c python3 tensors.py LIBDIR ARGS`: (text, stderr). top -n
+    stops before the workload ends and ends it (exit 143): check=False."""
+    with tempfile.TemporaryDirectory(prefix="gpumem-tensor-views-") as tmp:
+        out = Path(tmp) / "out"
+        cmd = [str(GPUMEM), view, *map(str, gpumem_args), "-o", str(out), "-c", str(PYTHON),
+               str(SCRIPT), str(MOCK_LIB_DIR), *map(str, workload_args)]
+        done = subprocess.run(cmd, capture_output=True, timeout=timeout)
+        stderr = done.stderr.decode(errors="replace")
+        assert done.returncode == 0 or not check, stderr
+        return out.read_text(), stderr
+
+
+def python_lines(frames):
+    return [(Path(f["file"]).name, f["symbol"]) for f in frames
+            if f.get("lang") == "python" and f.get("file")]
+
+
+# ---- top ----
+
+def last_table(text):
+    tables = [t for t in text.split("\n\n") if t.startswith("gpumem top")]
+    assert tables, text
+    return tables[-1].splitlines()
+
+
+def test_top_shows_tensor_bytes_beside_reserved_bytes_per_process():
+    text, _ = run_view("top", ["-b", "-n", 2, "-i", 0.5, "--bytes"], ["hold", 2], check=False)
+    lines = last_table(text)
+    assert f"held {6 * MIB} (tensors {1 * MIB})" in lines[0], lines[0]
+    header = lines[1].split()
+    assert header[:5] == ["PID", "USER", "CURRENT", "TENSORS", "PEAK"], header
+    (row,) = [line for line in lines[2:] if "tensors.py" in line]
+    cells = row.split()
+    # Reserved: a 2 MiB and a 4 MiB segment; allocated: 2 x 256 KiB + 512 KiB of tensors.
+    assert cells[2:5] == [str(6 * MIB), str(1 * MIB), str(6 * MIB)], row
+
+
+def test_top_lists_tensor_sites_at_their_python_lines_with_reserved_left_empty():
+    text, _ = run_view("top", ["-b", "-n", 2, "-i", 0.5, "--bytes", "--group", "site"],
+                       ["hold", 2], check=False)
+    lines = last_table(text)
+    assert lines[1].split()[:3] == ["PID", "CURRENT", "TENSORS"], lines[1]
+    rows = [line.split(None, 8) for line in lines[2:]]
+    segments = sorted(int(r[1]) for r in rows if "cudaMalloc device" in r[8])
+    tensors = sorted((int(r[2]), r[8].split(" <- ")[0]) for r in rows
+                     if r[8].startswith("pytorch:malloc tensor"))
+    assert segments == [2 * MIB, 4 * MIB]
+    assert all(r[2] == "-" for r in rows if "cudaMalloc" in r[8])
+    assert all(r[1] == "-" for r in rows if r[8].startswith("pytorch:malloc"))
+    assert [t[0] for t in tensors] == [0, 0, 256 * KIB, 256 * KIB, 512 * KIB], tensors
+    assert [t[1].split(" (")[0] for t in tensors] == [
+        "pytorch:malloc tensor forward", "pytorch:malloc tensor forward",
+        "pytorch:malloc tensor load_weights", "pytorch:malloc tensor load_weights",
+        "pytorch:malloc tensor forward"], tensors
+
+
+# ---- leaks ----
+
+STEPS = 24
+
+
+@pytest.fixture(scope="module")
+def leak_report():
+    text, _ = run_view("leaks", ["--json"], ["leak", STEPS, 125])
+    reports = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert reports[-1]["final"] is True
+    (proc,) = reports[-1]["processes"]
+    return proc
+
+
+def test_leaks_finds_a_tensor_leak_inside_a_flat_reserved_pool(leak_report):
+    p = leak_report
+    # Reserved: one 2 MiB segment from the first step on, never grown.
+    assert p["current_bytes"] == 2 * MIB and p["peak_bytes"] == 2 * MIB
+    assert p["tensor_bytes"] == STEPS * 4 * KIB and p["tensor_allocs"] == STEPS
+    # The most held at once: every kept activation and the last step's scratch tensor.
+    assert p["tensor_peak_bytes"] == STEPS * 4 * KIB + 8 * KIB
+    assert p["growing_sites"] == 1 and p["growing_tensor_sites"] == 1
+    leak = p["sites"][0]
+    assert leak["rank"] == 1 and leak["verdict"] == "growing" and leak["method"] == "window"
+    assert leak["api"] == "pytorch:malloc" and leak["kind"] == "tensor"
+    assert leak["current_bytes"] == STEPS * 4 * KIB and leak["current_allocs"] == STEPS
+    assert python_lines(leak["frames"])[0] == ("tensors.py", "keep_activation")
+    assert 0.85 * 4 * KIB < leak["growth_bytes_per_step"] < 1.15 * 4 * KIB, leak
+
+
+def test_leaks_judges_the_segment_steady_and_the_scratch_tensor_freed(leak_report):
+    by_kind = {}
+    for s in leak_report["sites"]:
+        by_kind.setdefault(s["kind"], []).append(s)
+    (segment,) = by_kind["device"]
+    assert segment["api"] == "cudaMalloc" and segment["verdict"] == "steady"
+    assert segment["current_bytes"] == 2 * MIB and segment["alloc_count"] == 1
+    scratch = [s for s in by_kind["tensor"] if s["verdict"] == "freed"]
+    assert len(scratch) == 1 and scratch[0]["alloc_count"] == STEPS
+    assert scratch[0]["free_count"] == STEPS
+    assert python_lines(scratch[0]["frames"])[0] == ("tensors.py", "scratch")
+
+
+def test_leaks_text_names_the_tensor_leak_at_its_python_line():
+    text, _ = run_view("leaks", [], ["leak", STEPS, 125])
+    assert (f"1 site still held 2.0 MiB in 1 allocation; 1 tensor site held 96.0 KiB of it in "
+            f"{STEPS} tensors") in text, text
+    assert "  tensors at keep_activation (tensors.py:" in text, text
+    assert "grew by ~4.0 KiB per step" in text, text
+    assert "tensors 96.0 KiB, peak 104 KiB" in text, text
+
+
+# ---- trace ----
+
+def test_trace_streams_tensor_allocations_and_frees_with_tensor_totals():
+    text, _ = run_view("trace", ["--json"], ["leak", 3, 0])
+    events = [json.loads(line) for line in text.splitlines() if line.strip()]
+    calls = [e for e in events if e["event"] in ("alloc", "free")]
+    tensors = [e for e in calls if e["layer"] == "pytorch"]
+    segments = [e for e in calls if e["layer"] != "pytorch"]
+    assert [(e["event"], e["api"], e["size"]) for e in segments] == [
+        ("alloc", "cudaMalloc", 2 * MIB)]
+    assert [(e["event"], e["api"], e["kind"], e["size"]) for e in tensors] == [
+        ("alloc", "pytorch:malloc", "tensor", 4 * KIB),
+        ("alloc", "pytorch:malloc", "tensor", 8 * KIB),
+        ("free", "pytorch:free", "tensor", 8 * KIB)] * 3
+    # Each tensor event carries what the process reserved and its tensors after the event.
+    assert all(e["process_bytes"] == 2 * MIB for e in tensors)
+    assert [e["process_tensor_bytes"] for e in tensors] == [
+        4 * KIB, 12 * KIB, 4 * KIB, 8 * KIB, 16 * KIB, 8 * KIB, 12 * KIB, 20 * KIB, 12 * KIB]
+    assert "process_tensor_bytes" not in segments[0]
+    # A free names the tensor it frees; the kept ones are never freed.
+    frees = {e["addr"] for e in tensors if e["event"] == "free"}
+    allocs = [e for e in tensors if e["event"] == "alloc"]
+    assert frees == {e["addr"] for e in allocs if e["size"] == 8 * KIB}
+    kept = [e for e in allocs if e["size"] == 4 * KIB]
+    assert all(python_lines(e["frames"])[:1] == [("tensors.py", "keep_activation")]
+               for e in kept), kept
+    assert any(e["event"] == "lost" and e["lost"]["unknown_tensor_frees"] == 0 for e in events)
+
+
+def test_trace_text_names_tensor_events():
+    text, _ = run_view("trace", [], ["leak", 1, 0])
+    lines = [line for line in text.splitlines() if "pytorch:" in line]
+    assert len(lines) == 3, text
+    assert lines[0].split()[1] == "alloc" and "pytorch:malloc" in lines[0]
+    assert "tensor" in lines[0].split() and "4.0 KiB" in lines[0]
+    assert lines[2].split()[1] == "free" and "pytorch:free" in lines[2]
