@@ -839,14 +839,17 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (rc != 0) {
 		if (shape == GM_SHAPE_ALLOC_PITCH)
 			size = rec->size * rec->height;	/* requested, unpadded */
+		__u64 tensors = 0;
+
 		if (ps) {
 			__sync_fetch_and_add(&ps->failed_count, 1);
 			total = ps->current_bytes;
+			tensors = ps->tensor_bytes;	/* what PyTorch's tensors held of it */
 		}
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
-		emit_call(GM_REC_ALLOC_FAILED, rec, tgid, tid, stack_id, py_stack_id, kind, 0, size,
-			  rc, total);
+		emit_record(GM_REC_ALLOC_FAILED, rec->cookie, rec, tgid, tid, stack_id, py_stack_id,
+			    kind, 0, size, rc, total, tensors);
 		return;
 	}
 

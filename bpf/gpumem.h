@@ -245,8 +245,8 @@ struct gm_call_event {
 	__u64 start_ns;		/* the process's start, ns since boot */
 	__u64 cgroup_id;	/* the caller's cgroup: a process gone before /proc was read
 				 * still gets its container */
-	__u64 tensor_bytes;	/* tensor events (layer GM_LAYER_TENSOR): the process's tensor
-				 * bytes after the event; 0 for calls */
+	__u64 tensor_bytes;	/* the process's PyTorch tensor bytes after a tensor event
+				 * (layer GM_LAYER_TENSOR) or at a failure; else 0 */
 };
 
 /* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry

@@ -3,6 +3,7 @@ ones and lists tensor sites; leaks finds a tensor leak inside a flat reserved po
 its Python line; trace streams tensor allocations and frees. The workload is
 tests/workloads/tensors.py on the mock caching allocator (libc10_cuda.so), run with -c."""
 import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,14 +26,15 @@ pytestmark = [
 ]
 
 
-def run_view(view, gpumem_args, workload_args, timeout=90, check=True):
+def run_view(view, gpumem_args, workload_args, timeout=90, check=True, env=None):
     """`gpumem VIEW ARGS -o FILE -c python3 tensors.py LIBDIR ARGS`: (text, stderr). top -n
     stops before the workload ends and ends it (exit 143): check=False."""
     with tempfile.TemporaryDirectory(prefix="gpumem-tensor-views-") as tmp:
         out = Path(tmp) / "out"
         cmd = [str(GPUMEM), view, *map(str, gpumem_args), "-o", str(out), "-c", str(PYTHON),
                str(SCRIPT), str(MOCK_LIB_DIR), *map(str, workload_args)]
-        done = subprocess.run(cmd, capture_output=True, timeout=timeout)
+        done = subprocess.run(cmd, capture_output=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})
         stderr = done.stderr.decode(errors="replace")
         assert done.returncode == 0 or not check, stderr
         return out.read_text(), stderr
@@ -170,3 +172,27 @@ def test_trace_text_names_tensor_events():
     assert lines[0].split()[1] == "alloc" and "pytorch:malloc" in lines[0]
     assert "tensor" in lines[0].split() and "4.0 KiB" in lines[0]
     assert lines[2].split()[1] == "free" and "pytorch:free" in lines[2]
+
+
+# ---- oom ----
+
+def test_oom_says_what_the_tensors_held_of_the_reserved_bytes_at_the_failure():
+    # The 3 MiB activation needs a 4 MiB segment, which the mock driver refuses; the first
+    # segment (2 MiB) is then exactly full of tensors: 2 x 256 KiB, 1 MiB, 512 KiB.
+    text, _ = run_view("oom", ["--json"], ["hold", 0], env={"GPUMEM_MOCK_FAIL_SIZE": str(4 * MIB)})
+    (failure,) = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert failure["api"] == "cudaMalloc" and failure["size"] == 4 * MIB
+    assert failure["process_bytes"] == 2 * MIB
+    assert failure["process_tensor_bytes"] == 2 * MIB
+    # Read when the failure was handled: the 1 MiB activation may be freed by then.
+    sites = failure["top_tensor_sites"]
+    assert all(s["kind"] == "tensor" and s["api"] == "pytorch:malloc" for s in sites)
+    assert {256 * KIB, 512 * KIB} <= {s["current_bytes"] for s in sites}, sites
+
+
+def test_snapshot_failure_records_carry_the_tensor_bytes():
+    text, _ = run_view("snapshot", ["--json"], ["hold", 0],
+                       env={"GPUMEM_MOCK_FAIL_SIZE": str(4 * MIB)})
+    (failure,) = json.loads(text)["failures"]
+    assert failure["process_bytes_at_failure"] == 2 * MIB
+    assert failure["process_tensor_bytes_at_failure"] == 2 * MIB

@@ -196,6 +196,7 @@ void json_failure(struct json_writer *w, const struct snapshot *snap, const stru
 	json_call_fields(w, &f->ev, snapshot_wall_ns(snap, f->ev.time_ns));
 	json_container(w, f->has_container ? &f->container : NULL);
 	jw_kv_u64(w, "process_bytes_at_failure", f->ev.process_bytes);
+	jw_kv_u64(w, "process_tensor_bytes_at_failure", f->ev.tensor_bytes);
 	jw_key(w, "frames");
 	json_frames(w, f->stack);
 	jw_object_end(w);
