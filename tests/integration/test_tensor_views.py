@@ -4,6 +4,8 @@ its Python line; trace streams tensor allocations and frees. The workload is
 tests/workloads/tensors.py on the mock caching allocator (libc10_cuda.so), run with -c."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -196,3 +198,55 @@ def test_snapshot_failure_records_carry_the_tensor_bytes():
     (failure,) = json.loads(text)["failures"]
     assert failure["process_bytes_at_failure"] == 2 * MIB
     assert failure["process_tensor_bytes_at_failure"] == 2 * MIB
+
+
+# ---- exports ----
+
+def export(fmt, workload_args, path):
+    cmd = [str(GPUMEM), "export", "--format", fmt, "-o", str(path), "-c", str(PYTHON),
+           str(SCRIPT), str(MOCK_LIB_DIR), *map(str, workload_args)]
+    done = subprocess.run(cmd, capture_output=True, timeout=90)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+def test_chrome_export_has_a_tensor_track_beside_the_reserved_one(tmp_path):
+    out = tmp_path / "trace.json"
+    export("chrome", ["leak", 3, 0], out)
+    counters = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "C"]
+    reserved = [e["args"]["bytes"] for e in counters if e["name"] == "GPU memory"]
+    tensors = [e["args"]["bytes"] for e in counters if e["name"] == "Tensor memory"]
+    assert reserved[0] == 2 * MIB and reserved[-1] == 0 and set(reserved) == {2 * MIB, 0}
+    assert tensors == [4 * KIB, 12 * KIB, 4 * KIB, 8 * KIB, 16 * KIB, 8 * KIB, 12 * KIB,
+                       20 * KIB, 12 * KIB, 0]
+    # Tensor sites are tracks of their own (two Python lines on one native stack: two
+    # tracks), named from their Python line on.
+    tracks = {}
+    for e in counters:
+        if "(pytorch:malloc tensor #" in e["name"]:
+            tracks.setdefault(e["name"], []).append(e["args"]["bytes"])
+    assert sorted(tracks.values()) == [[4 * KIB, 8 * KIB, 12 * KIB, 0], [8 * KIB, 0] * 3]
+    keep = [name for name, v in tracks.items() if v[0] == 4 * KIB][0]
+    assert keep.startswith("site keep_activation <- leak <- main"), keep
+
+
+def test_pprof_export_has_tensors_as_their_own_sample_types(tmp_path):
+    go = shutil.which("go")
+    if not go:
+        pytest.skip("go is not installed (Debian golang-go); go tool pprof reads the export")
+    out = tmp_path / "profile.pb.gz"
+    export("pprof", ["hold", 0], out)
+
+    def total(index):
+        done = subprocess.run([go, "tool", "pprof", "-unit=B", f"-sample_index={index}", "-top",
+                               str(out)], capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL, text=True)
+        assert done.returncode == 0, done.stderr
+        found = re.search(r"Total samples = (\S+)", done.stdout) or re.search(
+            r"accounting for (\S+), ", done.stdout)
+        return found.group(1), done.stdout
+
+    assert total("inuse_space")[0] == f"{6 * MIB}B"          # reserved: the segments only
+    tensors, text = total("tensor_inuse_space")
+    assert tensors == f"{1 * MIB}B", text
+    assert "load_weights" in text and "forward" in text
+    assert total("tensor_alloc_space")[0] == f"{5 * MIB}B"   # 2 x 256 KiB, 512 KiB, 1 + 3 MiB

@@ -73,7 +73,9 @@ static void memviz_event(struct exporter *x, const struct snap_event *e)
 	uint64_t addr, size;
 
 	timeline_apply(&m->tl, e, &ch);
-	if (ch.what == TL_NONE || ch.what == TL_EXIT || !export_kind_is_gpu(ch.site->kind))
+	/* Segments only: a tensor is a block inside one, which this export does not draw yet. */
+	if (ch.what == TL_NONE || ch.what == TL_EXIT || ch.tensor ||
+	    !export_kind_is_gpu(ch.site->kind))
 		return;
 	addr = ch.alloc.addr;
 	size = ch.alloc.size;

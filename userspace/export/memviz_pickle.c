@@ -99,7 +99,7 @@ static void collect(const struct tl_proc *p, const struct tl_alloc *a, void *ctx
 {
 	struct live_list *l = ctx;
 
-	if (export_kind_is_gpu(p->sites[a->site].kind))
+	if (!a->tensor && export_kind_is_gpu(p->sites[a->site].kind))
 		l->a[l->n++] = a;
 }
 
