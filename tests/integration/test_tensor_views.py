@@ -202,6 +202,11 @@ def test_snapshot_failure_records_carry_the_tensor_bytes():
 
 # ---- exports ----
 
+def collapse(values):
+    """A counter track without the repeats a periodic sample adds between two events."""
+    return [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+
+
 def export(fmt, workload_args, path):
     cmd = [str(GPUMEM), "export", "--format", fmt, "-o", str(path), "-c", str(PYTHON),
            str(SCRIPT), str(MOCK_LIB_DIR), *map(str, workload_args)]
@@ -216,7 +221,7 @@ def test_chrome_export_has_a_tensor_track_beside_the_reserved_one(tmp_path):
     reserved = [e["args"]["bytes"] for e in counters if e["name"] == "GPU memory"]
     tensors = [e["args"]["bytes"] for e in counters if e["name"] == "Tensor memory"]
     assert reserved[0] == 2 * MIB and reserved[-1] == 0 and set(reserved) == {2 * MIB, 0}
-    assert tensors == [4 * KIB, 12 * KIB, 4 * KIB, 8 * KIB, 16 * KIB, 8 * KIB, 12 * KIB,
+    assert collapse(tensors) == [4 * KIB, 12 * KIB, 4 * KIB, 8 * KIB, 16 * KIB, 8 * KIB, 12 * KIB,
                        20 * KIB, 12 * KIB, 0]
     # Tensor sites are tracks of their own (two Python lines on one native stack: two
     # tracks), named from their Python line on.
@@ -250,3 +255,70 @@ def test_pprof_export_has_tensors_as_their_own_sample_types(tmp_path):
     assert tensors == f"{1 * MIB}B", text
     assert "load_weights" in text and "forward" in text
     assert total("tensor_alloc_space")[0] == f"{5 * MIB}B"   # 2 x 256 KiB, 512 KiB, 1 + 3 MiB
+
+
+# ---- recordings ----
+
+REC_STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    db = tmp_path_factory.mktemp("tensor-recording") / "rec.db"
+    cmd = [str(GPUMEM), "record", "-o", str(db), "-i", "0.2", "-c", str(PYTHON), str(SCRIPT),
+           str(MOCK_LIB_DIR), "leak", str(REC_STEPS), "50"]
+    done = subprocess.run(cmd, capture_output=True, timeout=90)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return db
+
+
+def sql(db, query):
+    import sqlite3
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(query).fetchall()
+
+
+def test_report_from_a_recording_has_tensors_beside_reserved(recording):
+    done = subprocess.run([str(GPUMEM), "report", str(recording), "--json"], capture_output=True,
+                          timeout=60, text=True)
+    assert done.returncode == 0, done.stderr
+    (p,) = json.loads(done.stdout)["processes"]
+    assert p["current_bytes"] == 2 * MIB
+    assert p["tensor_bytes"] == REC_STEPS * 4 * KIB and p["tensor_allocs"] == REC_STEPS
+    assert p["tensor_peak_bytes"] == REC_STEPS * 4 * KIB + 8 * KIB
+    assert p["tensor_alloc_count"] == 2 * REC_STEPS and p["tensor_free_count"] == REC_STEPS
+    # Two Python lines on one native stack stay two sites in the file, named at their lines.
+    sites = sorted((s["current_bytes"], s["alloc_count"], python_lines(s["frames"])[:1])
+                   for s in p["tensor_sites"])
+    assert sites == [(0, REC_STEPS, [("tensors.py", "scratch")]),
+                     (REC_STEPS * 4 * KIB, REC_STEPS, [("tensors.py", "keep_activation")])]
+    assert [s["api"] for s in p["sites"]] == ["cudaMalloc"]
+
+
+def test_recording_keeps_tensor_series_and_events_apart_from_reserved(recording):
+    # The last sample: reserved 2 MiB, and the tensors' own columns.
+    ((cur, tensors, allocs, peak),) = sql(recording, """SELECT current_bytes, tensor_bytes,
+        tensor_allocs, tensor_peak_bytes FROM process_samples ORDER BY time_ns DESC LIMIT 1""")
+    assert (cur, tensors, allocs, peak) == (2 * MIB, REC_STEPS * 4 * KIB, REC_STEPS,
+                                            REC_STEPS * 4 * KIB + 8 * KIB)
+    by_layer = dict((layer, (n, top)) for layer, n, top in sql(
+        recording, "SELECT layer, count(*), max(process_tensor_bytes) FROM events"
+                   " WHERE type IN (1, 2) GROUP BY layer"))
+    assert by_layer[0] == (1, None)                      # the segment's cudaMalloc
+    assert by_layer[2] == (3 * REC_STEPS, REC_STEPS * 4 * KIB + 8 * KIB)
+    # Nsight's view lists what cudaMalloc handed out, never the tensors inside it.
+    assert sql(recording, "SELECT bytes FROM CUDA_GPU_MEMORY_USAGE_EVENTS") == [(2 * MIB,)]
+
+
+def test_exports_from_a_recording_carry_the_tensors(recording, tmp_path):
+    out = tmp_path / "trace.json"
+    done = subprocess.run([str(GPUMEM), "export", "--format", "chrome", "-o", str(out),
+                           str(recording)], capture_output=True, timeout=60, text=True)
+    assert done.returncode == 0, done.stderr
+    counters = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "C"]
+    tensors = [e["args"]["bytes"] for e in counters if e["name"] == "Tensor memory"]
+    # Every step: keep (+4 KiB), scratch (+8 KiB), its free (-8 KiB); then the end.
+    expect = []
+    for step in range(REC_STEPS):
+        expect += [(step + 1) * 4 * KIB, (step + 1) * 4 * KIB + 8 * KIB, (step + 1) * 4 * KIB]
+    assert collapse([t for t in tensors if t]) == expect and tensors[-1] == 0
