@@ -315,6 +315,10 @@ fi
 echo
 bench/pywalk.sh
 
+# PyTorch's tensors: a USDT tensor event's cost, attached vs not (bench/tensors.sh).
+echo
+bench/tensors.sh
+
 # The event consumer: events per second trace --json delivers, and its drops (bench/trace_rate.sh).
 echo
 bench/trace_rate.sh

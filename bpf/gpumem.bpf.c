@@ -1013,15 +1013,16 @@ static __always_inline struct gm_inflight *tensor_thread(__u32 tgid)
 	return rec;
 }
 
+/* pytorch:malloc(ptr, device, size, stream): only the two arguments used are read (each read
+ * looks up the probe's argument spec). */
 SEC("usdt")
-int BPF_USDT(tensor_malloc, __u64 ptr, long device, __u64 size, long stream)
+int tensor_malloc(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct gm_inflight *rec;
+	long ptr = 0, size = 0;
 
-	(void)device;
-	(void)stream;
-	if (!ptr || !size)
+	if (bpf_usdt_arg(ctx, 0, &ptr) || bpf_usdt_arg(ctx, 2, &size) || !ptr || size <= 0)
 		return 0;
 	rec = tensor_thread(id >> 32);
 	if (!rec)
