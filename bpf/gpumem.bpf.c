@@ -721,7 +721,11 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	if (!ps)
 		return 0;
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
-	if (!is_gpu_kind(info->kind) || info->layer == GM_LAYER_TENSOR)
+	if (info->layer == GM_LAYER_TENSOR) {
+		__sync_fetch_and_add(&ps->tensor_bytes, -info->size);
+		return ps->current_bytes;
+	}
+	if (!is_gpu_kind(info->kind))
 		return ps->current_bytes;
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
 }
@@ -1031,8 +1035,8 @@ int tensor_malloc(struct pt_regs *ctx)
 	return 0;
 }
 
-/* Subtracts a freed tensor from its process's tensor bytes; the process's bytes, reserved and
- * tensors, after it. */
+/* Subtracts a freed tensor from its site and process (account_free); the process's bytes,
+ * reserved and tensors, after it. */
 static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
 						const struct gm_alloc_info *info, __u64 *reserved,
 						__u64 *tensors)
@@ -1042,7 +1046,7 @@ static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
 
 	*reserved = account_free(tgid, gen, info);
 	ps = bpf_map_lookup_elem(&procs, &pkey);
-	*tensors = ps ? __sync_fetch_and_add(&ps->tensor_bytes, -info->size) - info->size : 0;
+	*tensors = ps ? ps->tensor_bytes : 0;
 }
 
 /* Fired before the allocator takes the tensor back: its entry is deleted here, so only one of

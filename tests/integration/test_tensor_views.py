@@ -327,3 +327,48 @@ def test_exports_from_a_recording_carry_the_tensors(recording, tmp_path):
     for step in range(REC_STEPS):
         expect += [(step + 1) * 4 * KIB, (step + 1) * 4 * KIB + 8 * KIB, (step + 1) * 4 * KIB]
     assert collapse([t for t in tensors if t]) == expect and tensors[-1] == 0
+
+
+# ---- the agent: its tensor probes across a restart ----
+
+def test_an_adopting_agent_attaches_the_tensor_probes_again_and_misses_the_gap():
+    from test_serve import Agent, pin_dir, reader_snapshot, reset
+    from conftest import Workload, find_proc
+
+    pins = pin_dir()
+    c10 = ("--lib", str(C10))
+    w = Workload(SCRIPT, MOCK_LIB_DIR, program=PYTHON)
+    try:
+        w.wait_for("ready")
+        agent = Agent(pins, *c10)
+        try:
+            for cmd, reply in (("warm", "warm"), ("run", "done")):
+                w.proc.stdin.write(f"{cmd}\n".encode())
+                w.proc.stdin.flush()
+                w.wait_for(reply)
+            first = find_proc(reader_snapshot(pins), w.pid)
+        finally:
+            agent.term()
+        # No agent: PyTorch's probes are off (unless another tracer holds them), and this
+        # run's five tensors and two frees are never counted by these pins.
+        w.proc.stdin.write(b"run\n")
+        w.proc.stdin.flush()
+        w.wait_for("done")
+        agent = Agent(pins, *c10)
+        try:
+            w.proc.stdin.write(b"run\n")
+            w.proc.stdin.flush()
+            w.wait_for("done")
+            after = find_proc(reader_snapshot(pins), w.pid)
+        finally:
+            agent.term()
+    finally:
+        w.kill()
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)
+    assert (first["tensor_alloc_count"], first["tensor_free_count"]) == (5, 2)
+    # Peaks: a run holds 5 MiB at once (2 x 256 KiB, 1 MiB, 512 KiB, 3 MiB), on top of what
+    # the counted runs before it kept (the gap's run is not counted: it held nothing here).
+    assert first["tensor_bytes"] == 1 * MIB and first["tensor_peak_bytes"] == 5 * MIB
+    assert (after["tensor_alloc_count"], after["tensor_free_count"]) == (10, 4)
+    assert after["tensor_bytes"] == 2 * MIB and after["tensor_peak_bytes"] == 6 * MIB
