@@ -31,6 +31,7 @@ SCRIPT=bench/gpumem.bt
 
 WORK=$(mktemp -d /tmp/gpumem-bench.XXXXXX)
 TRACER_PID=
+. bench/common.sh
 cleanup() {
 	[ -z "$TRACER_PID" ] || stop_tracer
 	rm -rf "$WORK"
@@ -83,30 +84,7 @@ start_tracer() {
 	shift 2
 	"$@" >"$log" 2>&1 &
 	TRACER_PID=$!
-	for _ in $(seq 600); do
-		grep -q "$ready" "$log" && return 0
-		kill -0 "$TRACER_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "bench: '$*' did not start:" >&2
-	sed 's/^/  /' "$log" >&2
-	stop_tracer
-	return 1
-}
-
-# SIGINT makes each tracer print its report and exit. Sent again every second: bpftrace can
-# miss one that lands just before it sleeps in epoll_wait. Killed after ten.
-stop_tracer() {
-	for _ in $(seq 10); do
-		kill -INT "$TRACER_PID" 2>/dev/null || break
-		for _ in $(seq 20); do
-			kill -0 "$TRACER_PID" 2>/dev/null || break 2
-			sleep 0.05
-		done
-	done
-	kill -KILL "$TRACER_PID" 2>/dev/null
-	wait "$TRACER_PID" 2>/dev/null
-	TRACER_PID=
+	wait_for_tracer "$log" "$ready" "bench: '$*'"
 }
 
 # Runs the workload; prints "PID NS_PER_PAIR".
@@ -194,12 +172,6 @@ measure() {
 		[ "$rc" = 2 ] || return "$rc"
 	done
 	return 1
-}
-
-median() {
-	sort -g "$1" | awk '{ v[NR] = $1 } END {
-		if (NR == 0) exit 1
-		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 us() {

@@ -30,19 +30,7 @@ CONFIGS=(off idle maps trace)
 
 WORK=$(mktemp -d /tmp/gpumem-tensors.XXXXXX)
 TRACER_PID=
-stop_tracer() {
-	[ -n "$TRACER_PID" ] || return 0
-	for _ in $(seq 10); do
-		kill -INT "$TRACER_PID" 2>/dev/null || break
-		for _ in $(seq 20); do
-			kill -0 "$TRACER_PID" 2>/dev/null || break 2
-			sleep 0.05
-		done
-	done
-	kill -KILL "$TRACER_PID" 2>/dev/null
-	wait "$TRACER_PID" 2>/dev/null
-	TRACER_PID=
-}
+. bench/common.sh
 trap 'stop_tracer; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
@@ -65,15 +53,7 @@ start_gpumem() {
 	fi
 	"$GPUMEM" "${args[@]}" >"$WORK/gpumem.log" 2>&1 &
 	TRACER_PID=$!
-	for _ in $(seq 600); do
-		grep -qs "gpumem: tracing:" "$WORK/gpumem.log" && return 0
-		kill -0 "$TRACER_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "tensors: gpumem did not start:" >&2
-	sed 's/^/  /' "$WORK/gpumem.log" >&2
-	stop_tracer
-	return 1
+	wait_for_tracer "$WORK/gpumem.log" "gpumem: tracing:" tensors
 }
 
 # The tensors gpumem counted for pid $1 (its snapshot), to show the probes fired.
@@ -94,16 +74,15 @@ measure() {
 	# "tensors: pid P pairs N: W ns/pair wall, C ns/pair cpu, fired F"
 	read -r pid cpu fired <<<"$(awk '{ print $3, $(NF - 4), $NF }' <<<"$out")"
 	stop_tracer
+	if [ "$config" != off ] && [ "$fired" = 0 ]; then
+		echo "tensors: $config run discarded: the probes never fired (gpumem's log:" \
+			"$(tr '\n' ' ' <"$WORK/gpumem.log"))" >&2
+		return 1
+	fi
 	[ "$config" = maps ] && seen=$(tensors_seen "$pid")
 	echo "$cpu" >>"$WORK/$config"
 	printf '  %-6s %8.1f ns/pair cpu  (probes fired %s, tensors counted %s)\n' "$config" "$cpu" \
 		"$fired" "$seen"
-}
-
-median() {
-	sort -g "$1" | awk '{ v[NR] = $1 } END {
-		if (NR == 0) exit 1
-		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 echo "Tensor events: malloc+free pairs through the mock caching allocator's USDT probes;" \
@@ -136,23 +115,7 @@ if [ "$PROFILE" = 1 ]; then
 	echo "BPF time per program (separate runs, kernel.bpf_stats_enabled=1):"
 	for config in maps trace; do
 		start_gpumem "$config" || continue
-		ids=$(grep -hs '^prog_id:' /proc/"$TRACER_PID"/fdinfo/* | awk '{ print $2 }' | sort -un)
-		sysctl -q kernel.bpf_stats_enabled=1
-		timeout 120 "$LOOP" "$PAIRS" >/dev/null
-		sysctl -q kernel.bpf_stats_enabled=0
-		for id in $ids; do
-			bpftool prog show id "$id" --json
-			echo
-		done | /usr/bin/python3 -c '
-import json, sys
-for line in sys.stdin:
-    if not line.strip():
-        continue
-    p = json.loads(line)
-    cnt = p.get("run_cnt", 0)
-    if cnt and p.get("name", "").startswith("tensor"):
-        print("  %-6s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
-              p.get("run_time_ns", 0) / cnt))' "$config"
+		bpf_prog_times "$config" tensor "$LOOP" "$PAIRS"
 		stop_tracer
 	done
 fi
