@@ -57,6 +57,7 @@ int main(int argc, char **argv)
 	cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
 	wall = now_ns(CLOCK_MONOTONIC) - wall;
 	printf("tensors: pid %d pairs %lu: %.1f ns/pair wall, %.1f ns/pair cpu, fired %lu\n",
-	       getpid(), n, (double)wall / n, (double)cpu / n, c10_mock_fired(0) + c10_mock_fired(1));
+	       getpid(), n, (double)wall / n, (double)cpu / n,
+	       c10_mock_fired(0) + c10_mock_fired(1));
 	return 0;
 }

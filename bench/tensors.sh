@@ -70,7 +70,11 @@ measure() {
 	if [ "$config" != off ]; then
 		start_gpumem "$config" || return 1
 	fi
-	out=$(timeout 120 "$LOOP" "$PAIRS") || { echo "tensors: $LOOP failed" >&2; stop_tracer; return 1; }
+	if ! out=$(timeout 120 "$LOOP" "$PAIRS"); then
+		echo "tensors: $LOOP failed" >&2
+		stop_tracer
+		return 1
+	fi
 	# "tensors: pid P pairs N: W ns/pair wall, C ns/pair cpu, fired F"
 	read -r pid cpu fired <<<"$(awk '{ print $3, $(NF - 4), $NF }' <<<"$out")"
 	stop_tracer
@@ -81,8 +85,8 @@ measure() {
 	fi
 	[ "$config" = maps ] && seen=$(tensors_seen "$pid")
 	echo "$cpu" >>"$WORK/$config"
-	printf '  %-6s %8.1f ns/pair cpu  (probes fired %s, tensors counted %s)\n' "$config" "$cpu" \
-		"$fired" "$seen"
+	printf '  %-6s %8.1f ns/pair cpu  (probes fired %s, tensors counted %s)\n' "$config" \
+		"$cpu" "$fired" "$seen"
 }
 
 echo "Tensor events: malloc+free pairs through the mock caching allocator's USDT probes;" \
@@ -90,7 +94,8 @@ echo "Tensor events: malloc+free pairs through the mock caching allocator's USDT
 for round in $(seq "$ROUNDS"); do
 	echo "round $round/$ROUNDS"
 	for i in "${!CONFIGS[@]}"; do
-		measure "${CONFIGS[$(((i + round) % ${#CONFIGS[@]}))]}" || echo "tensors: run failed" >&2
+		config=${CONFIGS[$(((i + round) % ${#CONFIGS[@]}))]}
+		measure "$config" || echo "tensors: $config run failed" >&2
 	done
 done
 
@@ -99,15 +104,19 @@ off=$(median "$WORK/off" 2>/dev/null) || { echo "tensors: no result without gpum
 printf '%-6s %12s %8s %14s %14s %8s\n' "config" "ns/pair cpu" "ratio" "added ns/pair" \
 	"ns/event" "target"
 for config in "${CONFIGS[@]}"; do
-	m=$(median "$WORK/$config" 2>/dev/null) || { printf '%-6s %12s\n' "$config" "no result"; continue; }
+	if ! m=$(median "$WORK/$config" 2>/dev/null); then
+		printf '%-6s %12s\n' "$config" "no result"
+		continue
+	fi
 	awk -v c="$config" -v m="$m" -v o="$off" -v t="$TARGET_NS" 'BEGIN {
 		printf "%-6s %12.1f %8.2f %14.1f %14.1f %8s\n", c, m, m / o, m - o, (m - o) / 2,
 			c == "off" || c == "idle" ? "" : "< " t }'
 done
 idle=$(median "$WORK/idle" 2>/dev/null) && maps=$(median "$WORK/maps" 2>/dev/null) &&
 	awk -v i="$idle" -v o="$off" -v m="$maps" 'BEGIN {
-		printf "the trap alone (idle - off): %.1f ns/event; gpumem'"'"'s BPF on top (maps - idle):" \
-			" %.1f ns/event\n", (i - o) / 2, (m - i) / 2 }'
+		printf "the trap alone (idle - off): %.1f ns/event; " \
+			"gpumem'"'"'s BPF on top (maps - idle): %.1f ns/event\n",
+			(i - o) / 2, (m - i) / 2 }'
 
 # Where the time goes: one more run each with kernel.bpf_stats_enabled, per program.
 if [ "$PROFILE" = 1 ]; then

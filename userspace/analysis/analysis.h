@@ -32,7 +32,7 @@ enum leak_verdict { LEAK_GROWING, LEAK_STEADY, LEAK_FREED };
 
 struct site_verdict {
 	const struct snap_site *ss;
-	bool tensor;		/* a PyTorch tensor site: allocated bytes, inside reserved ones */
+	bool tensor;		/* a PyTorch tensor site: allocated bytes, inside reserved */
 	enum leak_verdict verdict;
 	struct hist_fit fit;
 	bool lifetime;		/* too few samples: judged on totals since the process began */

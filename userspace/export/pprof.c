@@ -245,8 +245,8 @@ static void finish_profile(struct exporter *x, struct pprof *pp)
 {
 	uint64_t comment = str_id(pp, "gpumem: inuse_* = held at the end (a process that ended: "
 				  "when it ended); alloc_* = totals over the run; label kind=host is "
-				  "pinned host memory; tensor_* = PyTorch tensors (allocated, inside "
-				  "the segments inuse_space counts), label kind=tensor");
+				  "pinned host memory; tensor_* = PyTorch tensors (allocated, "
+				  "inside the segments inuse_space counts), label kind=tensor");
 
 	pb_field_varint(&pp->body, PROFILE_COMMENT, comment);
 	pb_field_varint(&pp->body, PROFILE_DEFAULT_SAMPLE_TYPE, str_id(pp, "inuse_space"));

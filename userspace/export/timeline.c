@@ -9,7 +9,7 @@
 
 struct site_key {
 	int32_t stack_id;
-	int32_t py_stack_id;	/* Python call paths that share a native stack are sites apart */
+	int32_t py_stack_id;	/* Python paths that share a native stack: sites apart */
 	uint32_t api, kind;
 };
 

@@ -38,7 +38,7 @@ struct tl_proc {
 	struct container_info container;
 	bool has_container;
 	uint64_t process_bytes;	/* the kernel's count at the last event (GPU-side kinds) */
-	uint64_t tensor_bytes;	/* the kernel's count of its tensors at the last tensor event */
+	uint64_t tensor_bytes;	/* its tensors, as the last tensor event counted them */
 	bool has_tensors;	/* a tensor event came */
 	struct intern site_keys;
 	struct tl_site *sites;

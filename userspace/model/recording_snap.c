@@ -26,8 +26,9 @@ static void copy_sites(struct recording *r, const struct rproc *rp, struct snap_
 			continue;	/* made after this instant */
 		to = tensor ? &out->tensor_sites[out->ntensor_sites++] : &out->sites[out->nsites++];
 		*to = (struct snap_site){
-			.api = s->api, .kind = s->kind, .stack_id = s->key, .py_stack_id = s->py_key,
-			.st = s->st, .stack = snap_stack_get(rec_stack_of(r, s->stack_row)),
+			.api = s->api, .kind = s->kind, .stack_id = s->key,
+			.py_stack_id = s->py_key, .st = s->st,
+			.stack = snap_stack_get(rec_stack_of(r, s->stack_row)),
 		};
 		if (!tensor)
 			continue;

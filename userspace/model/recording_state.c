@@ -20,7 +20,8 @@ static const char proc_sample_sql[] =
 static const char sites_sql[] =
 	"SELECT s.id, s.stack_key, s.api, s.kind, s.stack_id, ss.current_bytes,"
 	" ss.current_allocs, ss.alloc_count, ss.free_count, ss.alloc_bytes_total,"
-	" ss.failed_count, s.py_stack_id FROM sites s LEFT JOIN site_samples ss ON ss.site_id = s.id AND"
+	" ss.failed_count, s.py_stack_id FROM sites s LEFT JOIN site_samples ss"
+	" ON ss.site_id = s.id AND"
 	" ss.time_ns = (SELECT max(time_ns) FROM site_samples WHERE site_id = s.id AND"
 	" time_ns <= ?2) WHERE s.process_id = ?1 ORDER BY s.id";
 
