@@ -84,6 +84,7 @@ deploy-check:
 	deploy/check-test.sh
 
 bench: deps all test-progs
+	BENCH_SETUP=runtime-only BENCH_TAIL=0 bench/run.sh
 	bench/run.sh
 
 # Discovery alone: late-attach latency and start-up cost on a busy host (bench/discovery.sh).

@@ -36,6 +36,15 @@ struct file_probes {
 };
 
 
+/* --malloc-free: only what the few-line user script of bench/live_bytes.bt probes (entry and
+ * return of cudaMalloc, entry of cudaFree), for the runtime-only setup. */
+static bool malloc_free_only;
+
+static bool wanted(const char *name)
+{
+	return !malloc_free_only || !strcmp(name, "cudaMalloc") || !strcmp(name, "cudaFree");
+}
+
 static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
 			  void *ctx)
 {
@@ -43,6 +52,8 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 
 	(void)vaddr;
 	(void)size;
+	if (!wanted(name))
+		return 0;
 	for (unsigned int i = 0; i < ARRAY_SIZE(probed_symbols); i++)
 		if (!offsets[i] && strcmp(probed_symbols[i], name) == 0)
 			offsets[i] = file_off;
@@ -71,6 +82,20 @@ static int find_probes(const char *path, struct file_probes *fp)
 	return 0;
 }
 
+/* The return probes of --malloc-free: the user's script has none on cudaFree. */
+static void drop_frees(struct file_probes *fp)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < fp->count; i++) {
+		if (!strcmp(probed_symbols[fp->cookies[i]], "cudaFree"))
+			continue;
+		fp->offsets[kept] = fp->offsets[i];
+		fp->cookies[kept++] = fp->cookies[i];
+	}
+	fp->count = kept;
+}
+
 static int wait_for_stop_signal(void)
 {
 	sigset_t set;
@@ -89,8 +114,14 @@ int main(int argc, char **argv)
 	struct bare_bpf *skel;
 	sigset_t stop;
 
+	if (argc > 1 && !strcmp(argv[1], "--malloc-free")) {
+		malloc_free_only = true;
+		argv++;
+		argc--;
+	}
 	if (argc < 2 || argc - 1 > MAX_FILES) {
-		fprintf(stderr, "usage: %s LIBRARY... (at most %d)\n", argv[0], MAX_FILES);
+		fprintf(stderr, "usage: %s [--malloc-free] LIBRARY... (at most %d)\n", argv[0],
+			MAX_FILES);
 		return 2;
 	}
 	/* Blocked before anything is attached, so a stop signal is never lost. */
@@ -131,6 +162,9 @@ int main(int argc, char **argv)
 			goto out_detach;
 		}
 		link_fds[nlinks++] = entry;
+		probes += fp.count;
+		if (malloc_free_only)
+			drop_frees(&fp);
 		ret = uprobe_multi_link(skel->progs.bare_return, argv[i], fp.offsets, fp.cookies,
 					fp.count, true);
 		if (ret < 0) {
@@ -139,7 +173,7 @@ int main(int argc, char **argv)
 			goto out_detach;
 		}
 		link_fds[nlinks++] = ret;
-		probes += 2 * fp.count;
+		probes += fp.count;
 	}
 	fprintf(stderr, "bare: attached %u probes on %d files\n", probes, argc - 1);
 	err = wait_for_stop_signal() ? 1 : 0;
