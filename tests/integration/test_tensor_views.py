@@ -365,3 +365,49 @@ def test_an_adopting_agent_attaches_the_tensor_probes_again_and_misses_the_gap()
     assert first["tensor_bytes"] == 1 * MIB and first["tensor_peak_bytes"] == 5 * MIB
     assert (after["tensor_alloc_count"], after["tensor_free_count"]) == (10, 4)
     assert after["tensor_bytes"] == 2 * MIB and after["tensor_peak_bytes"] == 6 * MIB
+
+
+def test_memviz_draws_tensors_as_blocks_of_their_segments(tmp_path):
+    import pickle
+    import pickletools
+    from test_export import MEMORY_VIZ_OPCODES
+
+    out = tmp_path / "memviz"
+    cmd = [str(GPUMEM), "export", "--format", "memviz", "-o", str(out), "-c", str(PYTHON),
+           str(SCRIPT), str(MOCK_LIB_DIR), "hold", "0"]
+    done = subprocess.run(cmd, capture_output=True, timeout=90)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    (path,) = out.glob("*-python3.pickle")
+    data = path.read_bytes()
+    assert {op.name for op, _, _ in pickletools.genops(data)} <= MEMORY_VIZ_OPCODES
+    snap = pickle.loads(data)
+    # The trace as PyTorch writes it: segments from cudaMalloc, blocks from the tensors.
+    assert [(e["action"], e["size"]) for e in snap["device_traces"][0]] == [
+        ("segment_alloc", 2 * MIB), ("alloc", 256 * KIB), ("alloc", 256 * KIB),
+        ("alloc", 1 * MIB), ("alloc", 512 * KIB), ("segment_alloc", 4 * MIB),
+        ("alloc", 3 * MIB), ("free_requested", 1 * MIB), ("free_completed", 1 * MIB),
+        ("free_requested", 3 * MIB), ("free_completed", 3 * MIB)]
+    # Replayed, the trace leaves exactly the segments' active blocks live.
+    segments, blocks = {}, {}
+    for e in snap["device_traces"][0]:
+        if e["action"] == "segment_alloc":
+            segments[e["addr"]] = e["size"]
+        elif e["action"] == "alloc":
+            assert any(s <= e["addr"] and e["addr"] + e["size"] <= s + n
+                       for s, n in segments.items())
+            blocks[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed":
+            assert blocks.pop(e["addr"]) == e["size"]
+    final = {}
+    for s in snap["segments"]:
+        assert sum(b["size"] for b in s["blocks"]) == s["total_size"]   # blocks tile it
+        active = [b for b in s["blocks"] if b["state"] == "active_allocated"]
+        assert s["allocated_size"] == sum(b["size"] for b in active)
+        final.update((b["address"], b["size"]) for b in active)
+    assert {s["address"]: s["total_size"] for s in snap["segments"]} == segments
+    assert final == blocks
+    first = min(snap["segments"], key=lambda s: s["address"])
+    assert [(b["state"], b["size"]) for b in first["blocks"]] == [
+        ("active_allocated", 256 * KIB), ("active_allocated", 256 * KIB),
+        ("inactive", 1 * MIB), ("active_allocated", 512 * KIB)]
+    assert snap["gpumem"]["tensors_outside_segments"] == 0
