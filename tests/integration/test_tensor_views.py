@@ -308,6 +308,19 @@ def test_recording_keeps_tensor_series_and_events_apart_from_reserved(recording)
     assert sql(recording, "SELECT bytes FROM CUDA_GPU_MEMORY_USAGE_EVENTS") == [(2 * MIB,)]
 
 
+def test_report_sites_lists_tensor_sites_with_their_own_peaks(recording):
+    done = subprocess.run([str(GPUMEM), "report", str(recording), "sites", "--json"],
+                          capture_output=True, timeout=60, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = sorted((s["kind"], s["current_bytes"], s["peak_bytes"], s["alloc_count"],
+                   python_lines(s["frames"])[:1]) for s in json.loads(done.stdout)["sites"])
+    assert rows == [
+        ("device", 2 * MIB, 2 * MIB, 1, [("tensors.py", "keep_activation")]),
+        ("tensor", 0, 8 * KIB, REC_STEPS, [("tensors.py", "scratch")]),
+        ("tensor", REC_STEPS * 4 * KIB, REC_STEPS * 4 * KIB, REC_STEPS,
+         [("tensors.py", "keep_activation")])]
+
+
 def test_exports_from_a_recording_carry_the_tensors(recording, tmp_path):
     out = tmp_path / "trace.json"
     done = subprocess.run([str(GPUMEM), "export", "--format", "chrome", "-o", str(out),

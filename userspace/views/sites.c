@@ -73,7 +73,10 @@ static void sites_text(struct session *s, const struct rec_sites *rs)
 		fprintf(s->out, "%7d %-16s %-22s %-7s %12s %12s %8llu %8llu %6llu ", row->p->pid,
 			comm, probe_api_name(ss->api), site_kind_name(ss), held, peak,
 			ss->st.alloc_count, ss->st.free_count, ss->st.failed_count);
-		text_frames(s->out, ss->stack, " <- ", 4);
+		if (probe_is_tensor(ss->api))
+			text_frames_user(s->out, ss->stack, " <- ", 4);
+		else
+			text_frames(s->out, ss->stack, " <- ", 4);
 		fputc('\n', s->out);
 	}
 	if (!rs->peaks_exact)
