@@ -337,8 +337,13 @@ def test_exports_from_a_recording_carry_the_tensors(recording, tmp_path):
 
 # ---- the agent: its tensor probes across a restart ----
 
+def metric_value(metrics, pid, name="gpumem_process_tensor_peak_memory_bytes"):
+    found = re.search(r'^%s\{pid="%d",[^}]*\} (\d+)$' % (name, pid), metrics, re.M)
+    return int(found.group(1)) if found else None
+
+
 def test_an_adopting_agent_attaches_the_tensor_probes_again_and_misses_the_gap():
-    from test_serve import Agent, pin_dir, reader_snapshot, reset
+    from test_serve import Agent, pin_dir, reader_snapshot, reset, wait_until
     from conftest import Workload, find_proc
 
     pins = pin_dir()
@@ -366,6 +371,9 @@ def test_an_adopting_agent_attaches_the_tensor_probes_again_and_misses_the_gap()
             w.proc.stdin.flush()
             w.wait_for("done")
             after = find_proc(reader_snapshot(pins), w.pid)
+            # The agent publishes a snapshot a second: its metrics follow the maps.
+            wait_until(lambda: metric_value(agent.metrics(), w.pid) == 6 * MIB,
+                       what="the tensor peak in the metrics")
         finally:
             agent.term()
     finally:
