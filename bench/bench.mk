@@ -65,6 +65,17 @@ endif
 bench-probeplace: all test-progs bench-progs
 	bench/probeplace.sh
 
+# The tensor benchmark's loop (bench/tensors.sh): PyTorch-style tensor pairs through a copy of
+# the mock caching allocator, where <sys/sdt.h> built it.
+ifeq ($(TESTS_HAVE_SDT),1)
+$(BENCH_OUT)/tensor_loop: bench/tensor_loop.c $(BENCH_LIB)/libc10_cuda.so $(BENCH_MOCK_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -L$(BENCH_LIB) -l:libc10_cuda.so -l:libcudart.so.13 \
+		-Wl,-rpath,'$$ORIGIN/lib'
+
+bench-progs: $(BENCH_OUT)/tensor_loop
+endif
+
 bench: bench-progs
 
 # Symbolization throughput (frames/s, cold and warm) over a real binary: gpumem itself.

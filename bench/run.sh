@@ -61,6 +61,7 @@ BARE_LIBS="$CUDART $CUDA"
 
 WORK=$(mktemp -d /tmp/gpumem-bench.XXXXXX)
 TRACER_PID=
+. bench/common.sh
 cleanup() {
 	[ -z "$TRACER_PID" ] || stop_tracer
 	rm -rf "$WORK"
@@ -113,30 +114,7 @@ start_tracer() {
 	shift 2
 	"$@" >"$log" 2>&1 &
 	TRACER_PID=$!
-	for _ in $(seq 600); do
-		grep -q "$ready" "$log" && return 0
-		kill -0 "$TRACER_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "bench: '$*' did not start:" >&2
-	sed 's/^/  /' "$log" >&2
-	stop_tracer
-	return 1
-}
-
-# SIGINT makes each tracer print its report and exit. Sent again every second: bpftrace can
-# miss one that lands just before it sleeps in epoll_wait. Killed after ten.
-stop_tracer() {
-	for _ in $(seq 10); do
-		kill -INT "$TRACER_PID" 2>/dev/null || break
-		for _ in $(seq 20); do
-			kill -0 "$TRACER_PID" 2>/dev/null || break 2
-			sleep 0.05
-		done
-	done
-	kill -KILL "$TRACER_PID" 2>/dev/null
-	wait "$TRACER_PID" 2>/dev/null
-	TRACER_PID=
+	wait_for_tracer "$log" "$ready" "bench: '$*'"
 }
 
 # Runs the workload; prints "PID NS_PER_PAIR".
@@ -226,12 +204,6 @@ measure() {
 		[ "$rc" = 2 ] || return "$rc"
 	done
 	return 1
-}
-
-median() {
-	sort -g "$1" | awk '{ v[NR] = $1 } END {
-		if (NR == 0) exit 1
-		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 us() {
@@ -360,6 +332,10 @@ bench/probeplace.sh
 # The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh).
 echo
 bench/pywalk.sh
+
+# PyTorch's tensors: a USDT tensor event's cost, attached vs not (bench/tensors.sh).
+echo
+bench/tensors.sh
 
 # The event consumer: events per second trace --json delivers, and its drops (bench/trace_rate.sh).
 echo

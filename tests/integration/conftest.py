@@ -369,3 +369,19 @@ def late_attached_files(gpumem, pid):
 def lines_about(gpumem, pid):
     """What a `-v` SystemWide run said about process pid (for assertion messages)."""
     return [line for line in gpumem.stderr.lines if f"PID {pid}" in line or f"/{pid}/" in line]
+
+
+# PyTorch tensors: Debian's CPython 3.11 runs tests/workloads/tensors.py on the mock caching
+# allocator (built where <sys/sdt.h> is: systemtap-sdt-dev).
+TENSOR_PYTHON = Path("/usr/bin/python3")
+TENSOR_SCRIPT = ROOT / "tests" / "workloads" / "tensors.py"
+C10_LIB = MOCK_LIB_DIR / "libc10_cuda.so"
+TENSOR_SKIPS = [
+    pytest.mark.skipif(not C10_LIB.exists(),
+                       reason=f"{C10_LIB} missing (needs systemtap-sdt-dev)"),
+    pytest.mark.skipif(
+        subprocess.run([str(TENSOR_PYTHON), "-c",
+                        "import sys; assert sys.version_info[:2] == (3, 11)"],
+                       capture_output=True).returncode != 0,
+        reason="needs Debian's /usr/bin/python3, CPython 3.11"),
+]

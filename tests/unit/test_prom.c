@@ -101,7 +101,8 @@ static void fake_proc100(struct fake *f)
 	snprintf(ci->container_name, sizeof(ci->container_name), "train\x01");
 	p->st = (struct gm_proc_stats){ .current_bytes = 1230, .current_allocs = 5,
 					.peak_bytes = 5000, .alloc_count = 9, .free_count = 4,
-					.alloc_bytes_total = 12345, .failed_count = 2 };
+					.alloc_bytes_total = 12345, .failed_count = 2,
+					.tensor_peak_bytes = 700 };
 	p->st.by_kind[GM_KIND_DEVICE] = 1000;
 	p->st.by_kind[GM_KIND_MANAGED] = 200;
 	p->st.by_kind[GM_KIND_HOST] = 4096;
@@ -306,7 +307,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 24);
+	assert_int_equal(count_prefix(text, "# TYPE "), 25);
 	free(text);
 }
 
@@ -341,6 +342,7 @@ static void test_process_series_carry_exact_numbers_and_escaped_labels(void **st
 	assert_int_equal(count_line(text, "gpumem_process_frees_total{" P100 "} 4"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_failed_allocations_total{" P100 "} 2"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_allocated_bytes_total{" P100 "} 12345"), 1);
+	assert_int_equal(count_line(text, "gpumem_process_tensor_peak_memory_bytes{" P100 "} 700"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_memory_bytes{" P300 ",kind=\"device\"} 50"), 1);
 	assert_int_equal(count_line(text, "# TYPE gpumem_process_frees_total counter"), 1);
 	assert_int_equal(count_line(text, "# TYPE gpumem_process_memory_bytes gauge"), 1);

@@ -81,6 +81,10 @@ static const struct proc_family {
 	{ "gpumem_process_allocated_bytes_total", COUNTER,
 	  "Bytes of the successful allocations of the process, of every kind.",
 	  offsetof(struct gm_proc_stats, alloc_bytes_total) },
+	{ "gpumem_process_tensor_peak_memory_bytes", GAUGE,
+	  "The most PyTorch tensor memory (allocated) the process held at once since gpumem "
+	  "first saw it; part of its GPU memory, never added to it.",
+	  offsetof(struct gm_proc_stats, tensor_peak_bytes) },
 };
 
 /* PyTorch's tensors: numbers of struct gm_site_stats (snap_proc.tensor). */

@@ -9,6 +9,30 @@
 #include "report.h"
 #include "units.h"
 
+bool event_is_tensor(const struct gm_call_event *e)
+{
+	return e->layer == GM_LAYER_TENSOR;
+}
+
+const char *site_kind_name(const struct snap_site *ss)
+{
+	return probe_is_tensor(ss->api) ? "tensor" : kind_name(ss->kind);
+}
+
+const char *event_api_name(const struct gm_call_event *e)
+{
+	if (event_is_tensor(e) && (e->type == GM_REC_FREE || e->type == GM_REC_UNKNOWN_FREE))
+		return "pytorch:free";
+	return probe_api_name(e->api);
+}
+
+const char *event_kind_name(const struct gm_call_event *e)
+{
+	if (event_is_tensor(e))
+		return "tensor";
+	return e->type == GM_REC_UNKNOWN_FREE ? NULL : kind_name(e->kind);
+}
+
 /* ---- JSON ---- */
 
 static void frames_array(struct json_writer *w, const struct snap_stack *st)
@@ -132,7 +156,7 @@ void json_kv_known(struct json_writer *w, const char *key, const char *s, bool v
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
 {
 	jw_kv_string(w, "api", probe_api_name(ss->api));
-	jw_kv_string(w, "kind", kind_name(ss->kind));
+	jw_kv_string(w, "kind", site_kind_name(ss));
 	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
 	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
 	jw_kv_u64(w, "alloc_count", ss->st.alloc_count);
@@ -158,9 +182,9 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_i64(w, "pid", e->pid);
 	jw_kv_i64(w, "tid", e->tid);
 	jw_kv_string(w, "comm", comm);
-	jw_kv_string(w, "api", probe_api_name(e->api));
+	jw_kv_string(w, "api", event_api_name(e));
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
-	jw_kv_string(w, "kind", e->type == GM_REC_UNKNOWN_FREE ? NULL : kind_name(e->kind));
+	jw_kv_string(w, "kind", event_kind_name(e));
 	jw_kv_u64(w, "size", e->size);
 	jw_kv_i64(w, "error", e->error);
 	if (e->type == GM_REC_ALLOC_FAILED)
@@ -223,6 +247,7 @@ void json_failure(struct json_writer *w, const struct snapshot *snap, const stru
 	json_call_fields(w, &f->ev, snapshot_wall_ns(snap, f->ev.time_ns));
 	json_container(w, f->has_container ? &f->container : NULL);
 	jw_kv_u64(w, "process_bytes_at_failure", f->ev.process_bytes);
+	jw_kv_u64(w, "process_tensor_bytes_at_failure", f->ev.tensor_bytes);
 	jw_key(w, "frames");
 	json_frames(w, f->stack);
 	jw_object_end(w);
@@ -340,6 +365,25 @@ void text_frames(FILE *out, const struct snap_stack *st, const char *sep, unsign
 		frame_text(out, &st->frames[i]);
 	}
 	if (st->nframes > max)
+		fprintf(out, "%s...", sep);
+}
+
+void text_frames_user(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max)
+{
+	uint32_t first = 0;
+
+	while (st && first < st->nframes && !st->frames[first].python)
+		first++;
+	if (!st || first == st->nframes) {
+		text_frames(out, st, sep, max);
+		return;
+	}
+	for (uint32_t i = first; i < st->nframes && i - first < max; i++) {
+		if (i > first)
+			fputs(sep, out);
+		frame_text(out, &st->frames[i]);
+	}
+	if (st->nframes - first > max)
 		fprintf(out, "%s...", sep);
 }
 

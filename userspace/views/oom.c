@@ -13,6 +13,12 @@
 
 static uint64_t failures_seen;
 
+/* Whether the failing process allocates PyTorch tensors (its failure says what they held). */
+static bool has_tensors(const struct snap_event *se, const struct oom_context *c)
+{
+	return se->ev->tensor_bytes || (c->p && c->p->tensor.alloc_count);
+}
+
 static void failure_text(struct session *s, const struct snap_event *se,
 			 const struct snapshot *snap, const struct oom_context *c)
 {
@@ -35,6 +41,10 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	fprintf(s->out, ": %s(%s) = %d %s\n", probe_api_name(e->api), size, e->error,
 		cuda_error_name(e->layer, e->error));
 	fprintf(s->out, "  held %s (peak %s); ", held, peak);
+	if (has_tensors(se, c)) {
+		fmt_size(held, sizeof(held), e->tensor_bytes, exact);
+		fprintf(s->out, "tensors %s of it; ", held);
+	}
 	text_devices(s->out, snap, s->opt->exact_bytes);
 	fputs("\n  failed at ", s->out);
 	text_frames(s->out, se->stack, " <- ", 6);
@@ -44,8 +54,19 @@ static void failure_text(struct session *s, const struct snap_event *se,
 
 		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
 		fprintf(s->out, "  %s %10s in %llu %s %s at ", i ? "       " : "held by", held,
-			ss->st.current_allocs, probe_api_name(ss->api), kind_name(ss->kind));
+			ss->st.current_allocs, probe_api_name(ss->api), site_kind_name(ss));
 		text_frames(s->out, ss->stack, " <- ", 4);
+		fputc('\n', s->out);
+	}
+	for (size_t i = 0; c->p && i < c->p->ntensor_sites && i < OOM_TOP_SITES; i++) {
+		const struct snap_site *ss = &c->p->tensor_sites[i];
+
+		if (!ss->st.current_bytes)
+			break;
+		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
+		fprintf(s->out, "  %s %10s in %llu tensors at ", i ? "       " : "tensors", held,
+			ss->st.current_allocs);
+		text_frames_user(s->out, ss->stack, " <- ", 4);
 		fputc('\n', s->out);
 	}
 }
@@ -81,6 +102,20 @@ static void failure_json(struct session *s, const struct snap_event *se,
 	for (size_t i = 0; i < c->ntop; i++) {
 		jw_object_begin(w);
 		json_site_fields(w, c->p, c->top[i]);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	/* PyTorch's tensors: what they held of process_bytes at the failure (a caching
+	 * allocator that reserved much more than its tensors hold is fragmented), and the
+	 * tensor sites holding most when the failure was handled. */
+	jw_kv_u64(w, "process_tensor_bytes", se->ev->tensor_bytes);
+	jw_key(w, "top_tensor_sites");
+	jw_array_begin(w);
+	for (size_t i = 0; c->p && i < c->p->ntensor_sites && i < OOM_TOP_SITES; i++) {
+		if (!c->p->tensor_sites[i].st.current_bytes)
+			break;
+		jw_object_begin(w);
+		json_site_fields(w, c->p, &c->p->tensor_sites[i]);
 		jw_object_end(w);
 	}
 	jw_array_end(w);

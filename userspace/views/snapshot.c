@@ -56,6 +56,7 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	/* PyTorch's tensors: allocated inside the bytes above (reserved), never added to them. */
 	jw_kv_u64(w, "tensor_bytes", p->tensor.current_bytes);
 	jw_kv_u64(w, "tensor_allocs", p->tensor.current_allocs);
+	jw_kv_u64(w, "tensor_peak_bytes", p->st.tensor_peak_bytes);
 	jw_kv_u64(w, "tensor_alloc_count", p->tensor.alloc_count);
 	jw_kv_u64(w, "tensor_free_count", p->tensor.free_count);
 	jw_kv_u64(w, "tensor_bytes_total", p->tensor.alloc_bytes_total);
@@ -154,7 +155,7 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 		fmt_size(cur, sizeof(cur), ss->st.current_bytes, exact);
 		fprintf(s->out, "        %10s in %llu (%llu allocs, %llu frees, %llu failed) %s %s at ",
 			cur, ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count,
-			ss->st.failed_count, probe_api_name(ss->api), kind_name(ss->kind));
+			ss->st.failed_count, probe_api_name(ss->api), site_kind_name(ss));
 		text_frames(s->out, ss->stack, " <- ", 6);
 		fputc('\n', s->out);
 	}
@@ -164,14 +165,15 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 static void tensors_text(struct session *s, const struct snap_proc *p)
 {
 	bool exact = s->opt->exact_bytes;
-	char cur[32], reserved[32];
+	char cur[32], peak[32], reserved[32];
 
 	if (!p->tensor.alloc_count)
 		return;
 	fmt_size(cur, sizeof(cur), p->tensor.current_bytes, exact);
+	fmt_size(peak, sizeof(peak), p->st.tensor_peak_bytes, exact);
 	fmt_size(reserved, sizeof(reserved), p->st.current_bytes, exact);
-	fprintf(s->out, "        tensors: %s allocated in %llu (%llu allocs, %llu frees) of %s "
-		"reserved\n", cur, p->tensor.current_allocs, p->tensor.alloc_count,
+	fprintf(s->out, "        tensors: %s allocated (peak %s) in %llu (%llu allocs, %llu frees) "
+		"of %s reserved\n", cur, peak, p->tensor.current_allocs, p->tensor.alloc_count,
 		p->tensor.free_count, reserved);
 	for (size_t j = 0; j < p->ntensor_sites; j++) {
 		const struct snap_site *ss = &p->tensor_sites[j];
