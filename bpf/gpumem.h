@@ -378,7 +378,7 @@ struct gm_vma_event {
 #define GM_PY_FRAME_READ 112	/* bytes of a frame read at most: every frame_ offset below it */
 #define GM_PY_TSTATE_READ 320	/* bytes of a thread state read at once: every tstate_ offset
 				 * below it */
-#define GM_PY_WINDOW 4096	/* bytes of a thread's data stack read at once (3.11+): the
+#define GM_PY_WINDOW 8192	/* bytes of a thread's data stack read at once (3.11+): the
 				 * frames below the innermost come with it */
 #define GM_PY_INSTR_ENTRY (1u << 31)	/* in instr[]: the frame is an entry frame, the first
 					 * a C call of the eval loop ran */

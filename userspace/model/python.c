@@ -164,6 +164,7 @@ struct interp_file {
 	bool dyn;			/* ET_DYN: add the load bias */
 	uint64_t first_load;		/* vaddr of the first PT_LOAD, page aligned */
 	uint32_t version_hex;		/* Py_Version; 0: none */
+	bool frame_getcode, is_none;	/* PyFrame_GetCode (new in 3.9), Py_IsNone (3.10) */
 };
 
 static int read_interp_file(const char *path, struct interp_file *out)
@@ -213,6 +214,10 @@ static int read_interp_file(const char *path, struct interp_file *out)
 				out->code_type = sym.st_value;
 			else if (!strcmp(name, "Py_Version"))
 				out->version_vaddr = sym.st_value;
+			else if (!strcmp(name, "PyFrame_GetCode"))
+				out->frame_getcode = true;
+			else if (!strcmp(name, "Py_IsNone"))
+				out->is_none = true;
 		}
 	}
 	err = out->code_type ? 0 : -ENOENT;	/* _PyRuntime: 3.7+ */
@@ -234,6 +239,15 @@ out:
 		elf_end(elf);
 	close(fd);
 	return err;
+}
+
+/* Before 3.11 (no Py_Version) the version is the file's name's: its exports must agree, the
+ * functions each version added, as they are what tells 3.9 from 3.10 (whose frames differ). */
+static bool exports_agree(const struct interp_file *f, unsigned int major, unsigned int minor)
+{
+	if (major != 3 || minor < 9 || minor > 10)
+		return true;	/* refused anyway, or told by Py_Version */
+	return f->frame_getcode && f->is_none == (minor == 10);
 }
 
 /* "python3.11", "libpython3.11.so.1.0": the version a file's name says. */
@@ -373,6 +387,9 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 		minor = (f.version_hex >> 16) & 0xff;
 	} else if (!version_from_name(m->path, &major, &minor)) {
 		refuse(py, pi->pid, m->path, "its version is not known");
+		return true;
+	} else if (!exports_agree(&f, major, minor)) {
+		refuse(py, pi->pid, m->path, "its exports are not those of the version its name says");
 		return true;
 	}
 	table = py_layout_find(major, minor);
