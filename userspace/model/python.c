@@ -463,13 +463,24 @@ void python_examine(struct python *py, int pid, const struct module_map *mm)
 		if (m->exec && could_be_interpreter(m->path) && examine_module(py, pi, mm, m))
 			return;
 	}
+	/* No interpreter mapped (yet: at exec, before the loader maps libpython): examined
+	 * again when the process is next seen. */
+	interp_free(pi);
+	py->ninterps--;
 }
 
 void python_on_exec(struct python *py, int pid)
 {
+	forget(py, pid);
+	python_examine_pid(py, pid);
+}
+
+void python_examine_pid(struct python *py, int pid)
+{
 	struct module_map mm = { 0 };
 
-	forget(py, pid);
+	if (find_interp(py, pid))
+		return;
 	if (module_map_read(pid, &mm) == 0)
 		python_examine(py, pid, &mm);
 	module_map_free(&mm);
