@@ -695,6 +695,9 @@ struct py_scratch {
 	struct gm_py_stack st;
 	__u64 tstate[GM_PY_TSTATE_READ / 8];	/* the thread state's first bytes */
 	__u64 win_base, win_len;		/* what win holds: [win_base, win_base + win_len) */
+	/* Bytes of data stack the last walk used, and this walk's bounds: in the map value, where
+	 * the verifier does not follow them from one frame to the next. */
+	__u64 span, want, first_end, lowest;
 	__u64 win[GM_PY_WINDOW / 8];		/* frames, as read */
 };
 
@@ -744,17 +747,20 @@ static __always_inline __u32 frame_field(const struct py_scratch *sc, __u64 fram
 
 /* Makes the frame's first frame_read bytes readable from the window. A frame in the live part
  * of the thread's data stack (3.11+: [chunk, top)) comes with the frames below it, its callers,
- * up to GM_PY_WINDOW bytes in one read: the walk that follows finds them there. Any other frame
- * (a generator's, a C-stack shim, 3.9's heap frames) is read alone. */
+ * sc->want bytes (at most GM_PY_WINDOW) in one read: the walk that follows finds them there. Any
+ * other frame (a generator's, a C-stack shim, 3.9's heap frames) is read alone. */
 static __always_inline bool window_load(struct py_scratch *sc, __u64 frame, __u32 frame_read,
 					__u64 chunk, __u64 top)
 {
-	__u64 end = frame + frame_read, base = frame, len;
+	__u64 end = frame + frame_read, base = frame, len, want = sc->want;
 
 	if (frame & 7)
 		return false;
+	if (want > GM_PY_WINDOW)
+		want = GM_PY_WINDOW;
+	sc->want = GM_PY_WINDOW;	/* a window that fell short: the next is full */
 	if (frame >= chunk && end <= top)
-		base = end - chunk > GM_PY_WINDOW ? end - GM_PY_WINDOW : chunk;
+		base = end - chunk > want ? end - want : chunk;
 	len = end - base;
 	if (len > GM_PY_WINDOW)
 		return false;
@@ -879,6 +885,9 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch
 		top = tstate_word(sc, o->tstate_datastack_top);
 	}
 	sc->win_base = sc->win_len = 0;
+	/* As much data stack as the last walk used, and some: most loops call from one depth. */
+	sc->want = sc->span ? sc->span + GM_PY_WINDOW_SLACK : GM_PY_WINDOW;
+	sc->first_end = sc->lowest = 0;
 	for (int i = 0; i < 2 * GM_PY_MAX_FRAMES + 1 && frame; i++) {
 		__u64 code;
 		__u32 d = st->depth, idx;
@@ -886,6 +895,10 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch
 		if (!window_has(sc, frame, frame_read) &&
 		    !window_load(sc, frame, frame_read, chunk, top))
 			return false;
+		if (i == 0)
+			sc->first_end = frame + frame_read;
+		if (frame >= chunk && frame < top)
+			sc->lowest = frame;	/* callers lie below: the last is the lowest */
 		code = frame_word(sc, frame, o->frame_code);
 		if (o->owner_cstack != GM_PY_OFF_NONE &&
 		    frame_field(sc, frame, o->frame_owner, 1) == o->owner_cstack) {
@@ -908,6 +921,7 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch
 		st->depth = d + 1;
 		frame = frame_word(sc, frame, o->frame_previous);
 	}
+	sc->span = sc->lowest && sc->lowest < sc->first_end ? sc->first_end - sc->lowest : 0;
 	return true;
 }
 
