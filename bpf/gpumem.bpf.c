@@ -748,11 +748,12 @@ static __always_inline __u32 frame_field(const struct py_scratch *sc, __u64 fram
 /* Makes the frame's first frame_read bytes readable from the window. A frame in the live part
  * of the thread's data stack (3.11+: [chunk, top)) comes with the frames below it, its callers,
  * sc->want bytes (at most GM_PY_WINDOW) in one read: the walk that follows finds them there. Any
- * other frame (a generator's, a C-stack shim, 3.9's heap frames) is read alone. */
+ * other frame (a generator's, a C-stack shim, 3.9's and 3.10's heap frames) comes with the rest
+ * of its page, where its callers' often are (frames of one size share a page of the heap). */
 static __always_inline bool window_load(struct py_scratch *sc, __u64 frame, __u32 frame_read,
 					__u64 chunk, __u64 top)
 {
-	__u64 end = frame + frame_read, base = frame, len, want = sc->want;
+	__u64 end = frame + frame_read, base, len, want = sc->want;
 
 	if (frame & 7)
 		return false;
@@ -761,6 +762,8 @@ static __always_inline bool window_load(struct py_scratch *sc, __u64 frame, __u3
 	sc->want = GM_PY_WINDOW;	/* a window that fell short: the next is full */
 	if (frame >= chunk && end <= top)
 		base = end - chunk > want ? end - want : chunk;
+	else
+		base = frame & ~4095ull;	/* its page: mapped, and maybe its callers' too */
 	len = end - base;
 	if (len > GM_PY_WINDOW)
 		return false;
