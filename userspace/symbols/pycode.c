@@ -21,69 +21,54 @@
  * 3.9.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0 and Debian 12's 3.11.2. 3.13's are read from the
  * process itself (_Py_DebugOffsets) where they are there; this table's are for what that
  * structure does not say. */
+/* 3.9 and 3.10: frames are PyFrameObjects on the heap, chained from tstate->frame; they differ
+ * in where f_lasti is and what it counts, and in their line tables. */
+#define PY_LAYOUT_FRAMEOBJECT(minor_, lasti, kind, lines_)				\
+	{										\
+		.major = 3, .minor = (minor_),						\
+		.walk = {								\
+			.runtime_interp_head = 32,					\
+			.interp_threads_head = 8,		/* tstate_head */	\
+			.tstate_next = 8,						\
+			.tstate_interp = 16,						\
+			.tstate_thread_id = 176,		/* thread_id */		\
+			.thread_id_kind = GM_PY_TID_PTHREAD,				\
+			.tstate_cframe = NONE_OFF,					\
+			.cframe_frame = 24,			/* frame */		\
+			.tstate_datastack_chunk = NONE_OFF,				\
+			.tstate_datastack_top = NONE_OFF,				\
+			.frame_read = 112,						\
+			.frame_code = 32,						\
+			.frame_previous = 24,			/* f_back */		\
+			.frame_instr = (lasti),			/* f_lasti */		\
+			.instr_kind = (kind),						\
+			.frame_entry = NONE_OFF,					\
+			.frame_owner = NONE_OFF,					\
+			.owner_cstack = NONE_OFF,					\
+			.code_units = 0,						\
+			.object_type = 8,						\
+		},									\
+		.lines = (lines_), .frame_per_eval = true,				\
+		.code_filename = 104, .code_name = 112, .code_linetable = 120,		\
+		.code_firstlineno = 40,							\
+		PY_OBJECTS(48, 72),							\
+	}
+
+/* Bytes, strings (their data after a PyASCIIObject or PyCompactUnicodeObject), types. */
+#define PY_OBJECTS(ascii_data, compact_data)						\
+	.var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,		\
+	.str_ascii_data = (ascii_data), .str_compact_data = (compact_data), .type_name = 24
+
+/* 3.12 and 3.13: _PyInterpreterFrame begins with its code (f_code, f_executable); frames the
+ * C stack owns are shims between two eval loops. */
+#define PY_FRAME_312									\
+	.frame_read = 80, .frame_code = 0, .frame_previous = 8, .frame_instr = 56,	\
+	.instr_kind = GM_PY_INSTR_POINTER, .frame_entry = NONE_OFF, .frame_owner = 70,	\
+	.owner_cstack = 3 /* FRAME_OWNED_BY_CSTACK */
+
 static const struct py_layout layouts[] = {
-	{
-		.major = 3, .minor = 9,
-		.walk = {
-			.runtime_interp_head = 32,
-			.interp_threads_head = 8,
-			.tstate_next = 8,
-			.tstate_interp = 16,
-			.tstate_thread_id = 176,
-			.thread_id_kind = GM_PY_TID_PTHREAD,
-			.tstate_cframe = NONE_OFF,
-			.cframe_frame = 24,		/* PyThreadState.frame */
-			.tstate_datastack_chunk = NONE_OFF,
-			.tstate_datastack_top = NONE_OFF,
-			.frame_read = 112,
-			.frame_code = 32,
-			.frame_previous = 24,
-			.frame_instr = 104,		/* f_lasti */
-			.instr_kind = GM_PY_INSTR_LASTI_BYTES,
-			.frame_entry = NONE_OFF,
-			.frame_owner = NONE_OFF,
-			.owner_cstack = NONE_OFF,
-			.code_units = 0,
-			.object_type = 8,
-		},
-		.lines = PY_LINES_LNOTAB, .frame_per_eval = true,
-		.code_filename = 104, .code_name = 112, .code_linetable = 120,
-		.code_firstlineno = 40,
-		.var_size = 16, .bytes_data = 32,
-		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-		.type_name = 24,
-	},
-	{
-		.major = 3, .minor = 10,
-		.walk = {
-			.runtime_interp_head = 32,
-			.interp_threads_head = 8,
-			.tstate_next = 8,
-			.tstate_interp = 16,
-			.tstate_thread_id = 176,
-			.thread_id_kind = GM_PY_TID_PTHREAD,
-			.tstate_cframe = NONE_OFF,
-			.cframe_frame = 24,		/* PyThreadState.frame */
-			.tstate_datastack_chunk = NONE_OFF,
-			.tstate_datastack_top = NONE_OFF,
-			.frame_read = 112,
-			.frame_code = 32,
-			.frame_previous = 24,
-			.frame_instr = 96,		/* f_lasti */
-			.instr_kind = GM_PY_INSTR_LASTI_UNITS,
-			.frame_entry = NONE_OFF,
-			.frame_owner = NONE_OFF,
-			.owner_cstack = NONE_OFF,
-			.code_units = 0,
-			.object_type = 8,
-		},
-		.lines = PY_LINES_310, .frame_per_eval = true,
-		.code_filename = 104, .code_name = 112, .code_linetable = 120,
-		.code_firstlineno = 40,
-		.var_size = 16, .bytes_data = 32,
-		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-		.type_name = 24,
-	},
+	PY_LAYOUT_FRAMEOBJECT(9, 104, GM_PY_INSTR_LASTI_BYTES, PY_LINES_LNOTAB),
+	PY_LAYOUT_FRAMEOBJECT(10, 96, GM_PY_INSTR_LASTI_UNITS, PY_LINES_310),
 	{
 		.major = 3, .minor = 11,
 		.walk = {
@@ -100,7 +85,7 @@ static const struct py_layout layouts[] = {
 			.frame_read = 80,
 			.frame_code = 32,
 			.frame_previous = 48,
-			.frame_instr = 56,
+			.frame_instr = 56,		/* prev_instr */
 			.instr_kind = GM_PY_INSTR_POINTER,
 			.frame_entry = 68,
 			.frame_owner = 69,
@@ -111,71 +96,39 @@ static const struct py_layout layouts[] = {
 		.lines = PY_LINES_LOCATIONS, .qualname = true,
 		.code_filename = 112, .code_name = 128, .code_linetable = 136,
 		.code_firstlineno = 72,
-		.var_size = 16, .bytes_data = 32,
-		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-		.type_name = 24,
+		PY_OBJECTS(48, 72),
 	},
 	{
 		.major = 3, .minor = 12,
 		.walk = {
-			.runtime_interp_head = 40,
-			.interp_threads_head = 72,
-			.tstate_next = 8,
-			.tstate_interp = 16,
-			.tstate_thread_id = 144,	/* native_thread_id */
-			.thread_id_kind = GM_PY_TID_NATIVE,
-			.tstate_cframe = 56,
-			.cframe_frame = 0,
-			.tstate_datastack_chunk = 232,
-			.tstate_datastack_top = 240,
-			.frame_read = 80,
-			.frame_code = 0,
-			.frame_previous = 8,
-			.frame_instr = 56,
-			.instr_kind = GM_PY_INSTR_POINTER,
-			.frame_entry = NONE_OFF,
-			.frame_owner = 70,
-			.owner_cstack = 3,		/* FRAME_OWNED_BY_CSTACK */
-			.code_units = 192,
-			.object_type = 8,
+			.runtime_interp_head = 40, .interp_threads_head = 72,
+			.tstate_next = 8, .tstate_interp = 16,
+			.tstate_thread_id = 144, .thread_id_kind = GM_PY_TID_NATIVE,
+			.tstate_cframe = 56, .cframe_frame = 0,
+			.tstate_datastack_chunk = 232, .tstate_datastack_top = 240,
+			PY_FRAME_312, .code_units = 192, .object_type = 8,
 		},
 		.lines = PY_LINES_LOCATIONS, .qualname = true,
 		.code_filename = 112, .code_name = 128, .code_linetable = 136,
 		.code_firstlineno = 68,
-		.var_size = 16, .bytes_data = 32,
-		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
-		.type_name = 24,
+		PY_OBJECTS(40, 56),
 	},
 	{
-		.major = 3, .minor = 13,
+		/* What _Py_DebugOffsets does not say (the data stack's top, a compact string's
+		 * data) and what it would, were it missing. */
+		.major = 3, .minor = 13, .debug_offsets = true,
 		.walk = {
-			.runtime_interp_head = 632,
-			.interp_threads_head = 7344,
-			.tstate_next = 8,
-			.tstate_interp = 16,
-			.tstate_thread_id = 160,	/* native_thread_id */
-			.thread_id_kind = GM_PY_TID_NATIVE,
-			.tstate_cframe = NONE_OFF,
-			.cframe_frame = 72,		/* PyThreadState.current_frame */
-			.tstate_datastack_chunk = 232,
-			.tstate_datastack_top = 240,
-			.frame_read = 80,
-			.frame_code = 0,		/* f_executable */
-			.frame_previous = 8,
-			.frame_instr = 56,		/* instr_ptr */
-			.instr_kind = GM_PY_INSTR_POINTER,
-			.frame_entry = NONE_OFF,
-			.frame_owner = 70,
-			.owner_cstack = 3,		/* FRAME_OWNED_BY_CSTACK */
-			.code_units = 200,
-			.object_type = 8,
+			.runtime_interp_head = 632, .interp_threads_head = 7344,
+			.tstate_next = 8, .tstate_interp = 16,
+			.tstate_thread_id = 160, .thread_id_kind = GM_PY_TID_NATIVE,
+			.tstate_cframe = NONE_OFF, .cframe_frame = 72,	/* current_frame */
+			.tstate_datastack_chunk = 232, .tstate_datastack_top = 240,
+			PY_FRAME_312, .code_units = 200, .object_type = 8,
 		},
-		.lines = PY_LINES_LOCATIONS, .qualname = true, .debug_offsets = true,
+		.lines = PY_LINES_LOCATIONS, .qualname = true,
 		.code_filename = 112, .code_name = 128, .code_linetable = 136,
 		.code_firstlineno = 68,
-		.var_size = 16, .bytes_data = 32,
-		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
-		.type_name = 24,
+		PY_OBJECTS(40, 56),
 	},
 };
 
