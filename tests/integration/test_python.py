@@ -6,6 +6,7 @@ for (2.7, 3.6-3.8) must give native frames only, and say so."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -121,6 +122,44 @@ def test_python_lines_are_sites_of_their_own(shapes):
     # outer() and the thread both reach alloc() through middle(): one native stack shape,
     # still two sites, and every shape above is a site of its own.
     assert len(shapes.sites) == 7
+
+
+@pytest.fixture(scope="module")
+def spawn_lib(tmp_path_factory):
+    """tests/workloads/native_thread.c built against the mock runtime."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build tests/workloads/native_thread.c")
+    lib = tmp_path_factory.mktemp("native-thread") / "libnative_thread.so"
+    built = subprocess.run([cc, "-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o",
+                            str(lib), str(ROOT / "tests" / "workloads" / "native_thread.c"),
+                            f"-L{MOCK_LIB_DIR}", "-l:libcudart.so.13",
+                            f"-Wl,-rpath,{MOCK_LIB_DIR}", "-lpthread"],
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    return lib
+
+
+@pytest.mark.parametrize("python", interpreter_params(SUPPORTED, debian=True))
+def test_python_a_thread_python_never_saw_gets_native_frames_only(python, spawn_lib,
+                                                                    tmp_path):
+    out = tmp_path / "stacks.json"
+    run = run_snapshot_c([python, SCRIPT, CUDART, "native-thread", out, spawn_lib])
+    assert run.returncode == 0, run.stderr
+    expected = {int(k): v for k, v in json.loads(out.read_text())["stacks"].items()}
+    [proc] = [p for p in run.report["processes"] if p["comm"].startswith("python")]
+    sites = {s["alloc_bytes_total"]: s for s in proc["sites"]}
+    native = sites[0x80000]
+    assert native["alloc_count"] == 1 and not python_frames(native)
+    # Its stack is the native thread's (the library it ran in, libc's thread start); the
+    # library was loaded late, so its name may be all a snapshot at exit has of it.
+    assert [Path(f["module"] or "").name for f in native["frames"][:1]] == \
+        ["libnative_thread.so"], native["frames"]
+    assert any(f["symbol"] == "start_thread" for f in native["frames"]), native["frames"]
+    # The process's Python frames stay on: the Python caller's site is named as ever.
+    assert [(f["file"], f["line"]) for f in python_frames(sites[0x10000])] == \
+        [(w[0], w[1]) for w in expected[0x10000]]
+    assert run.report["lost"]["python_mismatch"] == 0
 
 
 @pytest.mark.parametrize("python", interpreter_params(UNSUPPORTED, debian=False))

@@ -4,6 +4,8 @@ pyalloc.py LIB shapes OUT: one cudaMalloc from each shape (nested functions, a m
 comprehension, a generator, a lambda, a second thread, recursion deeper than gpumem's frame
 limit), each of its own size; OUT gets {"version": [major, minor], "stacks": {size:
 traceback.extract_stack() at that call, innermost first, as [file, line, name]}}.
+pyalloc.py LIB native-thread OUT SPAWNLIB: one cudaMalloc from Python, then one from a thread
+CPython never saw (SPAWNLIB's spawn_alloc, tests/workloads/native_thread.c); OUT as for shapes.
 pyalloc.py LIB leak STEPS PERIOD_MS SIZE: a training loop whose model appends each step's
 feature map to self.feature_map (the leak) and frees its scratch activations.
 
@@ -79,6 +81,14 @@ def shapes(out):
         json.dump({"version": list(sys.version_info[:2]), "stacks": stacks}, f)
 
 
+def native_thread(out, spawn_lib):
+    outer(0x10000)
+    spawn = ctypes.CDLL(spawn_lib)
+    assert spawn.spawn_alloc(ctypes.c_size_t(0x80000)) == 0
+    with open(out, "w") as f:
+        json.dump({"version": list(sys.version_info[:2]), "stacks": stacks}, f)
+
+
 def leak(steps, period_ms, size):
     model = Model()
     for _ in range(steps):
@@ -94,5 +104,7 @@ if __name__ == "__main__":
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         sys.stdin.readline()
+    elif sys.argv[2] == "native-thread":
+        native_thread(sys.argv[3], sys.argv[4])
     else:
         leak(int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
