@@ -286,16 +286,14 @@ static bool thread_id_plausible(const struct py_layout *l, uint64_t id)
 }
 
 /* The live process agrees with the layout: PyCode_Type is the type named "code", and a running
- * interpreter's first thread points back at it, holds a thread id, and its innermost frame (if
- * any, and not a C-stack shim) runs a code object. An interpreter not started yet passes; the
- * BPF side checks each new stack. NULL or why not. */
+ * interpreter's first thread points back at it and holds a thread id. An interpreter not
+ * started yet passes. Frames are not looked at here (a running thread changes them under
+ * us): the BPF side checks each frame's code object of every new stack. NULL or why not. */
 static const char *check_live(int pid, const struct py_layout *l, uint64_t runtime,
 			      uint64_t code_type)
 {
 	const struct gm_py_offsets *w = &l->walk;
-	uint64_t name_ptr = 0, interp = 0, tstate = 0, back = 0, tid = 0, frame = 0, code = 0;
-	uint64_t type = 0, cframe = 0;
-	uint8_t owner = 0;
+	uint64_t name_ptr = 0, interp = 0, tstate = 0, back = 0, tid = 0;
 	char name[8] = { 0 };
 
 	if (read_remote(pid, code_type + l->type_name, &name_ptr, 8) ||
@@ -313,18 +311,6 @@ static const char *check_live(int pid, const struct py_layout *l, uint64_t runti
 		return "the first thread state does not point back at its interpreter";
 	if (read_remote(pid, tstate + w->tstate_thread_id, &tid, 8) || !thread_id_plausible(l, tid))
 		return "the first thread state holds no thread id";
-	if (w->tstate_cframe == GM_PY_OFF_NONE)
-		cframe = tstate;
-	else if (read_remote(pid, tstate + w->tstate_cframe, &cframe, 8) || !cframe)
-		return NULL;
-	if (read_remote(pid, cframe + w->cframe_frame, &frame, 8) || !frame)
-		return NULL;	/* no Python running on it now */
-	if (w->owner_cstack != GM_PY_OFF_NONE &&
-	    (read_remote(pid, frame + w->frame_owner, &owner, 1) || owner == w->owner_cstack))
-		return NULL;
-	if (read_remote(pid, frame + w->frame_code, &code, 8) ||
-	    read_remote(pid, code + w->object_type, &type, 8) || type != code_type)
-		return "the first thread's frame runs no code object";
 	return NULL;
 }
 
@@ -341,21 +327,6 @@ static const char *live_layout(int pid, uint64_t runtime, struct py_layout *l)
 	if (py_layout_from_debug(buf, sizeof(buf), &base, l, &why))
 		return why;
 	return NULL;
-}
-
-/* Whether the stored image of the live process agrees, tried a few times: a running thread
- * may be caught between two frames. */
-static const char *check_live_settled(int pid, const struct py_layout *l, uint64_t runtime,
-				      uint64_t code_type)
-{
-	const char *why = NULL;
-
-	for (int i = 0; i < 3; i++) {
-		why = check_live(pid, l, runtime, code_type);
-		if (!why)
-			return NULL;
-	}
-	return why;
 }
 
 static void refuse(struct python *py, int pid, const char *module, const char *why)
@@ -423,7 +394,7 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 	val.code_type = f.code_type + bias;
 	why = l.debug_offsets ? live_layout(pi->pid, val.runtime, &l) : NULL;
 	if (!why)
-		why = check_live_settled(pi->pid, &l, val.runtime, val.code_type);
+		why = check_live(pi->pid, &l, val.runtime, val.code_type);
 	val.off = l.walk;
 	if (why) {
 		refuse(py, pi->pid, m->path, why);
