@@ -46,6 +46,9 @@ struct py_interp {
 	uint64_t code_type;
 	char *module;			/* the interpreter's mapping path */
 	bool registered;		/* in py_procs */
+	/* Refused (said with -v at once), counted in python_refused only once the process
+	 * allocates: a host's other interpreters are none of gpumem's business. */
+	bool refused, refusal_counted, traced;
 	bool ended;			/* gone: its names kept for its final report */
 	bool mismatch_said;
 	struct py_named *named;
@@ -329,10 +332,29 @@ static const char *live_layout(int pid, uint64_t runtime, struct py_layout *l)
 	return NULL;
 }
 
-static void refuse(struct python *py, int pid, const char *module, const char *why)
+static void count_refusal(struct python *py, struct py_interp *pi)
 {
-	(*py->refused)++;
-	p_debug("PID %d: no Python frames from %s: %s", pid, module, why);
+	if (pi->refused && pi->traced && !pi->refusal_counted) {
+		pi->refusal_counted = true;
+		(*py->refused)++;
+	}
+}
+
+static void refuse(struct python *py, struct py_interp *pi, const char *module, const char *why)
+{
+	pi->refused = true;
+	count_refusal(py, pi);
+	p_debug("PID %d: no Python frames from %s: %s", pi->pid, module, why);
+}
+
+void python_on_traced(struct python *py, int pid)
+{
+	struct py_interp *pi = find_interp(py, pid);
+
+	if (pi) {
+		pi->traced = true;
+		count_refusal(py, pi);
+	}
 }
 
 /* Examines one mapped file; true when it is an interpreter (registered or refused). */
@@ -357,10 +379,10 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 		major = f.version_hex >> 24;
 		minor = (f.version_hex >> 16) & 0xff;
 	} else if (!version_from_name(m->path, &major, &minor)) {
-		refuse(py, pi->pid, m->path, "its version is not known");
+		refuse(py, pi, m->path, "its version is not known");
 		return true;
 	} else if (!exports_agree(&f, major, minor)) {
-		refuse(py, pi->pid, m->path, "its exports are not those of the version its name says");
+		refuse(py, pi, m->path, "its exports are not those of the version its name says");
 		return true;
 	}
 	table = py_layout_find(major, minor);
@@ -369,12 +391,12 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 
 		snprintf(why_v, sizeof(why_v), "Python %u.%u has no offsets in this gpumem "
 			 "(3.9 to 3.13 have)", major, minor);
-		refuse(py, pi->pid, m->path, why_v);
+		refuse(py, pi, m->path, why_v);
 		return true;
 	}
 #ifndef __x86_64__
 	if (table->walk.thread_id_kind == GM_PY_TID_PTHREAD) {
-		refuse(py, pi->pid, m->path, "its thread ids are pthread_self(), known on x86-64 only");
+		refuse(py, pi, m->path, "its thread ids are pthread_self(), known on x86-64 only");
 		return true;
 	}
 #endif
@@ -385,7 +407,7 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 			    mm->maps[i].pgoff == 0)
 				lowest = mm->maps[i].start;
 		if (lowest == UINT64_MAX) {
-			refuse(py, pi->pid, m->path, "its load address is not known");
+			refuse(py, pi, m->path, "its load address is not known");
 			return true;
 		}
 		bias = lowest - f.first_load;
@@ -397,12 +419,12 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 		why = check_live(pi->pid, &l, val.runtime, val.code_type);
 	val.off = l.walk;
 	if (why) {
-		refuse(py, pi->pid, m->path, why);
+		refuse(py, pi, m->path, why);
 		return true;
 	}
 	if (py->procs_fd < 0 ||
 	    (!py->read_only && bpf_map_update_elem(py->procs_fd, &key, &val, BPF_ANY))) {
-		refuse(py, pi->pid, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
+		refuse(py, pi, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
 							       : "the py_procs map is full");
 		return true;
 	}
@@ -442,8 +464,13 @@ void python_examine(struct python *py, int pid, const struct module_map *mm)
 
 void python_on_exec(struct python *py, int pid)
 {
+	struct py_interp *pi = find_interp(py, pid);
+	bool traced = pi && pi->traced;	/* the same process, another image */
+
 	forget(py, pid);
 	python_examine_pid(py, pid);
+	if (traced)
+		python_on_traced(py, pid);
 }
 
 void python_examine_pid(struct python *py, int pid)

@@ -507,6 +507,8 @@ void state_on_process_new(struct state *s, const struct gm_call_event *e)
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 	if (s->py && p->alive)
 		python_examine_pid(s->py, p->pid);
+	if (s->py)
+		python_on_traced(s->py, p->pid);
 }
 
 static const struct dwarf_stack *dwarf_stack_of(const struct proc_rec *p, int32_t stack_id)
