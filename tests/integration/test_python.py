@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPUMEM, MOCK_LIB_DIR, ROOT, run_snapshot_c
+from conftest import GPUMEM, MOCK_LIB_DIR, ROOT, WORKLOAD, run_snapshot_c
 
 SCRIPT = ROOT / "tests" / "workloads" / "pyalloc.py"
 CUDART = MOCK_LIB_DIR / "libcudart.so.13"
@@ -243,3 +243,19 @@ def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
         proc.wait(10)
         agent.kill()
         reset(pins)
+
+
+def test_an_interpreter_that_never_allocates_is_not_a_loss():
+    """A refusal counts in python_refused only for a process that allocates: an unsupported
+    interpreter the traced command runs without touching CUDA (or any other Python on the
+    host) loses nothing, and a -c run's loss counters stay zero."""
+    python = pyenv_python(3, 8)
+    if python is None:
+        pytest.skip(f"no pyenv CPython 3.8 under {PYENV}")
+    run = run_snapshot_c(["/bin/sh", "-c", f'"{python}" -c pass && exec "{WORKLOAD}" reuse 4096'],
+                         gpumem_args=["-v"])
+    assert run.returncode == 0, run.stderr
+    assert "has no offsets in this gpumem" in run.stderr    # said at once, with -v
+    assert run.report["lost"]["python_refused"] == 0
+    [proc] = [p for p in run.report["processes"] if p["comm"] == "workload"]
+    assert proc["alloc_count"] == 2
