@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The benchmark's "bare probes": bare.bpf.c's empty programs attached as entry and return
- * probes to the CUDA allocation symbols gpumem probes, the way gpumem attaches them (one
- * uprobe_multi link per program and file, each probe where discover/probe_place.c puts it, or
- * at the symbol with --at symbol), held until SIGINT or SIGTERM. */
+/* The benchmark's "bare probes": bare.bpf.c's empty programs attached as entry probes to the
+ * CUDA allocation symbols gpumem probes and as return probes to all but the frees, the way
+ * gpumem attaches them (one uprobe_multi link per program and file, each probe where
+ * discover/probe_place.c puts it, or at the symbol with --at symbol), held until SIGINT or
+ * SIGTERM. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -120,13 +121,16 @@ static int find_probes(const char *path, bool at_symbol, struct file_probes *fp)
 	return 0;
 }
 
-/* The return probes of --malloc-free: the user's script has none on cudaFree. */
+/* The return probes: none on a free, as gpumem has none (it accounts frees at their entry),
+ * and as the user's script of --malloc-free has none on cudaFree. */
 static void drop_frees(struct file_probes *fp)
 {
 	unsigned int kept = 0;
 
 	for (unsigned int i = 0; i < fp->count; i++) {
-		if (!strcmp(probed_symbols[fp->cookies[i]], "cudaFree"))
+		const char *name = probed_symbols[fp->cookies[i]];
+
+		if (strstr(name, "Free") || !strcmp(name, "cuMemRelease"))
 			continue;
 		fp->offsets[kept] = fp->offsets[i];
 		fp->cookies[kept++] = fp->cookies[i];
@@ -211,8 +215,7 @@ int main(int argc, char **argv)
 		}
 		link_fds[nlinks++] = entry;
 		probes += fp.count;
-		if (malloc_free_only)
-			drop_frees(&fp);
+		drop_frees(&fp);
 		ret = uprobe_multi_link(skel->progs.bare_return, argv[i], fp.offsets, fp.cookies,
 					fp.count, true);
 		if (ret < 0) {

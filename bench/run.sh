@@ -6,7 +6,8 @@
 #
 # Two setups (BENCH_SETUP):
 #   nested        each runtime call nests a driver call through the driver's exported symbols;
-#                 bare = empty programs on every symbol gpumem probes, entry and return;
+#                 bare = empty programs on every symbol gpumem probes, on entry, and on return
+#                 but for the frees (gpumem has no return probe on a free);
 #                 bpftrace = bench/gpumem.bt (gpumem's nesting rule in bpftrace).
 #   runtime-only  the runtime reaches the driver through its private table
 #                 (GPUMEM_MOCK_RUNTIME_PRIVATE=1), so only runtime probes fire; bare = the three

@@ -247,12 +247,15 @@ def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
 
 def test_an_interpreter_that_never_allocates_is_not_a_loss():
     """A refusal counts in python_refused only for a process that allocates: an unsupported
-    interpreter the traced command runs without touching CUDA (or any other Python on the
-    host) loses nothing, and a -c run's loss counters stay zero."""
+    interpreter the traced command runs, which opens the CUDA runtime (so gpumem examines it)
+    but never allocates, is said with -v and loses nothing; a -c run's loss counters stay
+    zero."""
     python = pyenv_python(3, 8)
     if python is None:
         pytest.skip(f"no pyenv CPython 3.8 under {PYENV}")
-    run = run_snapshot_c(["/bin/sh", "-c", f'"{python}" -c pass && exec "{WORKLOAD}" reuse 4096'],
+    opens = f"import ctypes; ctypes.CDLL('{CUDART}')"
+    run = run_snapshot_c(["/bin/sh", "-c",
+                          f'"{python}" -c "{opens}" && exec "{WORKLOAD}" reuse 4096'],
                          gpumem_args=["-v"])
     assert run.returncode == 0, run.stderr
     assert "has no offsets in this gpumem" in run.stderr    # said at once, with -v
