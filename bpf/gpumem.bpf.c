@@ -237,13 +237,18 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 /* Inside the call a thread has in flight: below its stack pointer (equal: the same call seen
  * by a second probe on the same code, one file reached under two inodes, overlayfs; taking it
  * again would count it twice). A free's record outlives its call (no return probe), so only
- * a free of the same address below it, the driver's free inside cudaFree, is inside it. */
+ * a free of the same address below it (the driver's free inside cudaFree), or the same free
+ * of it at the same stack pointer, is inside it. */
 static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
 					__u64 addr)
 {
 	if (!rec->sp || sp > rec->sp)
 		return false;
-	return !rec->entry_only || (is_free_shape(cookie) && addr == rec->addr);
+	if (!rec->entry_only)
+		return true;
+	if (!is_free_shape(cookie) || addr != rec->addr)
+		return false;
+	return sp < rec->sp || GM_COOKIE_API(cookie) == GM_COOKIE_API(rec->cookie);
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,

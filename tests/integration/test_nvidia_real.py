@@ -134,7 +134,12 @@ def test_real_driver_failures_in_trace_and_oom_json():
               if e["event"] == "alloc_failed"]
     assert failed == [(api, "driver", kind, NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED")
                       for api, kind in DRIVER_ALLOCS]
-    assert [e["event"] for e in run.report if e["event"] != "alloc_failed"] == ["process_exit"]
+    # The frees of an address never handed out: unknown frees, each once (frees are accounted
+    # at their entry, refused or not), in the order the program made them.
+    unknown = [(e["api"], e["addr"]) for e in run.report if e["event"] == "unknown_free"]
+    assert unknown == [(api, FREE_ADDR) for api in DRIVER_FREES]
+    assert [e["event"] for e in run.report
+            if e["event"] not in ("alloc_failed", "unknown_free")] == ["process_exit"]
 
     with tempfile.TemporaryDirectory(prefix="gpumem-it-") as tmp:
         out = Path(tmp) / "oom.json"
