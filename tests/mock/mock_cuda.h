@@ -38,6 +38,16 @@ struct gm_mock_driver_api {
 	__typeof__(cuMemFreeHost) *mem_free_host;
 	__typeof__(cuMemFreeAsync) *mem_free_async;
 	__typeof__(cuMemFreeAsync_ptsz) *mem_free_async_ptsz;
+	__typeof__(cuArrayCreate_v2) *array_create;
+	__typeof__(cuArray3DCreate_v2) *array3d_create;
+	__typeof__(cuMipmappedArrayCreate) *mipmapped_array_create;
+	__typeof__(cuArrayDestroy) *array_destroy;
+	__typeof__(cuMipmappedArrayDestroy) *mipmapped_array_destroy;
+	__typeof__(cuMemHostRegister_v2) *mem_host_register;
+	__typeof__(cuMemHostUnregister) *mem_host_unregister;
+	__typeof__(cuIpcGetMemHandle) *ipc_get_mem_handle;
+	__typeof__(cuIpcOpenMemHandle_v2) *ipc_open_mem_handle;
+	__typeof__(cuIpcCloseMemHandle) *ipc_close_mem_handle;
 };
 
 const struct gm_mock_driver_api *cuMockGetPrivateTable(void);
