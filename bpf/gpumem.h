@@ -14,8 +14,10 @@
  * 3: sites and allocations carry a Python stack id; Python maps and records.
  * 4: call records carry the cgroup id. 5: PyTorch tensors (GM_SPACE_TENSOR allocations, their
  * sites, a counter of unknown tensor frees). 6: the agent record says what the programs were
- * loaded with. */
-#define GM_LAYOUT_VERSION 6
+ * loaded with. 7: the cookie carries the allocation's space (arrays, registered host memory,
+ * VMM mappings and reservations, IPC imports have spaces of their own); kinds that are not
+ * memory (mapped, reserved, imported); a fifth entry program (descriptor-sized arrays). */
+#define GM_LAYOUT_VERSION 7
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -40,15 +42,30 @@ enum gm_layer {
 	GM_LAYER_TENSOR = 2,	/* PyTorch's caching allocator (USDT probes) */
 };
 
-/* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned) does not. */
+/* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned or registered)
+ * does not. The kinds from GM_KIND_MEMORY_COUNT on are no memory of the process's own: VMM
+ * mappings of physical memory already counted at cuMemCreate, reserved address ranges, and
+ * memory imported from another process through IPC (its exporter holds the bytes). They are
+ * kept and shown apart, never added to a total of memory. */
 enum gm_kind {
 	GM_KIND_DEVICE = 0,
 	GM_KIND_MANAGED = 1,
 	GM_KIND_HOST = 2,
 	GM_KIND_ASYNC = 3,
 	GM_KIND_VMM = 4,
-	GM_KIND_COUNT = 5,
+	GM_KIND_MEMORY_COUNT = 5,	/* by_kind, recordings: the kinds of memory */
+	GM_KIND_VMM_MAPPED = 5,		/* cuMemMap: a handle's memory mapped at an address */
+	GM_KIND_VMM_RESERVED = 6,	/* cuMemAddressReserve: address space, no memory */
+	GM_KIND_IPC_IMPORTED = 7,	/* cudaIpcOpenMemHandle: another process's memory */
+	GM_KIND_COUNT = 8,
 };
+
+/* The kinds whose bytes are the process's GPU memory (current_bytes, peak_bytes). */
+static inline int gm_kind_is_gpu(__u32 kind)
+{
+	return kind == GM_KIND_DEVICE || kind == GM_KIND_MANAGED || kind == GM_KIND_ASYNC ||
+	       kind == GM_KIND_VMM;
+}
 
 /* The argument layout of a probed function; one BPF entry program per shape. */
 enum gm_shape {
@@ -58,7 +75,33 @@ enum gm_shape {
 	GM_SHAPE_VMM_CREATE = 3,	/* (out_handle, size, ...) */
 	GM_SHAPE_VMM_RELEASE = 4,	/* (handle) */
 	GM_SHAPE_TENSOR = 5,		/* USDT pytorch:malloc(ptr, device, size, stream) */
+	/* Arrays, sized at entry from the descriptor the caller passes (gm_array_bytes rule in
+	 * the BPF side: the requested size, never the driver's padded footprint). */
+	GM_SHAPE_ARRAY_RT = 6,		/* cudaMallocArray(out, chan_desc*, width, height) */
+	GM_SHAPE_ARRAY3D_RT = 7,	/* cudaMalloc3DArray(out, chan_desc*, extent on stack) */
+	GM_SHAPE_MIPMAP_RT = 8,		/* cudaMallocMipmappedArray(out, chan_desc*, extent,
+					 * levels, flags) */
+	GM_SHAPE_ARRAY_DRV = 9,		/* cuArrayCreate_v2(out, CUDA_ARRAY_DESCRIPTOR*) */
+	GM_SHAPE_ARRAY3D_DRV = 10,	/* cuArray3DCreate_v2(out, CUDA_ARRAY3D_DESCRIPTOR*) */
+	GM_SHAPE_MIPMAP_DRV = 11,	/* cuMipmappedArrayCreate(out, 3D desc*, levels) */
+	GM_SHAPE_MALLOC3D = 12,		/* cudaMalloc3D(cudaPitchedPtr*, extent on stack):
+					 * pitch x height x depth */
+	GM_SHAPE_REGISTER = 13,		/* (addr, size, ...): the caller's range, no out-pointer
+					 * (cudaHostRegister, cuMemMap) */
+	GM_SHAPE_IMPORT = 14,		/* (out_ptr, handle by value, flags): size unknown */
+	GM_SHAPE_COUNT = 15,
 };
+
+/* Array descriptors, as the x86-64 ABI lays out NVIDIA's structs (cuda.h, driver_types.h). */
+#define GM_CHAN_DESC_BYTES 20		/* cudaChannelFormatDesc: int x, y, z, w; enum f */
+#define GM_ARRAY_DESC_BYTES 24		/* CUDA_ARRAY_DESCRIPTOR: Width, Height, Format,
+					 * NumChannels */
+#define GM_ARRAY3D_DESC_BYTES 40	/* CUDA_ARRAY3D_DESCRIPTOR: Width, Height, Depth, Format,
+					 * NumChannels, Flags */
+#define GM_ARRAY_LAYERED 0x01		/* CUDA_ARRAY3D_LAYERED, cudaArrayLayered: depth is
+					 * layers, never halved by a mip level */
+#define GM_MAX_MIP_LEVELS 32		/* more levels than any 2^32-wide array has: unsized */
+#define GM_MAX_ARRAY_BYTES (1ull << 48)	/* a descriptor asking for more is not believed */
 
 /* The attach cookie of every probe: which probe-table row fired. */
 #define GM_COOKIE(api, kind, layer, shape)                                                     \
@@ -67,12 +110,21 @@ enum gm_shape {
 #define GM_COOKIE_KIND(c) ((__u32)(((c) >> 16) & 0xff))
 #define GM_COOKIE_LAYER(c) ((__u32)(((c) >> 24) & 0xff))
 #define GM_COOKIE_SHAPE(c) ((__u32)(((c) >> 32) & 0xff))
+#define GM_COOKIE_SPACE(c) ((__u32)(((c) >> 40) & 0xff))
+/* A row whose allocations live in a space other than device addresses. */
+#define GM_COOKIE_IN(api, kind, layer, shape, space)                                           \
+	(GM_COOKIE(api, kind, layer, shape) | ((__u64)(space) << 40))
 
 /* Address spaces of live allocations: device addresses and VMM handles never collide. */
 enum gm_space {
 	GM_SPACE_ADDR = 0,
 	GM_SPACE_VMM_HANDLE = 1,
 	GM_SPACE_TENSOR = 2,	/* PyTorch tensors, carved out of cudaMalloc'd segments */
+	GM_SPACE_ARRAY = 3,	/* CUarray, CUmipmappedArray, cudaArray_t handles */
+	GM_SPACE_HOST_REGISTERED = 4,	/* cudaHostRegister'd ranges, by their start */
+	GM_SPACE_VMM_MAP = 5,	/* cuMemMap'd ranges, by their start */
+	GM_SPACE_VMM_RESERVE = 6,	/* cuMemAddressReserve'd ranges, by their start */
+	GM_SPACE_IPC = 7,	/* addresses cudaIpcOpenMemHandle gave */
 };
 
 /* Loss and health counters, one per-CPU slot each; userspace sums them. */
@@ -94,6 +146,8 @@ enum gm_counter {
 	GM_CNT_PY_MISMATCH,		/* interpreters whose live state did not match the
 					 * offsets: Python frames disabled for that process */
 	GM_CNT_UNKNOWN_TENSOR_FREES,	/* pytorch:free of a tensor never seen allocated */
+	GM_CNT_UNSIZED_ARRAYS,		/* arrays whose descriptor could not be read or sized:
+					 * held with 0 bytes */
 	GM_CNT_COUNT,
 };
 

@@ -19,36 +19,64 @@
 #define DRV GM_LAYER_DRIVER
 
 const struct probe_def probe_table[] = {
-	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
-	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
-	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
-	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaFree", RT, GM_SHAPE_FREE, GM_KIND_DEVICE },
-	{ "cudaFreeHost", RT, GM_SHAPE_FREE, GM_KIND_HOST },
-	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
-	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
-	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
-	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE },
-	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, GM_KIND_HOST },
-	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM },
-	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
+	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaFree", RT, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaFreeHost", RT, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
 	/* Not a symbol: the USDT probes of PyTorch's caching allocator (its tensors' sites). */
-	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE },
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* Arrays: device memory, keyed by handle in a space of their own. */
+	{ "cudaMallocArray", RT, GM_SHAPE_ARRAY_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMalloc3DArray", RT, GM_SHAPE_ARRAY3D_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMallocMipmappedArray", RT, GM_SHAPE_MIPMAP_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaFreeArray", RT, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaFreeMipmappedArray", RT, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMalloc3D", RT, GM_SHAPE_MALLOC3D, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuArrayCreate_v2", DRV, GM_SHAPE_ARRAY_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuArray3DCreate_v2", DRV, GM_SHAPE_ARRAY3D_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuMipmappedArrayCreate", DRV, GM_SHAPE_MIPMAP_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuArrayDestroy", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuMipmappedArrayDestroy", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	/* Host memory the caller allocated, page-locked: host kind, by the range's start. */
+	{ "cudaHostRegister", RT, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cudaHostUnregister", RT, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostRegister_v2", DRV, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostRegister", DRV, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostUnregister", DRV, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	/* VMM: mappings of memory counted at cuMemCreate, and reserved address space. */
+	{ "cuMemMap", DRV, GM_SHAPE_REGISTER, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "cuMemUnmap", DRV, GM_SHAPE_FREE, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "cuMemAddressReserve", DRV, GM_SHAPE_ALLOC, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	{ "cuMemAddressFree", DRV, GM_SHAPE_FREE, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	/* IPC: another process's memory, opened here. */
+	{ "cudaIpcOpenMemHandle", RT, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cudaIpcCloseMemHandle", RT, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cuIpcOpenMemHandle_v2", DRV, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cuIpcCloseMemHandle", DRV, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
 
@@ -101,10 +129,19 @@ const char *kind_name(unsigned int kind)
 	static const char *const names[GM_KIND_COUNT] = {
 		[GM_KIND_DEVICE] = "device", [GM_KIND_MANAGED] = "managed",
 		[GM_KIND_HOST] = "host",     [GM_KIND_ASYNC] = "async",
-		[GM_KIND_VMM] = "vmm",
+		[GM_KIND_VMM] = "vmm",       [GM_KIND_VMM_MAPPED] = "vmm_mapped",
+		[GM_KIND_VMM_RESERVED] = "vmm_reserved",
+		[GM_KIND_IPC_IMPORTED] = "ipc_imported",
 	};
 
 	return kind < GM_KIND_COUNT ? names[kind] : "unknown";
+}
+
+uint64_t probe_cookie(unsigned int api)
+{
+	const struct probe_def *p = &probe_table[api];
+
+	return GM_COOKIE_IN(api, p->kind, p->layer, p->shape, p->space);
 }
 
 int probe_find(const char *symbol)
@@ -132,6 +169,10 @@ const char *cuda_error_name(unsigned int layer, int error)
 		{ 100, "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE" },
 		{ 101, "cudaErrorInvalidDevice", "CUDA_ERROR_INVALID_DEVICE" },
 		{ 201, "cudaErrorDeviceUninitialized", "CUDA_ERROR_INVALID_CONTEXT" },
+		{ 400, "cudaErrorInvalidResourceHandle", "CUDA_ERROR_INVALID_HANDLE" },
+		{ 712, "cudaErrorHostMemoryAlreadyRegistered",
+		  "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED" },
+		{ 713, "cudaErrorHostMemoryNotRegistered", "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED" },
 		{ 801, "cudaErrorNotSupported", "CUDA_ERROR_NOT_SUPPORTED" },
 		{ 999, "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN" },
 	};
@@ -150,7 +191,7 @@ struct attached_file {
 	char *path;
 	struct bpf_link **links;	/* perf-event uprobes, one per probe */
 	unsigned int nlinks;
-	int multi_fds[4];		/* uprobe_multi links: one per program */
+	int multi_fds[PIN_FILE_PROGS];	/* uprobe_multi links: one per program */
 	struct bpf_link *tensor_links[2];	/* USDT pytorch:malloc, pytorch:free */
 	unsigned int ntensor_links;
 	unsigned int nmulti;
@@ -179,7 +220,17 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 	switch (shape) {
 	case GM_SHAPE_ALLOC:
 	case GM_SHAPE_VMM_CREATE:
+	case GM_SHAPE_REGISTER:
+	case GM_SHAPE_IMPORT:
 		return pp->enter_alloc;
+	case GM_SHAPE_ARRAY_RT:
+	case GM_SHAPE_ARRAY3D_RT:
+	case GM_SHAPE_MIPMAP_RT:
+	case GM_SHAPE_ARRAY_DRV:
+	case GM_SHAPE_ARRAY3D_DRV:
+	case GM_SHAPE_MIPMAP_DRV:
+	case GM_SHAPE_MALLOC3D:
+		return pp->enter_array;
 	case GM_SHAPE_ALLOC_PITCH:
 		return pp->enter_alloc_pitch;
 	case GM_SHAPE_FREE:
@@ -187,6 +238,8 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 		return pp->enter_free;
 	case GM_SHAPE_TENSOR:
 		return NULL;	/* USDT: attach_tensor_probes() */
+	case GM_SHAPE_COUNT:
+		break;
 	}
 	return NULL;
 }
@@ -206,7 +259,7 @@ static int attach_one(const struct probe_programs *pp, struct attached_file *f, 
 	struct bpf_link *entry, *ret;
 	int err;
 
-	opts.bpf_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
+	opts.bpf_cookie = probe_cookie(api);
 	entry = bpf_program__attach_uprobe_opts(entry_program(pp, p->shape), -1, f->path,
 						f->offsets[api], &opts);
 	if (!entry)
@@ -231,7 +284,7 @@ static int pinned_link(const struct probe_programs *pp, struct attached_file *f,
 		       const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
 {
 	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
-					pp->call_return };
+					pp->call_return, pp->enter_array };
 	char name[PATH_MAX];
 	int fd, err;
 
@@ -266,7 +319,7 @@ static void unpin_new(const struct probe_programs *pp, const struct attached_fil
 static int attach_multi(const struct probe_programs *pp, struct attached_file *f)
 {
 	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
-					pp->call_return };
+					pp->call_return, pp->enter_array };
 	__u64 offsets[ARRAY_SIZE(probe_table)], cookies[ARRAY_SIZE(probe_table)];
 
 	for (unsigned int i = 0; i < ARRAY_SIZE(progs); i++) {
@@ -282,7 +335,7 @@ static int attach_multi(const struct probe_programs *pp, struct attached_file *f
 			if (!ret && entry_program(pp, p->shape) != progs[i])
 				continue;
 			offsets[cnt] = f->offsets[api];
-			cookies[cnt++] = GM_COOKIE(api, p->kind, p->layer, p->shape);
+			cookies[cnt++] = probe_cookie(api);
 		}
 		if (!cnt)
 			continue;

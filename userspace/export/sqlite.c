@@ -214,10 +214,11 @@ static bool sampled_out(const struct recorder *r, const struct gm_call_event *e)
 	return h % r->opt.sample_events != 0;
 }
 
-/* The live map's key: the process row and the address space (VMM handles apart). */
+/* The live map's key: the process row and the kind, which stands for the address space (VMM
+ * handles, mappings and reservations of one address, imports apart). */
 static uint64_t live_key(const struct rec_proc *p, const struct gm_call_event *e)
 {
-	return p->id << 1 | (e->kind == GM_KIND_VMM);
+	return p->id * GM_KIND_COUNT + (e->kind < GM_KIND_COUNT ? e->kind : 0);
 }
 
 /* What an event refers to beyond its own columns: its site, and a free's allocation. */

@@ -84,7 +84,7 @@ static void proc_sample(struct recorder *r, struct rec_proc *rp, const struct sn
 	sqlite3_bind_int64(st, 7, (int64_t)n.free_count);
 	sqlite3_bind_int64(st, 8, (int64_t)n.alloc_bytes_total);
 	sqlite3_bind_int64(st, 9, (int64_t)n.failed_count);
-	for (int k = 0; k < GM_KIND_COUNT; k++)
+	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* the columns of schema 1 */
 		sqlite3_bind_int64(st, 10 + k, (int64_t)n.by_kind[k]);
 	rec_step(r, ST_PROC_SAMPLE);
 }

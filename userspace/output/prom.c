@@ -49,7 +49,7 @@ void prom_proc_labels(const struct snap_proc *p, struct proc_labels *pl)
 
 static bool is_gpu_kind(unsigned int kind)
 {
-	return kind < GM_KIND_COUNT && kind != GM_KIND_HOST;
+	return gm_kind_is_gpu(kind);
 }
 
 /* ---- processes ---- */
@@ -63,6 +63,13 @@ static const struct proc_family {
 	  "Page-locked host memory the process holds now (cudaMallocHost, cudaHostAlloc, "
 	  "cuMemAllocHost); never part of its GPU memory.",
 	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_HOST]) },
+	{ "gpumem_process_vmm_mapped_bytes", GAUGE,
+	  "Bytes the process has mapped with cuMemMap: views of physical memory counted at "
+	  "cuMemCreate (kind vmm), never added to it.",
+	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_VMM_MAPPED]) },
+	{ "gpumem_process_vmm_reserved_bytes", GAUGE,
+	  "Virtual address space the process reserved with cuMemAddressReserve: no memory.",
+	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_VMM_RESERVED]) },
 	{ "gpumem_process_live_allocations", GAUGE,
 	  "GPU allocations the process holds now (host pinned ones not included).",
 	  offsetof(struct gm_proc_stats, current_allocs) },

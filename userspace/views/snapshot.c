@@ -45,9 +45,13 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	jw_kv_u64(w, "failed_count", st->failed_count);
 	jw_key(w, "by_kind");
 	jw_object_begin(w);
-	for (unsigned int k = 0; k < GM_KIND_COUNT; k++)
+	for (unsigned int k = 0; k < GM_KIND_MEMORY_COUNT; k++)
 		jw_kv_u64(w, kind_name(k), st->by_kind[k]);
 	jw_object_end(w);
+	/* What is no memory of the process's own, never in by_kind nor current_bytes. */
+	jw_kv_u64(w, "vmm_mapped_bytes", st->by_kind[GM_KIND_VMM_MAPPED]);
+	jw_kv_u64(w, "vmm_reserved_bytes", st->by_kind[GM_KIND_VMM_RESERVED]);
+	jw_kv_u64(w, "ipc_imported_allocs", p->imported_allocs);
 	jw_key(w, "sites");
 	jw_array_begin(w);
 	for (size_t i = 0; i < p->nsites; i++)
@@ -191,6 +195,21 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 	}
 }
 
+/* VMM mappings, reserved address space, IPC imports: shown apart from the memory, when any. */
+static void beside_text(struct session *s, const struct snap_proc *p)
+{
+	bool exact = s->opt->exact_bytes;
+	char mapped[32], reserved[32];
+
+	if (!p->st.by_kind[GM_KIND_VMM_MAPPED] && !p->st.by_kind[GM_KIND_VMM_RESERVED] &&
+	    !p->imported_allocs)
+		return;
+	fmt_size(mapped, sizeof(mapped), p->st.by_kind[GM_KIND_VMM_MAPPED], exact);
+	fmt_size(reserved, sizeof(reserved), p->st.by_kind[GM_KIND_VMM_RESERVED], exact);
+	fprintf(s->out, "        not memory of its own: %s vmm mapped, %s address space reserved, "
+		"%llu IPC imports\n", mapped, reserved, (unsigned long long)p->imported_allocs);
+}
+
 static void snapshot_text(struct session *s, const struct snapshot *snap)
 {
 	bool exact = s->opt->exact_bytes;
@@ -209,6 +228,7 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 			peak, host, p->st.alloc_count, p->st.free_count, p->st.failed_count,
 			p->alive ? "alive" : "ended");
 		names_text(s, &p->container);
+		beside_text(s, p);
 		sites_text(s, p);
 		tensors_text(s, p);
 	}
