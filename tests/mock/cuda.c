@@ -42,6 +42,11 @@
  *   CUDA_ERROR_INVALID_VALUE.
  * - Every allocation call (arrays, registrations, reservations, mappings and IPC opens too)
  *   counts for GPUMEM_MOCK_FAIL_AFTER and GPUMEM_MOCK_FAIL_SIZE.
+ * - Contexts: each block belongs to the calling thread's current context (the primary one when
+ *   none is current). cuCtxCreate_v2/_v4 make a context and push it; cuCtxDestroy_v2 frees what
+ *   it holds and pops it where it is current (destroying the primary context, or one never made,
+ *   is CUDA_ERROR_INVALID_CONTEXT); cuDevicePrimaryCtxReset_v2 frees what the primary context
+ *   holds. Async allocations belong to their pool, not to a context: a teardown keeps them.
  */
 #define GM_DEVICE_BASE 0x7e0000000000ULL
 #define GM_DEVICE_ALIGN 512ULL
@@ -76,8 +81,32 @@ enum block_kind {
 	BLOCK_IMPORTED,	/* another process's memory, opened through IPC */
 };
 
+/* The one device, its primary context and the contexts cuCtxCreate makes (never freed, so a
+ * destroyed context's pointer is never handed out again); each thread's stack of current
+ * contexts. */
+struct CUctx_st {
+	CUdevice device;
+	bool primary;
+	bool live;
+};
+
+static struct CUctx_st primary_ctx = { .device = 0, .primary = true, .live = true };
+static __thread CUcontext ctx_stack[GM_CTX_STACK_DEPTH];
+static __thread unsigned int ctx_depth;
+
+#define GM_MAX_CONTEXTS 64
+static CUcontext made_contexts[GM_MAX_CONTEXTS];	/* under mock_lock */
+static unsigned int nmade_contexts;
+
+static CUcontext current_ctx(void)
+{
+	return ctx_depth ? ctx_stack[ctx_depth - 1] : &primary_ctx;
+}
+
 struct block {
 	uint64_t key;		/* address or handle */
+	CUcontext ctx;		/* whose teardown frees it */
+	bool async;		/* from a pool: no teardown frees it */
 	size_t bytes;		/* as accounted: requested size, pitch x height for pitch */
 	size_t rounded;		/* address space taken, for BLOCK_DEVICE */
 	enum block_kind kind;
@@ -338,6 +367,7 @@ static CUresult mock_alloc(enum block_kind kind, size_t bytes, uint64_t *key)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	b->kind = kind;
 	b->bytes = bytes;
+	b->ctx = current_ctx();
 
 	pthread_mutex_lock(&mock_lock);
 	if (injected_failure(bytes, kind))
@@ -489,14 +519,6 @@ static CUresult mock_memset(uint64_t dst, unsigned char value, size_t len)
 	return to ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The one device and its primary context; each thread's stack of current contexts. */
-struct CUctx_st {
-	CUdevice device;
-};
-
-static struct CUctx_st primary_ctx = { .device = 0 };
-static __thread CUcontext ctx_stack[GM_CTX_STACK_DEPTH];
-static __thread unsigned int ctx_depth;
 
 static bool valid_device(CUdevice dev)
 {
@@ -627,10 +649,18 @@ static __attribute__((noinline)) CUresult impl_mem_alloc_async(CUdeviceptr *dptr
 							       CUmemoryPool pool, CUstream stream,
 							       enum stream_variant variant)
 {
+	CUresult rc;
+
 	(void)pool;
 	(void)stream;
 	(void)variant;
-	return impl_mem_alloc(dptr, bytes);
+	rc = impl_mem_alloc(dptr, bytes);
+	if (rc == CUDA_SUCCESS) {
+		pthread_mutex_lock(&mock_lock);
+		table_find(&device_table, *dptr)->async = true;
+		pthread_mutex_unlock(&mock_lock);
+	}
+	return rc;
 }
 
 static __attribute__((noinline)) CUresult impl_mem_create(CUmemGenericAllocationHandle *handle,
@@ -909,6 +939,109 @@ static __attribute__((noinline)) CUresult impl_ipc_close(CUdeviceptr dptr)
 	return dptr ? mock_free(&import_table, dptr) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Frees every block of ctx but async ones, in every table: what the driver does when a
+ * context goes. */
+static void release_context(CUcontext ctx)
+{
+	struct block_table *tables[] = { &device_table, &host_table, &handle_table, &array_table,
+					 &registered_table, &reserved_table, &mapped_table,
+					 &import_table };
+
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		for (;;) {
+			uint64_t key = 0;
+			bool found = false;
+
+			pthread_mutex_lock(&mock_lock);
+			for (size_t i = 0; !found && i < tables[t]->nbuckets; i++)
+				for (struct block *b = tables[t]->buckets[i]; b && !found; b = b->next)
+					if (b->ctx == ctx && !b->async) {
+						key = b->key;
+						found = true;
+					}
+			pthread_mutex_unlock(&mock_lock);
+			if (!found)
+				break;
+			mock_free(tables[t], key);
+		}
+	}
+}
+
+/* Whether ctx is the primary context or one cuCtxCreate made and nobody destroyed: a pointer
+ * the caller passes is never dereferenced before this says so. */
+static bool ctx_live(CUcontext ctx)
+{
+	bool live = ctx == &primary_ctx;
+
+	pthread_mutex_lock(&mock_lock);
+	for (unsigned int i = 0; !live && i < nmade_contexts; i++)
+		live = made_contexts[i] == ctx && ctx->live;
+	pthread_mutex_unlock(&mock_lock);
+	return live;
+}
+
+static __attribute__((noinline)) CUresult impl_ctx_create(CUcontext *pctx, CUdevice dev)
+{
+	CUcontext ctx;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (ctx_depth == GM_CTX_STACK_DEPTH)
+		return CUDA_ERROR_INVALID_VALUE;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ctx->device = dev;
+	ctx->live = true;
+	pthread_mutex_lock(&mock_lock);
+	if (nmade_contexts == GM_MAX_CONTEXTS) {
+		pthread_mutex_unlock(&mock_lock);
+		free(ctx);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	made_contexts[nmade_contexts++] = ctx;
+	pthread_mutex_unlock(&mock_lock);
+	ctx_stack[ctx_depth++] = ctx;
+	*pctx = ctx;
+	return CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult impl_primary_retain(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pctx = &primary_ctx;
+	return CUDA_SUCCESS;
+}
+
+/* Replaces the top of the stack; NULL empties that slot, as the driver does. */
+static __attribute__((noinline)) CUresult impl_ctx_set_current(CUcontext ctx)
+{
+	if (ctx && !ctx_live(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ctx) {
+		if (ctx_depth)
+			ctx_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (!ctx_depth)
+		ctx_depth = 1;
+	ctx_stack[ctx_depth - 1] = ctx;
+	return CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult impl_primary_reset(CUdevice dev)
+{
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	release_context(&primary_ctx);
+	return CUDA_SUCCESS;
+}
+
 /* Private entry points: the same behaviour, at addresses no exported symbol names. */
 static CUresult priv_mem_alloc_host(void **pp, size_t bytes)
 {
@@ -993,6 +1126,9 @@ static const struct gm_mock_driver_api private_table = {
 	.ipc_get_mem_handle = impl_ipc_get,
 	.ipc_open_mem_handle = priv_ipc_open,
 	.ipc_close_mem_handle = impl_ipc_close,
+	.primary_ctx_retain = impl_primary_retain,
+	.ctx_set_current = impl_ctx_set_current,
+	.primary_ctx_reset = impl_primary_reset,
 };
 
 /* Exported API. Each begins with push %rbp like NVIDIA's (checked by check_prologues.sh). */
@@ -1324,11 +1460,38 @@ GM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 GM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	gm_keep_frame();
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(dev))
-		return CUDA_ERROR_INVALID_DEVICE;
-	*pctx = &primary_ctx;
+	return impl_primary_retain(pctx, dev);
+}
+
+GM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	gm_keep_frame();
+	(void)flags;
+	return impl_ctx_create(pctx, dev);
+}
+
+GM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+				  unsigned int flags, CUdevice dev)
+{
+	gm_keep_frame();
+	(void)flags;
+	if (ctxCreateParams)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return impl_ctx_create(pctx, dev);
+}
+
+/* Frees what ctx holds; popped from this thread's stack where it is the top. */
+GM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	gm_keep_frame();
+	if (!ctx || ctx == &primary_ctx || !ctx_live(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&mock_lock);
+	ctx->live = false;
+	pthread_mutex_unlock(&mock_lock);
+	release_context(ctx);
+	if (ctx_depth && ctx_stack[ctx_depth - 1] == ctx)
+		ctx_depth--;
 	return CUDA_SUCCESS;
 }
 
@@ -1341,13 +1504,13 @@ GM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 GM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
 	gm_keep_frame();
-	return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+	return impl_primary_reset(dev);
 }
 
 GM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
 	gm_keep_frame();
-	if (ctx != &primary_ctx)
+	if (!ctx || !ctx_live(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ctx_depth == GM_CTX_STACK_DEPTH)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -1375,21 +1538,10 @@ GM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
-/* Replaces the top of the stack; NULL empties that slot, as the driver does. */
 GM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
 	gm_keep_frame();
-	if (ctx && ctx != &primary_ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!ctx) {
-		if (ctx_depth)
-			ctx_depth--;
-		return CUDA_SUCCESS;
-	}
-	if (!ctx_depth)
-		ctx_depth = 1;
-	ctx_stack[ctx_depth - 1] = ctx;
-	return CUDA_SUCCESS;
+	return impl_ctx_set_current(ctx);
 }
 
 GM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)

@@ -146,6 +146,11 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+			CUdevice dev);
+CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxPushCurrent_v2(CUcontext ctx);
 CUresult cuCtxPopCurrent_v2(CUcontext *pctx);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
@@ -173,6 +178,7 @@ typedef enum cudaError {
 	cudaErrorMemoryAllocation = 2,
 	cudaErrorInitializationError = 3,
 	cudaErrorInsufficientDriver = 35,
+	cudaErrorInvalidDevice = 101,
 	cudaErrorHostMemoryAlreadyRegistered = 712,
 	cudaErrorHostMemoryNotRegistered = 713,
 	cudaErrorUnknown = 999,
@@ -248,5 +254,8 @@ const char *cudaGetErrorString(cudaError_t error);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaDeviceReset(void);
 
 #endif

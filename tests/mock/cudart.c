@@ -21,6 +21,7 @@ static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static struct gm_mock_driver_api driver;
 static bool driver_ready;
 static __thread cudaError_t last_error;
+static __thread int current_device;	/* cudaSetDevice's, 0 until then */
 
 static bool load_exported(void *lib)
 {
@@ -52,6 +53,9 @@ static bool load_exported(void *lib)
 		{ "cuIpcGetMemHandle", (void **)&driver.ipc_get_mem_handle },
 		{ "cuIpcOpenMemHandle_v2", (void **)&driver.ipc_open_mem_handle },
 		{ "cuIpcCloseMemHandle", (void **)&driver.ipc_close_mem_handle },
+		{ "cuDevicePrimaryCtxRetain", (void **)&driver.primary_ctx_retain },
+		{ "cuCtxSetCurrent", (void **)&driver.ctx_set_current },
+		{ "cuDevicePrimaryCtxReset_v2", (void **)&driver.primary_ctx_reset },
 	};
 
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -510,6 +514,45 @@ GM_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 	return runtime_result(driver.ipc_close_mem_handle((uintptr_t)devPtr));
 }
 
+/* The device's primary context, made current on the thread (the mock has device 0 only). */
+GM_EXPORT cudaError_t cudaSetDevice(int device)
+{
+	CUcontext ctx = NULL;
+	CUresult rc;
+
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (device != 0) {
+		last_error = cudaErrorInvalidDevice;
+		return cudaErrorInvalidDevice;
+	}
+	rc = driver.primary_ctx_retain(&ctx, device);
+	if (rc == CUDA_SUCCESS)
+		rc = driver.ctx_set_current(ctx);
+	if (rc == CUDA_SUCCESS)
+		current_device = device;
+	return runtime_result(rc);
+}
+
+GM_EXPORT cudaError_t cudaGetDevice(int *device)
+{
+	gm_keep_frame();
+	if (!device)
+		return cudaErrorInvalidValue;
+	*device = current_device;
+	return cudaSuccess;
+}
+
+/* The thread's device's primary context is reset: what it held is freed. */
+GM_EXPORT cudaError_t cudaDeviceReset(void)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	return runtime_result(driver.primary_ctx_reset(current_device));
+}
+
 GM_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
 	gm_keep_frame();
@@ -550,6 +593,8 @@ GM_EXPORT const char *cudaGetErrorName(cudaError_t error)
 		return "cudaErrorInitializationError";
 	case cudaErrorInsufficientDriver:
 		return "cudaErrorInsufficientDriver";
+	case cudaErrorInvalidDevice:
+		return "cudaErrorInvalidDevice";
 	case cudaErrorHostMemoryAlreadyRegistered:
 		return "cudaErrorHostMemoryAlreadyRegistered";
 	case cudaErrorHostMemoryNotRegistered:
