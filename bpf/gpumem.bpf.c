@@ -442,6 +442,151 @@ static __always_inline bool is_array_shape(__u32 shape)
 	return shape >= GM_SHAPE_ARRAY_RT && shape <= GM_SHAPE_MIPMAP_DRV;
 }
 
+/* ---- Contexts: which one each thread has current, and the device of each ---- */
+
+/* The devices of the contexts processes created or retained (cuCtxCreate,
+ * cuDevicePrimaryCtxRetain), and which are primary. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_CONTEXTS);
+	__type(key, struct gm_ctx_key);
+	__type(value, struct gm_ctx_info);
+} ctx_infos SEC(".maps");
+
+static __always_inline bool is_ctx_shape(__u32 shape)
+{
+	return shape >= GM_SHAPE_CTX_SET && shape <= GM_SHAPE_CTX_RETAIN;
+}
+
+static __always_inline bool is_teardown_shape(__u32 shape)
+{
+	return shape >= GM_SHAPE_CTX_DESTROY && shape <= GM_SHAPE_DEVICE_RESET;
+}
+
+static __always_inline void ctx_push(struct gm_inflight *rec, __u64 ctx)
+{
+	__u32 d = rec->ctx_depth;
+
+	if (d < GM_CTX_DEPTH)
+		rec->ctx_stack[d & (GM_CTX_DEPTH - 1)] = ctx;
+	if (d < 0xffff)
+		rec->ctx_depth = d + 1;
+}
+
+/* Followed at the entry of each call, nested ones too (the runtime sets contexts inside its
+ * own calls), assuming it succeeds: what a failing call leaves is the driver's error to
+ * report, and the next call on the thread sets it right. */
+static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u64 a0, __u64 a1,
+				      __u64 a2, __u64 a3)
+{
+	__u32 d = rec->ctx_depth;
+
+	switch (shape) {
+	case GM_SHAPE_CTX_SET:
+		if (!a0) {
+			if (d)
+				rec->ctx_depth = d - 1;
+		} else if (!d) {
+			ctx_push(rec, a0);
+		} else if (d <= GM_CTX_DEPTH) {
+			rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] = a0;
+		}
+		break;
+	case GM_SHAPE_CTX_PUSH:
+		ctx_push(rec, a0);
+		break;
+	case GM_SHAPE_CTX_POP:
+		if (d)
+			rec->ctx_depth = d - 1;
+		break;
+	case GM_SHAPE_SET_DEVICE:
+		rec->rt_device = (__s32)a0;
+		if (!d)
+			ctx_push(rec, GM_CTX_PRIMARY | (__u32)a0);
+		else if (d <= GM_CTX_DEPTH)
+			rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] = GM_CTX_PRIMARY | (__u32)a0;
+		break;
+	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V4:
+	case GM_SHAPE_CTX_RETAIN:
+		rec->ctx_out = a0;
+		rec->ctx_out_shape = shape;
+		rec->ctx_out_device = (__s32)(shape == GM_SHAPE_CTX_CREATE	 ? a2
+					      : shape == GM_SHAPE_CTX_CREATE_V4 ? a3
+										: a1);
+		break;
+	}
+}
+
+SEC("uprobe")
+int BPF_KPROBE(enter_ctx, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct gm_inflight *rec;
+
+	if (!wanted(id >> 32))
+		return 0;
+	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
+				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!rec) {
+		count(GM_CNT_INFLIGHT_FULL);
+		return 0;
+	}
+	identify_process(rec);
+	ctx_enter(rec, GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)), a0, a1, a2, a3);
+	return 0;
+}
+
+/* cuCtxCreate made a context current on the thread; both it and cuDevicePrimaryCtxRetain say
+ * whose device it is. */
+static __always_inline void ctx_return(struct gm_inflight *rec, __u32 tgid, __u32 shape,
+				       __s32 rc)
+{
+	struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen };
+	struct gm_ctx_info info = { .device = rec->ctx_out_device };
+	__u64 out = rec->ctx_out;
+
+	if (!out || rec->ctx_out_shape != shape)
+		return;
+	rec->ctx_out = 0;
+	if (rc != 0 || bpf_probe_read_user(&key.ctx, sizeof(key.ctx), (void *)out) || !key.ctx)
+		return;
+	info.primary = shape == GM_SHAPE_CTX_RETAIN;
+	if (bpf_map_update_elem(&ctx_infos, &key, &info, BPF_ANY))
+		count(GM_CNT_CTX_MAP_FULL);
+	if (shape != GM_SHAPE_CTX_RETAIN)
+		ctx_push(rec, key.ctx);
+}
+
+/* The context an allocation is charged to, and its device: the thread's current one, a
+ * primary context as GM_CTX_PRIMARY | device; none seen: the runtime's device's primary. */
+static __always_inline __u64 current_ctx(struct gm_inflight *rec, __u32 tgid, __s32 *device)
+{
+	struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen };
+	struct gm_ctx_info *info;
+	__u32 d = rec->ctx_depth;
+
+	*device = rec->rt_device;
+	if (!d)
+		return GM_CTX_PRIMARY | (__u32)rec->rt_device;
+	if (d > GM_CTX_DEPTH) {
+		*device = GM_DEVICE_UNKNOWN;
+		return 0;
+	}
+	key.ctx = rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)];
+	if (key.ctx & GM_CTX_PRIMARY) {
+		*device = (__s32)(__u32)key.ctx;
+		return key.ctx;
+	}
+	info = bpf_map_lookup_elem(&ctx_infos, &key);
+	if (!info) {
+		*device = GM_DEVICE_UNKNOWN;
+		return key.ctx;
+	}
+	*device = info->device;
+	return info->primary ? GM_CTX_PRIMARY | (__u32)info->device : key.ctx;
+}
+
 /* The process's pid as its own pid namespace numbers it (what `ps` shows in its container). */
 static __always_inline __u64 namespace_pid(void)
 {
@@ -1003,6 +1148,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
+	info.ctx = current_ctx(rec, tgid, &info.device);
 	if (!insert_live(&akey, &info))
 		return;
 	if (ss)
@@ -1053,6 +1199,79 @@ static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight 
 			  rec->claimed.size, 0, total);
 }
 
+/* What a context's teardown releases: that process's allocations of that context, but
+ * async ones (they belong to their pool, which outlives a context: cudaDeviceReset's rule) and
+ * tensors (PyTorch's to free). */
+struct release_walk {
+	__u32 tgid, gen;
+	__u64 ctx;
+	__u64 released;
+};
+
+static long release_one(struct bpf_map *map, struct gm_alloc_key *key, struct gm_alloc_info *val,
+			struct release_walk *w)
+{
+	struct gm_alloc_key k;
+	struct gm_alloc_info info;
+
+	(void)map;
+	if (key->tgid != w->tgid || key->gen != w->gen || val->ctx != w->ctx ||
+	    key->space == GM_SPACE_TENSOR || val->kind == GM_KIND_ASYNC)
+		return 0;
+	k = *key;
+	info = *val;
+	if (bpf_map_delete_elem(&allocs, &k) == 0) {
+		account_free(w->tgid, w->gen, &info);
+		w->released++;
+	}
+	return 0;
+}
+
+/* One walk of the allocation map (these calls are rare), verified on its own: a global
+ * function, so the walk's callback is not explored again along every path of call_return.
+ * The released allocations are counted in GM_CNT_CTX_RELEASED. */
+__noinline int release_context(__u32 tgid, __u32 gen, __u64 ctx)
+{
+	struct release_walk w = { .tgid = tgid, .gen = gen, .ctx = ctx };
+	__u32 k = GM_CNT_CTX_RELEASED;
+	__u64 *v;
+
+	if (!ctx)
+		return 0;
+	bpf_for_each_map_elem(&allocs, release_one, &w, 0);
+	/* No branch on the count: a count the verifier must track exactly would keep it from
+	 * ever seeing two runs of the callback as the same. */
+	v = bpf_map_lookup_elem(&counters, &k);
+	if (v)
+		*v += w.released;
+	return 0;
+}
+
+/* cuCtxDestroy, cuDevicePrimaryCtxReset, cudaDeviceReset returned success: the driver freed
+ * what the context held. */
+static __noinline void teardown_return(struct gm_inflight *rec, __u32 tgid, __u32 shape)
+{
+	struct release_walk w = { .tgid = tgid, .gen = rec->gen };
+
+	if (shape == GM_SHAPE_CTX_DESTROY) {
+		struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen, .ctx = rec->addr };
+		struct gm_ctx_info *info = bpf_map_lookup_elem(&ctx_infos, &key);
+
+		__u32 d = rec->ctx_depth;
+
+		w.ctx = info && info->primary ? GM_CTX_PRIMARY | (__u32)info->device : rec->addr;
+		bpf_map_delete_elem(&ctx_infos, &key);
+		/* The driver pops a destroyed context that is current on the calling thread. */
+		if (d && d <= GM_CTX_DEPTH && rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] == rec->addr)
+			rec->ctx_depth = d - 1;
+	} else if (shape == GM_SHAPE_PRIMARY_RESET) {
+		w.ctx = GM_CTX_PRIMARY | (__u32)rec->addr;
+	} else {
+		w.ctx = GM_CTX_PRIMARY | (__u32)rec->rt_device;
+	}
+	release_context(tgid, rec->gen, w.ctx);
+}
+
 /* One return program for every shape. A return whose stack pointer is not above the
  * recorded entry's belongs to a nested call that was not recorded. The record is the
  * thread's own and no other program runs on this thread meanwhile: it is read in place. The
@@ -1063,16 +1282,25 @@ int BPF_KRETPROBE(call_return, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
+	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
 	struct gm_inflight *rec;
-	__u32 shape;
 
 	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
-	if (!rec || !rec->sp || PT_REGS_SP(ctx) <= rec->sp)
+	if (!rec)
+		return 0;
+	if (is_ctx_shape(shape)) {	/* followed at entry, nested or not */
+		ctx_return(rec, tgid, shape, (__s32)ret);
+		return 0;
+	}
+	if (!rec->sp || PT_REGS_SP(ctx) <= rec->sp)
 		return 0;
 	rec->sp = 0;
 
 	shape = GM_COOKIE_SHAPE(rec->cookie);
-	if (shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE)
+	if (is_teardown_shape(shape)) {
+		if ((__s32)ret == 0)
+			teardown_return(rec, tgid, shape);
+	} else if (shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE)
 		free_return(ctx, rec, tgid, tid, (__s32)ret);
 	else
 		alloc_return(ctx, rec, id, (__s32)ret, python_stack(tgid, rec->gen,
@@ -1113,6 +1341,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = skey.kind;
 	info.layer = GM_LAYER_TENSOR;
+	info.device = GM_DEVICE_UNKNOWN;	/* never released with a context: PyTorch frees it */
 	if (!insert_live(&akey, &info))
 		return;
 	if (ss)

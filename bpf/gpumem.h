@@ -16,7 +16,8 @@
  * sites, a counter of unknown tensor frees). 6: the agent record says what the programs were
  * loaded with. 7: the cookie carries the allocation's space (arrays, registered host memory,
  * VMM mappings and reservations, IPC imports have spaces of their own); kinds that are not
- * memory (mapped, reserved, imported); a fifth entry program (descriptor-sized arrays). */
+ * memory (mapped, reserved, imported); a fifth entry program (descriptor-sized arrays); a sixth
+ * (the thread's current context); allocations carry their context and device. */
 #define GM_LAYOUT_VERSION 7
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
@@ -89,7 +90,39 @@ enum gm_shape {
 	GM_SHAPE_REGISTER = 13,		/* (addr, size, ...): the caller's range, no out-pointer
 					 * (cudaHostRegister, cuMemMap) */
 	GM_SHAPE_IMPORT = 14,		/* (out_ptr, handle by value, flags): size unknown */
-	GM_SHAPE_COUNT = 15,
+	/* The thread's current context (entry program enter_ctx, whatever the nesting). */
+	GM_SHAPE_CTX_SET = 15,		/* cuCtxSetCurrent(ctx): replaces the top; NULL pops */
+	GM_SHAPE_CTX_PUSH = 16,		/* cuCtxPushCurrent_v2(ctx) */
+	GM_SHAPE_CTX_POP = 17,		/* cuCtxPopCurrent_v2(out) */
+	GM_SHAPE_SET_DEVICE = 18,	/* cudaSetDevice(dev): that device's primary context */
+	GM_SHAPE_CTX_CREATE = 19,	/* cuCtxCreate_v2(out, flags, dev): pushed at return */
+	GM_SHAPE_CTX_CREATE_V4 = 20,	/* cuCtxCreate_v4(out, params, flags, dev) */
+	GM_SHAPE_CTX_RETAIN = 21,	/* cuDevicePrimaryCtxRetain(out, dev): learnt as primary */
+	/* Teardown: what the context held is released at a successful return (outermost call). */
+	GM_SHAPE_CTX_DESTROY = 22,	/* cuCtxDestroy_v2(ctx) */
+	GM_SHAPE_PRIMARY_RESET = 23,	/* cuDevicePrimaryCtxReset_v2(dev) */
+	GM_SHAPE_DEVICE_RESET = 24,	/* cudaDeviceReset(): the thread's device's primary,
+					 * async allocations kept (they outlive it) */
+	GM_SHAPE_COUNT = 25,
+};
+
+/* A context as allocations carry it: the driver's CUcontext, or, for a device's primary
+ * context (whatever pointer the driver gives it: the runtime's cudaSetDevice names none),
+ * GM_CTX_PRIMARY | device. A user-space pointer never has the top bit. */
+#define GM_CTX_PRIMARY (1ull << 63)
+#define GM_CTX_DEPTH 8			/* contexts pushed per thread that are followed */
+#define GM_MAX_CONTEXTS 4096		/* contexts whose device is known, every process */
+#define GM_DEVICE_UNKNOWN (-1)
+
+struct gm_ctx_key {
+	__u32 tgid;
+	__u32 gen;
+	__u64 ctx;		/* CUcontext */
+};
+
+struct gm_ctx_info {
+	__s32 device;
+	__u32 primary;		/* 1: the device's primary context (cuDevicePrimaryCtxRetain) */
 };
 
 /* Array descriptors, as the x86-64 ABI lays out NVIDIA's structs (cuda.h, driver_types.h). */
@@ -148,6 +181,9 @@ enum gm_counter {
 	GM_CNT_UNKNOWN_TENSOR_FREES,	/* pytorch:free of a tensor never seen allocated */
 	GM_CNT_UNSIZED_ARRAYS,		/* arrays whose descriptor could not be read or sized:
 					 * held with 0 bytes */
+	GM_CNT_CTX_RELEASED,		/* allocations released by a context's teardown */
+	GM_CNT_CTX_MAP_FULL,		/* a context's device not recorded: its allocations'
+					 * device unknown */
 	GM_CNT_COUNT,
 };
 
@@ -175,7 +211,8 @@ struct gm_alloc_info {
 	__u8 kind;
 	__u8 layer;
 	__s32 py_stack_id;	/* negative: no Python frames */
-	__u32 pad;
+	__s32 device;		/* the device of its context; GM_DEVICE_UNKNOWN */
+	__u64 ctx;		/* its context (GM_CTX_PRIMARY | device for a primary one) */
 };
 
 struct gm_inflight {
@@ -197,6 +234,17 @@ struct gm_inflight {
 	__u64 start_ns;
 	/* The thread's CPython thread state, found once by native thread id; 0: none known. */
 	__u64 py_tstate;
+	/* The thread's current contexts, as the driver stacks them (the top is current); past
+	 * GM_CTX_DEPTH, pushes are counted in ctx_depth but not kept. */
+	__u64 ctx_stack[GM_CTX_DEPTH];
+	__u32 ctx_depth;
+	__s32 rt_device;	/* cudaSetDevice's; 0 until it is called, as in the runtime */
+	/* cuCtxCreate, cuDevicePrimaryCtxRetain in flight (apart from the accounting's record:
+	 * the runtime makes them inside its own calls): where the context is written, and its
+	 * device. */
+	__u64 ctx_out;
+	__s32 ctx_out_device;
+	__u32 ctx_out_shape;
 };
 
 /* The generation is in the key, not only in the value: an address the pid's new process is

@@ -195,3 +195,41 @@ def test_trace_shows_each_new_api_with_its_kind_and_size():
     # process_bytes after each call: the physical handles only.
     assert [e["process_bytes"] for e in events if e["event"] in ("alloc", "free")] == \
         [2 * MIB, 2 * MIB, 2 * MIB, 4 * MIB, 4 * MIB, 4 * MIB, 2 * MIB]
+
+
+def test_context_teardown_releases_what_that_context_held_per_thread():
+    run = run_snapshot_c([APIS, "contexts"])
+    report, rc = run
+    assert rc == 0, run.stdout
+    proc = only_proc(report)
+    # Held at the end: the async 2,000 (its pool outlives cudaDeviceReset), 12,000 on the
+    # primary context, 10,000 in the cuCtxCreate_v4 context. Every release is a free.
+    assert counts(proc) == {"current_bytes": 24000, "current_allocs": 3, "alloc_count": 12,
+                            "free_count": 9, "alloc_bytes_total": 78000, "failed_count": 0}
+    assert proc["by_kind"] == dict(MEMORY, device=22000, **{"async": 2000})
+    # GPU bytes went 20,000 (before the first destroy), 17,000 (before cudaDeviceReset), then
+    # 25,000: the async 2,000, the thread's 11,000 and the main thread's 12,000.
+    assert proc["peak_bytes"] == 25000
+    assert report["tracer"]["ctx_released_allocs"] == 9
+    # The thread's context held its own 11,000; the main thread's 12,000, made meanwhile on the
+    # primary context, survived the destruction of the thread's.
+    rt = sites_of(proc, "rt_alloc", "cudaMalloc")
+    assert sorted(s[1] for s in rt) == [0, 0, 0, 0, 12000]
+    drv = sites_of(proc, "drv_alloc", "cuMemAlloc_v2")
+    assert sorted(s[1] for s in drv) == [0, 0, 0, 10000]
+    # cudaDeviceReset ran cuDevicePrimaryCtxReset_v2 inside it: released once, by the outer call.
+    assert report["tracer"]["nested_calls"] == 8
+    assert report["failures"] == []
+    assert_nothing_lost(report)
+
+
+def test_context_teardown_is_the_same_when_the_runtime_reaches_the_driver_privately():
+    # cudaSetDevice's retain and set-current, cudaDeviceReset's primary reset, unseen: the
+    # runtime's own calls say which device and which context.
+    report, rc = run_snapshot_c([APIS, "contexts"], env={"GPUMEM_MOCK_RUNTIME_PRIVATE": "1"})
+    assert rc == 0
+    proc = only_proc(report)
+    assert (proc["current_bytes"], proc["current_allocs"], proc["free_count"]) == (24000, 3, 9)
+    assert report["tracer"]["ctx_released_allocs"] == 9
+    assert report["tracer"]["nested_calls"] == 0
+    assert_nothing_lost(report)

@@ -2,6 +2,7 @@
  * registered host memory, VMM mappings and reservations, IPC imports. Each scenario's numbers
  * are in its comment; it prints one `call API SIZE ADDR RC` line per call. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -370,12 +371,94 @@ static int run_ipc(void)
 	return 0;
 }
 
+/* ---- contexts: a teardown releases what its context held ----
+ * Primary (cudaSetDevice 0): 1,000 device, 2,000 async, 3,000 host. A created context: 4,000
+ * device, 5,000 host; popped: 6,000 on the primary; pushed again: 7,000; destroyed: 4,000,
+ * 5,000 and 7,000 released. 8,000 on the primary; cudaDeviceReset: 1,000, 3,000, 6,000 and
+ * 8,000 released, the async 2,000 kept (its pool outlives the context). 9,000, then
+ * cuDevicePrimaryCtxReset_v2(0) releases it. A thread creates a context and allocates 11,000
+ * in it while the main thread's 12,000 stays on the primary; the main thread destroys the
+ * thread's context (11,000 released). cuCtxCreate_v4, 10,000 in it, held at the end; a
+ * cuCtxDestroy_v2 of a context never made fails. Held: 2,000 + 12,000 + 10,000. */
+
+GM_CALL_SITE static int rt_alloc(void **p, size_t bytes)
+{
+	int rc = cudaMalloc(p, bytes);
+
+	report("cudaMalloc", bytes, addr_of(*p), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int drv_alloc(CUdeviceptr *p, size_t bytes)
+{
+	int rc = cuMemAlloc_v2(p, bytes);
+
+	report("cuMemAlloc_v2", bytes, *p, rc);
+	return rc;
+}
+
+GM_CALL_SITE static int ctx_create(CUcontext *c)
+{
+	int rc = cuCtxCreate_v2(c, 0, 0);
+
+	report("cuCtxCreate_v2", 0, addr_of(*c), rc);
+	return rc;
+}
+
+GM_CALL_SITE static int ctx_destroy(CUcontext c)
+{
+	int rc = cuCtxDestroy_v2(c);
+
+	report("cuCtxDestroy_v2", 0, addr_of(c), rc);
+	return rc;
+}
+
+struct ctx_thread {
+	CUcontext ctx;
+	int rc;
+};
+
+static void *ctx_thread_main(void *arg)
+{
+	struct ctx_thread *t = arg;
+	CUdeviceptr p = 0;
+
+	t->rc = ctx_create(&t->ctx) || drv_alloc(&p, 11000);
+	return NULL;
+}
+
+static int run_contexts(void)
+{
+	void *a, *b, *h, *c, *d, *e, *f;
+	CUdeviceptr p, q, r;
+	CUcontext made = NULL, popped = NULL, v4 = NULL;
+	struct ctx_thread t = { 0 };
+	pthread_t thread;
+
+	if (cudaSetDevice(0) || rt_alloc(&a, 1000) || cudaMallocAsync(&b, 2000, NULL) ||
+	    cudaMallocHost(&h, 3000))
+		return 1;
+	if (ctx_create(&made) || drv_alloc(&p, 4000) || cuMemAllocHost_v2(&c, 5000) ||
+	    cuCtxPopCurrent_v2(&popped) || popped != made || rt_alloc(&d, 6000) ||
+	    cuCtxPushCurrent_v2(made) || drv_alloc(&q, 7000) || ctx_destroy(made))
+		return 1;
+	if (rt_alloc(&e, 8000) || cudaDeviceReset() || rt_alloc(&f, 9000) ||
+	    cuDevicePrimaryCtxReset_v2(0))
+		return 1;
+	if (pthread_create(&thread, NULL, ctx_thread_main, &t) || pthread_join(thread, NULL) ||
+	    t.rc || rt_alloc(&f, 12000) || ctx_destroy(t.ctx))
+		return 1;
+	if (cuCtxCreate_v4(&v4, NULL, 0, 0) || drv_alloc(&r, 10000))
+		return 1;
+	return ctx_destroy((CUcontext)(uintptr_t)0x5a5a0000) != CUDA_ERROR_INVALID_CONTEXT;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(void);
 } scenarios[] = {
 	{ "arrays", run_arrays },   { "drvarrays", run_drvarrays }, { "register", run_register },
-	{ "vmm", run_vmm },	    { "ipc", run_ipc },
+	{ "vmm", run_vmm },	    { "ipc", run_ipc },		    { "contexts", run_contexts },
 };
 
 int main(int argc, char **argv)
@@ -390,6 +473,6 @@ int main(int argc, char **argv)
 		printf("done\n");
 		return 0;
 	}
-	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc\n", argv[0]);
+	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts\n", argv[0]);
 	return 2;
 }

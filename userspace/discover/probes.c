@@ -77,6 +77,18 @@ const struct probe_def probe_table[] = {
 	{ "cudaIpcCloseMemHandle", RT, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
 	{ "cuIpcOpenMemHandle_v2", DRV, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
 	{ "cuIpcCloseMemHandle", DRV, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	/* The thread's current context, and the device of each context (no allocation). */
+	{ "cudaSetDevice", RT, GM_SHAPE_SET_DEVICE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxSetCurrent", DRV, GM_SHAPE_CTX_SET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxPushCurrent_v2", DRV, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxPopCurrent_v2", DRV, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v2", DRV, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v4", DRV, GM_SHAPE_CTX_CREATE_V4, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuDevicePrimaryCtxRetain", DRV, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* Teardown: what the context held is released. */
+	{ "cudaDeviceReset", RT, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxDestroy_v2", DRV, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuDevicePrimaryCtxReset_v2", DRV, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
 
@@ -235,7 +247,18 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 		return pp->enter_alloc_pitch;
 	case GM_SHAPE_FREE:
 	case GM_SHAPE_VMM_RELEASE:
+	case GM_SHAPE_CTX_DESTROY:
+	case GM_SHAPE_PRIMARY_RESET:
+	case GM_SHAPE_DEVICE_RESET:
 		return pp->enter_free;
+	case GM_SHAPE_CTX_SET:
+	case GM_SHAPE_CTX_PUSH:
+	case GM_SHAPE_CTX_POP:
+	case GM_SHAPE_SET_DEVICE:
+	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V4:
+	case GM_SHAPE_CTX_RETAIN:
+		return pp->enter_ctx;
 	case GM_SHAPE_TENSOR:
 		return NULL;	/* USDT: attach_tensor_probes() */
 	case GM_SHAPE_COUNT:
@@ -284,7 +307,7 @@ static int pinned_link(const struct probe_programs *pp, struct attached_file *f,
 		       const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
 {
 	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
-					pp->call_return, pp->enter_array };
+					pp->call_return, pp->enter_array, pp->enter_ctx };
 	char name[PATH_MAX];
 	int fd, err;
 
@@ -319,7 +342,7 @@ static void unpin_new(const struct probe_programs *pp, const struct attached_fil
 static int attach_multi(const struct probe_programs *pp, struct attached_file *f)
 {
 	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
-					pp->call_return, pp->enter_array };
+					pp->call_return, pp->enter_array, pp->enter_ctx };
 	__u64 offsets[ARRAY_SIZE(probe_table)], cookies[ARRAY_SIZE(probe_table)];
 
 	for (unsigned int i = 0; i < ARRAY_SIZE(progs); i++) {

@@ -47,6 +47,7 @@ struct attached_file;
 struct probe_programs {
 	struct bpf_program *enter_alloc, *enter_alloc_pitch, *enter_free, *call_return;
 	struct bpf_program *enter_array;	/* descriptor-sized arrays, cudaMalloc3D */
+	struct bpf_program *enter_ctx;		/* the thread's current context */
 	struct bpf_program *tensor_malloc, *tensor_free;	/* USDT; NULL: not attached */
 	bool multi;	/* in uprobe_multi links (else one perf-event link per probe) */
 	/* The agent's pins (pin.h): each link is pinned by the file's device and inode, and a

@@ -325,6 +325,7 @@ static const struct {
 	{ GM_CNT_STALE_INFLIGHT, "stale_inflight" },
 	{ GM_CNT_FAILED_FREES, "failed_frees" },
 	{ GM_CNT_HOLDS, "holds" },
+	{ GM_CNT_CTX_RELEASED, "ctx_released_allocs" },
 };
 
 static void write_counters(FILE *out, const struct snapshot *s)

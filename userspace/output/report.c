@@ -208,6 +208,8 @@ static const struct {
 	  "and container names are unknown (-v names it)" },
 	{ false, GM_CNT_UNKNOWN_TENSOR_FREES, "unknown_tensor_frees",
 	  "PyTorch tensor allocated before gpumem attached" },
+	{ false, GM_CNT_CTX_MAP_FULL, "ctx_map_full",
+	  "more live contexts than gpumem follows: their allocations' device is unknown" },
 	{ false, GM_CNT_UNSIZED_ARRAYS, "unsized_arrays",
 	  "an array's descriptor was unreadable or of a format gpumem cannot size: held as 0 bytes" },
 };

@@ -84,6 +84,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 	jw_kv_u64(w, "failed_frees", snap->counters[GM_CNT_FAILED_FREES]);
 	jw_kv_u64(w, "replaced_allocs", snap->counters[GM_CNT_REPLACED_ALLOCS]);
 	jw_kv_u64(w, "holds", snap->counters[GM_CNT_HOLDS]);
+	jw_kv_u64(w, "ctx_released_allocs", snap->counters[GM_CNT_CTX_RELEASED]);
 	jw_kv_u64(w, "map_procs", snap->map_procs);
 	jw_kv_u64(w, "map_sites", snap->map_sites);
 	if (snap->map_allocs_valid)
