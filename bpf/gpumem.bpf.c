@@ -236,6 +236,20 @@ static __always_inline void restore_allocation(__u32 tgid, struct gm_inflight *r
 		count(GM_CNT_ALLOC_MAP_FULL);
 }
 
+/* The calling thread's record, made at its first call; NULL for a process not traced. */
+static __always_inline struct gm_inflight *thread_record(__u32 tgid)
+{
+	struct gm_inflight *rec;
+
+	if (!wanted(tgid))
+		return NULL;
+	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
+				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!rec)
+		count(GM_CNT_INFLIGHT_FULL);
+	return rec;
+}
+
 /* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
  * a call whose stack pointer is below the recorded one runs inside it and is skipped; a record
  * whose return never fired (sp not above ours) is stale and replaced. */
@@ -244,16 +258,10 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx);
-	struct gm_inflight *rec;
+	struct gm_inflight *rec = thread_record(id >> 32);
 
-	if (!wanted(id >> 32))
+	if (!rec)
 		return 0;
-	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
-				   BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!rec) {
-		count(GM_CNT_INFLIGHT_FULL);
-		return 0;
-	}
 	if (rec->sp) {
 		/* Below: a call inside the recorded one. Equal: the same call seen by a second
 		 * probe on the same code (one file reached under two inodes, overlayfs); taking
@@ -521,17 +529,10 @@ static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u6
 SEC("uprobe")
 int BPF_KPROBE(enter_ctx, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct gm_inflight *rec;
+	struct gm_inflight *rec = thread_record(bpf_get_current_pid_tgid() >> 32);
 
-	if (!wanted(id >> 32))
+	if (!rec)
 		return 0;
-	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
-				   BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!rec) {
-		count(GM_CNT_INFLIGHT_FULL);
-		return 0;
-	}
 	identify_process(rec);
 	ctx_enter(rec, GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)), a0, a1, a2, a3);
 	return 0;

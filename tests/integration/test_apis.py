@@ -4,20 +4,11 @@ import subprocess
 
 from conftest import (BUILD, GPUMEM, assert_nothing_lost, find_proc, run_snapshot_c,
                       run_trace_c, site_by_symbol)
+from test_accounting import counts, only_proc
 
 APIS = BUILD / "tests" / "apis"
 MIB = 1 << 20
 MEMORY = {"device": 0, "managed": 0, "host": 0, "async": 0, "vmm": 0}
-
-
-def only_proc(report):
-    assert len(report["processes"]) == 1, [(p["pid"], p["comm"]) for p in report["processes"]]
-    return report["processes"][0]
-
-
-def counts(obj):
-    return {k: obj[k] for k in ("current_bytes", "current_allocs", "alloc_count",
-                                "free_count", "alloc_bytes_total", "failed_count")}
 
 
 def site_of(proc, caller, api):

@@ -300,6 +300,20 @@ GM_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 static CUresult driver_format(const struct cudaChannelFormatDesc *d, CUarray_format *format,
 			      unsigned int *channels)
 {
+	static const struct {
+		enum cudaChannelFormatKind kind;
+		int bits;
+		CUarray_format format;
+	} formats[] = {
+		{ cudaChannelFormatKindSigned, 8, CU_AD_FORMAT_SIGNED_INT8 },
+		{ cudaChannelFormatKindSigned, 16, CU_AD_FORMAT_SIGNED_INT16 },
+		{ cudaChannelFormatKindSigned, 32, CU_AD_FORMAT_SIGNED_INT32 },
+		{ cudaChannelFormatKindUnsigned, 8, CU_AD_FORMAT_UNSIGNED_INT8 },
+		{ cudaChannelFormatKindUnsigned, 16, CU_AD_FORMAT_UNSIGNED_INT16 },
+		{ cudaChannelFormatKindUnsigned, 32, CU_AD_FORMAT_UNSIGNED_INT32 },
+		{ cudaChannelFormatKindFloat, 16, CU_AD_FORMAT_HALF },
+		{ cudaChannelFormatKindFloat, 32, CU_AD_FORMAT_FLOAT },
+	};
 	int bits[4], n = 0;
 
 	if (!d)
@@ -316,34 +330,13 @@ static CUresult driver_format(const struct cudaChannelFormatDesc *d, CUarray_for
 	if (n == 3 || n == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	*channels = (unsigned int)n;
-	switch (d->f * 100 + bits[0]) {
-	case cudaChannelFormatKindSigned * 100 + 8:
-		*format = CU_AD_FORMAT_SIGNED_INT8;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindSigned * 100 + 16:
-		*format = CU_AD_FORMAT_SIGNED_INT16;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindSigned * 100 + 32:
-		*format = CU_AD_FORMAT_SIGNED_INT32;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindUnsigned * 100 + 8:
-		*format = CU_AD_FORMAT_UNSIGNED_INT8;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindUnsigned * 100 + 16:
-		*format = CU_AD_FORMAT_UNSIGNED_INT16;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindUnsigned * 100 + 32:
-		*format = CU_AD_FORMAT_UNSIGNED_INT32;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindFloat * 100 + 16:
-		*format = CU_AD_FORMAT_HALF;
-		return CUDA_SUCCESS;
-	case cudaChannelFormatKindFloat * 100 + 32:
-		*format = CU_AD_FORMAT_FLOAT;
-		return CUDA_SUCCESS;
-	default:
-		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		if (formats[i].kind == d->f && formats[i].bits == bits[0]) {
+			*format = formats[i].format;
+			return CUDA_SUCCESS;
+		}
 	}
+	return CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult array3d_desc(const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
