@@ -1498,6 +1498,29 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, _
 	bpf_iter_task_vma_destroy(&it);
 }
 
+static long forget_one(struct bpf_map *map, struct gm_ctx_key *key, struct gm_ctx_info *val,
+		       struct gm_proc_key *ended)
+{
+	struct gm_ctx_key k;
+
+	(void)map;
+	(void)val;
+	if (key->tgid != ended->tgid || key->gen != ended->gen)
+		return 0;
+	k = *key;
+	bpf_map_delete_elem(&ctx_infos, &k);
+	return 0;
+}
+
+/* An ended process's contexts are forgotten with it (a walk of at most GM_MAX_CONTEXTS). */
+__noinline int forget_contexts(__u32 tgid, __u32 gen)
+{
+	struct gm_proc_key ended = { .tgid = tgid, .gen = gen };
+
+	bpf_for_each_map_elem(&ctx_infos, forget_one, &ended, 0);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
@@ -1512,6 +1535,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	key.gen = gm_proc_gen(start_ns);
 	if (!bpf_map_lookup_elem(&procs, &key) && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
+	forget_contexts(tgid, key.gen);
 	emit_module_map(p, tgid, key.gen);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

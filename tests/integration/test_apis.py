@@ -1,10 +1,15 @@
 """Every allocation API beyond cudaMalloc, on the mocks: arrays sized from their descriptors,
 registered host memory, VMM mappings and reservations shown apart, IPC imports."""
+import json
+import os
+import shutil
 import subprocess
 
+import pytest
 from conftest import (BUILD, GPUMEM, assert_nothing_lost, find_proc, run_snapshot_c,
                       run_trace_c, site_by_symbol)
 from test_accounting import counts, only_proc
+from test_serve import Agent, pins, wait_until  # noqa: F401 (pins: a fixture)
 
 APIS = BUILD / "tests" / "apis"
 MIB = 1 << 20
@@ -224,3 +229,56 @@ def test_context_teardown_is_the_same_when_the_runtime_reaches_the_driver_privat
     assert report["tracer"]["ctx_released_allocs"] == 9
     assert report["tracer"]["nested_calls"] == 0
     assert_nothing_lost(report)
+
+
+def held_apis(scenario):
+    """apis SCENARIO, kept alive after its calls until its stdin gets a line."""
+    proc = subprocess.Popen([str(APIS), scenario], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, GPUMEM_APIS_HOLD="1"))
+    for line in proc.stdout:
+        if line.strip() == "done":
+            return proc
+    raise AssertionError(f"apis {scenario} ended with {proc.wait()}")
+
+
+def pinned_contexts(pins, pid):
+    done = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pins / "ctx_infos")],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return [e for e in json.loads(done.stdout) if e["formatted"]["key"]["tgid"] == pid]
+
+
+def test_agent_shows_vmm_apart_in_metrics_and_forgets_an_ended_process_contexts(pins):
+    if not shutil.which("bpftool"):
+        pytest.skip("bpftool is not installed: the pinned context map cannot be read")
+    agent = Agent(pins)
+    try:
+        vmm = held_apis("vmm")
+        labels = f'pid="{vmm.pid}"'
+        want = {"gpumem_process_memory_bytes": ('kind="vmm"', 2 * MIB),
+                "gpumem_process_vmm_mapped_bytes": ("", 2 * MIB),
+                "gpumem_process_vmm_reserved_bytes": ("", 8 * MIB)}
+
+        def vmm_series():
+            got = {}
+            for line in agent.metrics().splitlines():
+                name = line.split("{")[0]
+                if name in want and labels in line and want[name][0] in line:
+                    got[name] = int(float(line.rsplit(" ", 1)[1]))
+            return got if len(got) == len(want) else None
+
+        got = wait_until(vmm_series, what="the vmm process's series")
+        assert got == {name: value for name, (_, value) in want.items()}
+        vmm.communicate("\n", timeout=30)
+
+        contexts = held_apis("contexts")
+        # The primary context (retained inside cudaSetDevice) and the cuCtxCreate_v4 one; the
+        # two destroyed contexts are forgotten already.
+        found = wait_until(lambda: pinned_contexts(pins, contexts.pid), what="its contexts")
+        assert sorted(e["formatted"]["value"]["primary"] for e in found) == [0, 1]
+        contexts.communicate("\n", timeout=30)
+        wait_until(lambda: not pinned_contexts(pins, contexts.pid),
+                   what="the ended process's contexts to be forgotten")
+    finally:
+        agent.kill()

@@ -463,6 +463,8 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+	int c;
+
 	for (size_t i = 0; argc == 2 && i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
 		if (strcmp(argv[1], scenarios[i].name))
 			continue;
@@ -471,6 +473,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		printf("done\n");
+		fflush(stdout);
+		if (getenv("GPUMEM_APIS_HOLD")) {	/* held alive until a line on stdin */
+			while ((c = getchar()) != EOF && c != '\n')
+				;
+		}
 		return 0;
 	}
 	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts\n", argv[0]);
