@@ -22,8 +22,9 @@
  *   failed ones included). GPUMEM_MOCK_FAIL_SIZE=N: allocations of N bytes or more fail.
  * - Injected failures return CUDA_ERROR_OUT_OF_MEMORY (2); freeing an unknown address or
  *   handle returns CUDA_ERROR_INVALID_VALUE (1); freeing 0 or NULL returns 0 and does nothing.
- * - One device, ordinal 0 ("gpumem mock GPU", compute capability 8.0, GPUMEM_MOCK_DEVICE_BYTES of
- *   memory), with one primary context; each thread has its own stack of current contexts.
+ * - GPUMEM_MOCK_DEVICES devices (default 1, at most 8; "gpumem mock GPU", compute capability
+ *   8.0, GPUMEM_MOCK_DEVICE_BYTES of memory, shared by all), each with one primary context;
+ *   each thread has its own stack of current contexts.
  * - Device memory gets a host-side copy at the first memcpy or memset into its block, so data
  *   copied in comes back out; a copy that runs past a live block returns CUDA_ERROR_INVALID_VALUE.
  * - Arrays (cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate) get handles counting
@@ -90,7 +91,11 @@ struct CUctx_st {
 	bool live;
 };
 
-static struct CUctx_st primary_ctx = { .device = 0, .primary = true, .live = true };
+#define GM_MAX_DEVICES 8
+static struct CUctx_st primary_ctxs[GM_MAX_DEVICES] = {
+	{ 0, true, true }, { 1, true, true }, { 2, true, true }, { 3, true, true },
+	{ 4, true, true }, { 5, true, true }, { 6, true, true }, { 7, true, true },
+};
 static __thread CUcontext ctx_stack[GM_CTX_STACK_DEPTH];
 static __thread unsigned int ctx_depth;
 
@@ -100,7 +105,7 @@ static unsigned int nmade_contexts;
 
 static CUcontext current_ctx(void)
 {
-	return ctx_depth ? ctx_stack[ctx_depth - 1] : &primary_ctx;
+	return ctx_depth ? ctx_stack[ctx_depth - 1] : &primary_ctxs[0];
 }
 
 struct block {
@@ -130,6 +135,7 @@ struct size_class {
 };
 
 struct mock_config {
+	uint64_t devices;	/* GPUMEM_MOCK_DEVICES, 1 to GM_MAX_DEVICES */
 	uint64_t capacity;
 	bool fail_after_set;
 	uint64_t fail_after;
@@ -171,6 +177,9 @@ static void read_config(void)
 {
 	if (!env_u64("GPUMEM_MOCK_DEVICE_BYTES", &config.capacity))
 		config.capacity = GM_DEFAULT_CAPACITY;
+	if (!env_u64("GPUMEM_MOCK_DEVICES", &config.devices) || !config.devices ||
+	    config.devices > GM_MAX_DEVICES)
+		config.devices = 1;
 	config.fail_after_set = env_u64("GPUMEM_MOCK_FAIL_AFTER", &config.fail_after);
 	config.fail_size_set = env_u64("GPUMEM_MOCK_FAIL_SIZE", &config.fail_size);
 }
@@ -522,7 +531,8 @@ static CUresult mock_memset(uint64_t dst, unsigned char value, size_t len)
 
 static bool valid_device(CUdevice dev)
 {
-	return dev == 0;
+	pthread_once(&config_once, read_config);
+	return dev >= 0 && (uint64_t)dev < config.devices;
 }
 
 static int device_attribute(CUdevice_attribute attrib)
@@ -971,7 +981,7 @@ static void release_context(CUcontext ctx)
  * the caller passes is never dereferenced before this says so. */
 static bool ctx_live(CUcontext ctx)
 {
-	bool live = ctx == &primary_ctx;
+	bool live = ctx >= primary_ctxs && ctx < primary_ctxs + GM_MAX_DEVICES;
 
 	pthread_mutex_lock(&mock_lock);
 	for (unsigned int i = 0; !live && i < nmade_contexts; i++)
@@ -1014,7 +1024,7 @@ static __attribute__((noinline)) CUresult impl_primary_retain(CUcontext *pctx, C
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	*pctx = &primary_ctx;
+	*pctx = &primary_ctxs[dev];
 	return CUDA_SUCCESS;
 }
 
@@ -1038,7 +1048,7 @@ static __attribute__((noinline)) CUresult impl_primary_reset(CUdevice dev)
 {
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	release_context(&primary_ctx);
+	release_context(&primary_ctxs[dev]);
 	return CUDA_SUCCESS;
 }
 
@@ -1384,7 +1394,8 @@ GM_EXPORT CUresult cuDeviceGetCount(int *count)
 	gm_keep_frame();
 	if (!count)
 		return CUDA_ERROR_INVALID_VALUE;
-	*count = 1;
+	pthread_once(&config_once, read_config);
+	*count = (int)config.devices;
 	return CUDA_SUCCESS;
 }
 
@@ -1484,7 +1495,7 @@ GM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
 GM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
 	gm_keep_frame();
-	if (!ctx || ctx == &primary_ctx || !ctx_live(ctx))
+	if (!ctx || !ctx_live(ctx) || ctx->primary)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&mock_lock);
 	ctx->live = false;

@@ -116,6 +116,9 @@ static cudaError_t runtime_result(CUresult rc)
 	case CUDA_ERROR_NOT_INITIALIZED:
 		err = cudaErrorInitializationError;
 		break;
+	case CUDA_ERROR_INVALID_DEVICE:
+		err = cudaErrorInvalidDevice;
+		break;
 	case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
 		err = cudaErrorHostMemoryAlreadyRegistered;
 		break;
@@ -507,7 +510,7 @@ GM_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 	return runtime_result(driver.ipc_close_mem_handle((uintptr_t)devPtr));
 }
 
-/* The device's primary context, made current on the thread (the mock has device 0 only). */
+/* The device's primary context, made current on the thread. */
 GM_EXPORT cudaError_t cudaSetDevice(int device)
 {
 	CUcontext ctx = NULL;
@@ -516,10 +519,6 @@ GM_EXPORT cudaError_t cudaSetDevice(int device)
 	gm_keep_frame();
 	if (!have_driver())
 		return no_driver();
-	if (device != 0) {
-		last_error = cudaErrorInvalidDevice;
-		return cudaErrorInvalidDevice;
-	}
 	rc = driver.primary_ctx_retain(&ctx, device);
 	if (rc == CUDA_SUCCESS)
 		rc = driver.ctx_set_current(ctx);
