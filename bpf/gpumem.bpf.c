@@ -482,8 +482,9 @@ static __always_inline void ctx_push(struct gm_inflight *rec, __u64 ctx)
 }
 
 /* Followed at the entry of each call, nested ones too (the runtime sets contexts inside its
- * own calls), assuming it succeeds: what a failing call leaves is the driver's error to
- * report, and the next call on the thread sets it right. */
+ * own calls), assuming it succeeds (cudaSetDevice, cuCtxCreate and the retain are taken at a
+ * successful return): what a failing set, push or pop leaves is the driver's error to report,
+ * and the next call on the thread sets it right. */
 static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u64 a0, __u64 a1,
 				      __u64 a2, __u64 a3)
 {
@@ -507,12 +508,9 @@ static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u6
 		if (d)
 			rec->ctx_depth = d - 1;
 		break;
-	case GM_SHAPE_SET_DEVICE:
-		rec->rt_device = (__s32)a0;
-		if (!d)
-			ctx_push(rec, GM_CTX_PRIMARY | (__u32)a0);
-		else if (d <= GM_CTX_DEPTH)
-			rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] = GM_CTX_PRIMARY | (__u32)a0;
+	case GM_SHAPE_SET_DEVICE:	/* at its return: a device that does not exist fails */
+		rec->set_device = (__s32)a0;
+		rec->set_device_pending = 1;
 		break;
 	case GM_SHAPE_CTX_CREATE:
 	case GM_SHAPE_CTX_CREATE_V4:
@@ -546,6 +544,23 @@ static __always_inline void ctx_return(struct gm_inflight *rec, __u32 tgid, __u3
 	struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen };
 	struct gm_ctx_info info = { .device = rec->ctx_out_device };
 	__u64 out = rec->ctx_out;
+
+	if (shape == GM_SHAPE_SET_DEVICE) {
+		__u64 primary = GM_CTX_PRIMARY | (__u32)rec->set_device;
+		__u32 d = rec->ctx_depth;
+
+		if (!rec->set_device_pending)
+			return;
+		rec->set_device_pending = 0;
+		if (rc != 0)
+			return;
+		rec->rt_device = rec->set_device;
+		if (!d)
+			ctx_push(rec, primary);
+		else if (d <= GM_CTX_DEPTH)
+			rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] = primary;
+		return;
+	}
 
 	if (!out || rec->ctx_out_shape != shape)
 		return;
@@ -588,6 +603,15 @@ static __always_inline __u64 current_ctx(struct gm_inflight *rec, __u32 tgid, __
 	return info->primary ? GM_CTX_PRIMARY | (__u32)info->device : key.ctx;
 }
 
+/* The device a failed allocation asked memory of. */
+static __always_inline __s32 failed_device(struct gm_inflight *rec, __u32 tgid)
+{
+	__s32 device;
+
+	current_ctx(rec, tgid, &device);
+	return device;
+}
+
 /* The process's pid as its own pid namespace numbers it (what `ps` shows in its container). */
 static __always_inline __u64 namespace_pid(void)
 {
@@ -600,20 +624,33 @@ static __always_inline __u64 namespace_pid(void)
 	return (__u64)up.nr;
 }
 
+/* A new process's first record is built here, off the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gm_proc_stats);
+} proc_init SEC(".maps");
+
 static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 							 const struct gm_inflight *rec, __u64 now)
 {
 	struct gm_proc_key key = { .tgid = tgid, .gen = rec->gen };
-	struct gm_proc_stats *ps, init = {};
+	struct gm_proc_stats *ps, *init;
+	__u32 zero = 0;
 
 	ps = bpf_map_lookup_elem(&procs, &key);
 	if (ps)
 		return ps;
-	init.first_seen_ns = now;
-	init.cgroup_id = bpf_get_current_cgroup_id();
-	init.ns_pid = namespace_pid();
-	init.start_ns = rec->start_ns;
-	if (bpf_map_update_elem(&procs, &key, &init, BPF_NOEXIST) == 0) {
+	init = bpf_map_lookup_elem(&proc_init, &zero);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
+	init->first_seen_ns = now;
+	init->cgroup_id = bpf_get_current_cgroup_id();
+	init->ns_pid = namespace_pid();
+	init->start_ns = rec->start_ns;
+	if (bpf_map_update_elem(&procs, &key, init, BPF_NOEXIST) == 0) {
 		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 		if (e) {
@@ -627,7 +664,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 			e->gen = rec->gen;
 			e->start_ns = rec->start_ns;
 			e->time_ns = now;
-			e->cgroup_id = init.cgroup_id;
+			e->cgroup_id = init->cgroup_id;
 			bpf_get_current_comm(e->comm, sizeof(e->comm));
 			bpf_ringbuf_submit(e, 0);
 		} else {
@@ -666,9 +703,25 @@ static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes
 	}
 }
 
+/* A process's GPU bytes on one device (the last slot: a device not known). */
+static __always_inline void add_gpu_bytes(struct gm_proc_stats *ps, __s32 device, __u64 delta)
+{
+	__u32 slot = device >= 0 && device < GM_MAX_GPUS ? (__u32)device : GM_MAX_GPUS;
+
+	if (slot > GM_MAX_GPUS)
+		return;
+	__sync_fetch_and_add(&ps->gpu_bytes[slot], delta);
+}
+
+static __always_inline __u32 event_gpu(__s32 device)
+{
+	return device >= 0 ? (__u32)device + 1 : 0;
+}
+
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
 				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
-				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes)
+				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes,
+				      __s32 device)
 {
 	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -693,6 +746,8 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 	e->py_stack_id = py_stack_id;
 	e->start_ns = rec->start_ns;
 	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->gpu = event_gpu(device);
+	e->pad = 0;
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -997,6 +1052,7 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
 	if (!is_gpu_kind(info->kind) || info->layer == GM_LAYER_TENSOR)
 		return ps->current_bytes;
+	add_gpu_bytes(ps, info->device, -info->size);
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
 }
 
@@ -1122,7 +1178,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
 		emit_call(GM_REC_ALLOC_FAILED, rec, tgid, tid, stack_id, py_stack_id, kind, 0, size,
-			  rc, total);
+			  rc, total, failed_device(rec, tgid));
 		return;
 	}
 
@@ -1159,6 +1215,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (ps) {
 		if (is_gpu_kind(kind)) {
 			total = __sync_fetch_and_add(&ps->current_bytes, size) + size;
+			add_gpu_bytes(ps, info.device, size);
 			raise_peak(ps, total);
 		} else {
 			total = ps->current_bytes;
@@ -1166,7 +1223,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	}
 	if (stream_calls())
 		emit_call(GM_REC_ALLOC, rec, tgid, tid, stack_id, py_stack_id, kind, addr, size, 0,
-			  total);
+			  total, info.device);
 }
 
 static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight *rec,
@@ -1191,13 +1248,13 @@ static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight 
 		count(GM_CNT_UNKNOWN_FREES);
 		if (stream)
 			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, -1, 0, rec->addr,
-				  0, 0, 0);
+				  0, 0, 0, GM_DEVICE_UNKNOWN);
 		return;
 	}
 	total = account_free(tgid, rec->gen, &rec->claimed);
 	if (stream)
 		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, -1, rec->claimed.kind, rec->addr,
-			  rec->claimed.size, 0, total);
+			  rec->claimed.size, 0, total, rec->claimed.device);
 }
 
 /* What a context's teardown releases: that process's allocations of that context, but

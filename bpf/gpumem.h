@@ -113,6 +113,7 @@ enum gm_shape {
 #define GM_CTX_DEPTH 8			/* contexts pushed per thread that are followed */
 #define GM_MAX_CONTEXTS 4096		/* contexts whose device is known, every process */
 #define GM_DEVICE_UNKNOWN (-1)
+#define GM_MAX_GPUS 16			/* devices counted apart per process; others: unknown */
 
 struct gm_ctx_key {
 	__u32 tgid;
@@ -245,6 +246,9 @@ struct gm_inflight {
 	__u64 ctx_out;
 	__s32 ctx_out_device;
 	__u32 ctx_out_shape;
+	/* cudaSetDevice in flight: its device, made current at a successful return. */
+	__s32 set_device;
+	__u32 set_device_pending;
 };
 
 /* The generation is in the key, not only in the value: an address the pid's new process is
@@ -297,6 +301,9 @@ struct gm_proc_stats {
 	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call, or its last new site */
 	__u64 ns_pid;		/* its pid inside its own pid namespace */
 	__u64 start_ns;		/* its start, ns since boot (CLOCK_BOOTTIME): proc_start_matches() */
+	/* Its GPU memory (current_bytes) per device 0..GM_MAX_GPUS-1; the last slot: on a device
+	 * not known (a context never seen created or retained) or beyond GM_MAX_GPUS. */
+	__u64 gpu_bytes[GM_MAX_GPUS + 1];
 };
 
 /* PyTorch tensors (the caching allocator's USDT probes pytorch:malloc and pytorch:free) are
@@ -339,6 +346,8 @@ struct gm_call_event {
 	__u64 start_ns;		/* the process's start, ns since boot */
 	__u64 cgroup_id;	/* the caller's cgroup: a process gone before /proc was read
 				 * still gets its container */
+	__u32 gpu;		/* the device of the allocation + 1; 0: not known */
+	__u32 pad;
 };
 
 /* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry

@@ -207,6 +207,8 @@ def test_context_teardown_releases_what_that_context_held_per_thread():
     # 25,000: the async 2,000, the thread's 11,000 and the main thread's 12,000.
     assert proc["peak_bytes"] == 25000
     assert report["tracer"]["ctx_released_allocs"] == 9
+    # Every release came off its device's total too.
+    assert proc["by_gpu"] == [{"gpu": 0, "bytes": 24000}]
     # The thread's context held its own 11,000; the main thread's 12,000, made meanwhile on the
     # primary context, survived the destruction of the thread's.
     rt = sites_of(proc, "rt_alloc", "cudaMalloc")
@@ -282,3 +284,30 @@ def test_agent_shows_vmm_apart_in_metrics_and_forgets_an_ended_process_contexts(
                    what="the ended process's contexts to be forgotten")
     finally:
         agent.kill()
+
+
+TWO_GPUS = {"GPUMEM_MOCK_DEVICES": "2"}
+
+
+def test_each_allocation_has_the_device_of_its_thread_two_gpus():
+    report, rc = run_snapshot_c([APIS, "devices"], env=TWO_GPUS)
+    assert rc == 0
+    proc = only_proc(report)
+    assert proc["current_bytes"] == 36000   # 1,000 + 2,000 + ... + 8,000, none freed
+    assert proc["by_gpu"] == [{"gpu": 0, "bytes": 12000}, {"gpu": 1, "bytes": 24000}]
+    assert report["failures"] == []     # a failed cudaSetDevice is no failed allocation
+    assert_nothing_lost(report)
+
+
+def test_trace_and_failures_carry_the_gpu_of_each_call():
+    events, rc = run_trace_c([APIS, "devices"], env=TWO_GPUS)
+    assert rc == 0
+    allocs = [(e["size"], e["gpu"]) for e in events if e["event"] == "alloc"]
+    # main on 1; the thread on 0, then 1, then 0; main on 1; a context on 0; popped: 1; a
+    # cudaSetDevice(7) that failed changed nothing.
+    assert allocs == [(1000, 1), (2000, 0), (3000, 1), (4000, 0), (5000, 1), (6000, 0),
+                      (7000, 1), (8000, 1)]
+    failed, rc = run_trace_c([APIS, "drvarrays"], env={"GPUMEM_MOCK_FAIL_SIZE": str(8 * MIB)})
+    assert rc == 0
+    [failure] = [e for e in failed if e["event"] == "alloc_failed"]
+    assert (failure["api"], failure["gpu"]) == ("cuArrayCreate_v2", 0)

@@ -453,12 +453,57 @@ static int run_contexts(void)
 	return ctx_destroy((CUcontext)(uintptr_t)0x5a5a0000) != CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/* ---- devices (GPUMEM_MOCK_DEVICES=2): each thread's own device ----
+ * Main: cudaSetDevice(1), 1,000 on GPU 1. A thread starts on GPU 0: 2,000 there, switches to 1:
+ * 3,000, back to 0: 4,000. Main, still on 1: 5,000; a context made on GPU 0: 6,000 there;
+ * popped: 7,000 on GPU 1 again; cudaSetDevice(7) fails (cudaErrorInvalidDevice) and changes
+ * nothing: 8,000 on GPU 1. Held: GPU 0 12,000, GPU 1 24,000. */
+
+GM_CALL_SITE static int set_device(int device)
+{
+	int rc = cudaSetDevice(device);
+
+	report("cudaSetDevice", 0, (uint64_t)device, rc);
+	return rc;
+}
+
+static void *device_thread_main(void *arg)
+{
+	void *p;
+
+	*(int *)arg = rt_alloc(&p, 2000) || set_device(1) || rt_alloc(&p, 3000) || set_device(0) ||
+		      rt_alloc(&p, 4000);
+	return NULL;
+}
+
+static int run_devices(void)
+{
+	CUcontext made = NULL, popped = NULL;
+	CUdeviceptr d0, d1;
+	pthread_t thread;
+	int thread_rc = 1;
+	void *p;
+
+	if (set_device(1) || rt_alloc(&p, 1000))
+		return 1;
+	if (pthread_create(&thread, NULL, device_thread_main, &thread_rc) ||
+	    pthread_join(thread, NULL) || thread_rc)
+		return 1;
+	if (rt_alloc(&p, 5000) || ctx_create(&made) || drv_alloc(&d0, 6000) ||
+	    cuCtxPopCurrent_v2(&popped) || drv_alloc(&d1, 7000))
+		return 1;
+	if (set_device(7) != cudaErrorInvalidDevice)
+		return 1;
+	return rt_alloc(&p, 8000);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(void);
 } scenarios[] = {
 	{ "arrays", run_arrays },   { "drvarrays", run_drvarrays }, { "register", run_register },
 	{ "vmm", run_vmm },	    { "ipc", run_ipc },		    { "contexts", run_contexts },
+	{ "devices", run_devices },
 };
 
 int main(int argc, char **argv)
@@ -480,6 +525,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts\n", argv[0]);
+	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices\n", argv[0]);
 	return 2;
 }

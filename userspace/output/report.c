@@ -161,6 +161,10 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
 	jw_kv_string(w, "kind", e->type == GM_REC_UNKNOWN_FREE ? NULL : kind_name(e->kind));
 	jw_kv_u64(w, "size", e->size);
+	if (e->gpu)	/* the device + 1 */
+		jw_kv_u64(w, "gpu", e->gpu - 1);
+	else
+		jw_kv_null(w, "gpu");
 	jw_kv_i64(w, "error", e->error);
 	if (e->type == GM_REC_ALLOC_FAILED)
 		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));

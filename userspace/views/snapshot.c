@@ -19,6 +19,25 @@ static void site_json(struct json_writer *w, const struct snap_proc *p, const st
 	jw_object_end(w);
 }
 
+/* GPU memory per device, the devices that hold any; "gpu": null, a device not known. */
+static void by_gpu_json(struct json_writer *w, const struct gm_proc_stats *st)
+{
+	jw_key(w, "by_gpu");
+	jw_array_begin(w);
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		if (!st->gpu_bytes[g])
+			continue;
+		jw_object_begin(w);
+		if (g < GM_MAX_GPUS)
+			jw_kv_u64(w, "gpu", g);
+		else
+			jw_kv_null(w, "gpu");
+		jw_kv_u64(w, "bytes", st->gpu_bytes[g]);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+}
+
 static void process_json(struct json_writer *w, const struct snap_proc *p)
 {
 	const struct gm_proc_stats *st = &p->st;
@@ -52,6 +71,7 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	jw_kv_u64(w, "vmm_mapped_bytes", st->by_kind[GM_KIND_VMM_MAPPED]);
 	jw_kv_u64(w, "vmm_reserved_bytes", st->by_kind[GM_KIND_VMM_RESERVED]);
 	jw_kv_u64(w, "ipc_imported_allocs", p->imported_allocs);
+	by_gpu_json(w, st);
 	jw_key(w, "sites");
 	jw_array_begin(w);
 	for (size_t i = 0; i < p->nsites; i++)
