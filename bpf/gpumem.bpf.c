@@ -624,11 +624,12 @@ static __always_inline __u64 namespace_pid(void)
 	return (__u64)up.nr;
 }
 
-/* A new process's first record is built here, off the 512-byte BPF stack. */
+/* A new process's first record is built here, off the 512-byte BPF stack: per thread, as
+ * py_scratch is (a per-CPU buffer would be shared with a program that preempts us). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct gm_proc_stats);
 } proc_init SEC(".maps");
 
@@ -637,14 +638,16 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 {
 	struct gm_proc_key key = { .tgid = tgid, .gen = rec->gen };
 	struct gm_proc_stats *ps, *init;
-	__u32 zero = 0;
 
 	ps = bpf_map_lookup_elem(&procs, &key);
 	if (ps)
 		return ps;
-	init = bpf_map_lookup_elem(&proc_init, &zero);
-	if (!init)
+	init = bpf_task_storage_get(&proc_init, bpf_get_current_task_btf(), 0,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!init) {
+		count(GM_CNT_PROC_MAP_FULL);
 		return NULL;
+	}
 	__builtin_memset(init, 0, sizeof(*init));
 	init->first_seen_ns = now;
 	init->cgroup_id = bpf_get_current_cgroup_id();
