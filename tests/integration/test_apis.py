@@ -233,11 +233,11 @@ def test_context_teardown_is_the_same_when_the_runtime_reaches_the_driver_privat
     assert_nothing_lost(report)
 
 
-def held_apis(scenario):
+def held_apis(scenario, env=None):
     """apis SCENARIO, kept alive after its calls until its stdin gets a line."""
     proc = subprocess.Popen([str(APIS), scenario], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, GPUMEM_APIS_HOLD="1"))
+                            env=dict(os.environ, GPUMEM_APIS_HOLD="1", **(env or {})))
     for line in proc.stdout:
         if line.strip() == "done":
             return proc
@@ -251,7 +251,7 @@ def pinned_contexts(pins, pid):
     return [e for e in json.loads(done.stdout) if e["formatted"]["key"]["tgid"] == pid]
 
 
-def test_agent_shows_vmm_apart_in_metrics_and_forgets_an_ended_process_contexts(pins):
+def test_agent_metrics_vmm_apart_per_gpu_and_an_ended_process_contexts_forgotten(pins):
     if not shutil.which("bpftool"):
         pytest.skip("bpftool is not installed: the pinned context map cannot be read")
     agent = Agent(pins)
@@ -273,6 +273,22 @@ def test_agent_shows_vmm_apart_in_metrics_and_forgets_an_ended_process_contexts(
         got = wait_until(vmm_series, what="the vmm process's series")
         assert got == {name: value for name, (_, value) in want.items()}
         vmm.communicate("\n", timeout=30)
+
+        devices = held_apis("devices", TWO_GPUS)
+        per_gpu = {}
+
+        def gpu_series():
+            per_gpu.clear()
+            for line in agent.metrics().splitlines():
+                if line.startswith("gpumem_process_gpu_memory_bytes{") and \
+                        f'pid="{devices.pid}"' in line:
+                    gpu = line.split('gpu="')[1].split('"')[0]
+                    per_gpu[gpu] = int(float(line.rsplit(" ", 1)[1]))
+            return len(per_gpu) == 2
+
+        wait_until(gpu_series, what="the two-GPU process's series")
+        assert per_gpu == {"0": 12000, "1": 24000}
+        devices.communicate("\n", timeout=30)
 
         contexts = held_apis("contexts")
         # The primary context (retained inside cudaSetDevice) and the cuCtxCreate_v4 one; the

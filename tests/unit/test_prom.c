@@ -306,7 +306,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 26);	/* with the two VMM families */
+	assert_int_equal(count_prefix(text, "# TYPE "), 27);	/* VMM mapped, reserved; per GPU */
 	free(text);
 }
 

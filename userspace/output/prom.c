@@ -132,6 +132,34 @@ static void write_process_memory(FILE *out, const struct snapshot *s)
 	}
 }
 
+/* GPU memory per device; gpu="unknown": on a device gpumem did not see the context of. */
+static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
+{
+	struct proc_labels pl;
+	char gpu[16];
+
+	prom_family(out, "gpumem_process_gpu_memory_bytes", GAUGE,
+		    "GPU memory the process holds now on each device (gpu), every kind of "
+		    "gpumem_process_memory_bytes; devices it holds nothing on have no series.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!prom_proc_shown(s, i))
+			continue;
+		prom_proc_labels(&s->procs[i], &pl);
+		pl.ls.n++;
+		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+			if (!s->procs[i].st.gpu_bytes[g])
+				continue;
+			if (g < GM_MAX_GPUS)
+				snprintf(gpu, sizeof(gpu), "%u", g);
+			else
+				snprintf(gpu, sizeof(gpu), "unknown");
+			pl.ls.l[pl.ls.n - 1] = (struct prom_label){ "gpu", gpu };
+			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls,
+				    s->procs[i].st.gpu_bytes[g]);
+		}
+	}
+}
+
 static void write_processes(FILE *out, const struct snapshot *s)
 {
 	struct proc_labels pl;
@@ -143,6 +171,7 @@ static void write_processes(FILE *out, const struct snapshot *s)
 		    "Processes alive that made an allocation call gpumem accounted.");
 	prom_sample(out, "gpumem_processes", NULL, shown);
 	write_process_memory(out, s);
+	write_process_gpu_memory(out, s);
 	for (size_t f = 0; f < ARRAY_SIZE(proc_families); f++) {
 		const struct proc_family *pf = &proc_families[f];
 
