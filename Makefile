@@ -68,14 +68,14 @@ include tests/unit/unit.mk
 -include bench/bench.mk
 include deploy/install.mk
 
-integration: all test-progs
+integration: all test-progs nvidia
 	$(PYTHON) -m pytest -ra -v tests/integration
 
 # The unit tests again under AddressSanitizer and UBSan, in a build tree of their own.
 unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
-test: deps all test-progs unit-test unit-test-asan integration man-lint install-check deploy-check
+test: deps all test-progs nvidia unit-test unit-test-asan integration man-lint install-check deploy-check
 
 # The Kubernetes manifests validated with no cluster, and each of the checker's rules made to
 # fire on a broken copy (Node.js and npm packages, installed on first use).
@@ -84,6 +84,7 @@ deploy-check:
 	deploy/check-test.sh
 
 bench: deps all test-progs
+	BENCH_SETUP=runtime-only BENCH_TAIL=0 bench/run.sh
 	bench/run.sh
 
 # Discovery alone: late-attach latency and start-up cost on a busy host (bench/discovery.sh).

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The benchmark's "bare probes": bare.bpf.c's empty programs attached as entry and return
  * probes to the CUDA allocation symbols gpumem probes, the way gpumem attaches them (one
- * uprobe_multi link per program and file), held until SIGINT or SIGTERM. */
+ * uprobe_multi link per program and file, each probe where discover/probe_place.c puts it, or
+ * at the symbol with --at symbol), held until SIGINT or SIGTERM. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "bare.skel.h"
 #include "uprobe_multi.h"
 #include "elf_syms.h"
+#include "probe_place.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_FILES 8
@@ -32,31 +35,77 @@ static const char *const probed_symbols[] = {
 struct file_probes {
 	__u64 offsets[ARRAY_SIZE(probed_symbols)];	/* 0: symbol absent */
 	__u64 cookies[ARRAY_SIZE(probed_symbols)];
-	unsigned int count;
+	unsigned int count, moved;
 };
 
+struct symbols {
+	uint64_t offsets[ARRAY_SIZE(probed_symbols)];
+	uint64_t sizes[ARRAY_SIZE(probed_symbols)];
+};
+
+/* --malloc-free: only what the few-line user script of bench/live_bytes.bt probes (entry and
+ * return of cudaMalloc, entry of cudaFree), for the runtime-only setup. */
+static bool malloc_free_only;
+
+static bool wanted(const char *name)
+{
+	return !malloc_free_only || !strcmp(name, "cudaMalloc") || !strcmp(name, "cudaFree");
+}
 
 static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
 			  void *ctx)
 {
-	__u64 *offsets = ctx;
+	struct symbols *syms = ctx;
 
 	(void)vaddr;
-	(void)size;
+	if (!wanted(name))
+		return 0;
 	for (unsigned int i = 0; i < ARRAY_SIZE(probed_symbols); i++)
-		if (!offsets[i] && strcmp(probed_symbols[i], name) == 0)
-			offsets[i] = file_off;
+		if (!syms->offsets[i] && strcmp(probed_symbols[i], name) == 0) {
+			syms->offsets[i] = file_off;
+			syms->sizes[i] = size;
+		}
 	return 0;
 }
 
-/* The probed symbols of one file, each offset once (aliases share a probe). */
-static int find_probes(const char *path, struct file_probes *fp)
+/* Each probe where gpumem puts it (userspace/discover/probes.c's place_probes). */
+static unsigned int place(const char *path, struct symbols *syms)
 {
-	__u64 offsets[ARRAY_SIZE(probed_symbols)] = {};
-	int err = elf_for_each_func(path, collect_symbol, offsets);
+	uint64_t placed[ARRAY_SIZE(probed_symbols)];
+	struct probe_place where[ARRAY_SIZE(probed_symbols)] = {};
+	unsigned int moved = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool decodable;
+
+	if (fd < 0)
+		return 0;
+	decodable = probe_place_file_ok(fd);
+	for (unsigned int i = 0; i < ARRAY_SIZE(probed_symbols); i++) {
+		placed[i] = syms->offsets[i];
+		if (!syms->offsets[i] || !decodable)
+			continue;
+		probe_place_read(fd, syms->offsets[i], syms->sizes[i], &where[i]);
+		placed[i] += where[i].offset;
+	}
+	close(fd);
+	probe_place_unshare(syms->offsets, placed, where, ARRAY_SIZE(probed_symbols));
+	for (unsigned int i = 0; i < ARRAY_SIZE(probed_symbols); i++) {
+		moved += where[i].offset != 0;
+		syms->offsets[i] = placed[i];
+	}
+	return moved;
+}
+
+/* The probed symbols of one file, each offset once (aliases share a probe). */
+static int find_probes(const char *path, bool at_symbol, struct file_probes *fp)
+{
+	struct symbols syms = {};
+	const uint64_t *offsets = syms.offsets;
+	int err = elf_for_each_func(path, collect_symbol, &syms);
 
 	if (err)
 		return err;
+	fp->moved = at_symbol ? 0 : place(path, &syms);
 	fp->count = 0;
 	for (unsigned int i = 0; i < ARRAY_SIZE(probed_symbols); i++) {
 		bool taken = false;
@@ -69,6 +118,20 @@ static int find_probes(const char *path, struct file_probes *fp)
 		fp->cookies[fp->count++] = i;
 	}
 	return 0;
+}
+
+/* The return probes of --malloc-free: the user's script has none on cudaFree. */
+static void drop_frees(struct file_probes *fp)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < fp->count; i++) {
+		if (!strcmp(probed_symbols[fp->cookies[i]], "cudaFree"))
+			continue;
+		fp->offsets[kept] = fp->offsets[i];
+		fp->cookies[kept++] = fp->cookies[i];
+	}
+	fp->count = kept;
 }
 
 static int wait_for_stop_signal(void)
@@ -84,13 +147,29 @@ static int wait_for_stop_signal(void)
 
 int main(int argc, char **argv)
 {
-	int link_fds[2 * MAX_FILES], nlinks = 0, err = 1;
-	unsigned int probes = 0;
+	int link_fds[2 * MAX_FILES], nlinks = 0, err = 1, first = 1;
+	unsigned int probes = 0, moved = 0;
+	bool at_symbol = false;
 	struct bare_bpf *skel;
 	sigset_t stop;
 
-	if (argc < 2 || argc - 1 > MAX_FILES) {
-		fprintf(stderr, "usage: %s LIBRARY... (at most %d)\n", argv[0], MAX_FILES);
+	while (first < argc && argv[first][0] == '-') {
+		if (!strcmp(argv[first], "--malloc-free")) {
+			malloc_free_only = true;
+			first++;
+		} else if (first + 1 < argc && !strcmp(argv[first], "--at") &&
+			   (!strcmp(argv[first + 1], "symbol") ||
+			    !strcmp(argv[first + 1], "placed"))) {
+			at_symbol = !strcmp(argv[first + 1], "symbol");
+			first += 2;
+		} else {
+			argc = 0;	/* usage */
+			break;
+		}
+	}
+	if (argc - first < 1 || argc - first > MAX_FILES) {
+		fprintf(stderr, "usage: %s [--malloc-free] [--at symbol|placed] LIBRARY... "
+			"(at most %d)\n", argv[0], MAX_FILES);
 		return 2;
 	}
 	/* Blocked before anything is attached, so a stop signal is never lost. */
@@ -111,11 +190,11 @@ int main(int argc, char **argv)
 			strerror(errno));
 		goto out_destroy;
 	}
-	for (int i = 1; i < argc; i++) {
+	for (int i = first; i < argc; i++) {
 		struct file_probes fp;
 		int entry, ret;
 
-		err = find_probes(argv[i], &fp);
+		err = find_probes(argv[i], at_symbol, &fp);
 		if (err) {
 			fprintf(stderr, "bare: cannot read %s: %s\n", argv[i], strerror(-err));
 			goto out_detach;
@@ -131,6 +210,9 @@ int main(int argc, char **argv)
 			goto out_detach;
 		}
 		link_fds[nlinks++] = entry;
+		probes += fp.count;
+		if (malloc_free_only)
+			drop_frees(&fp);
 		ret = uprobe_multi_link(skel->progs.bare_return, argv[i], fp.offsets, fp.cookies,
 					fp.count, true);
 		if (ret < 0) {
@@ -139,9 +221,11 @@ int main(int argc, char **argv)
 			goto out_detach;
 		}
 		link_fds[nlinks++] = ret;
-		probes += 2 * fp.count;
+		probes += fp.count;
+		moved += fp.moved;
 	}
-	fprintf(stderr, "bare: attached %u probes on %d files\n", probes, argc - 1);
+	fprintf(stderr, "bare: attached %u probes on %d files (%u functions probed past their "
+		"entry instruction)\n", probes, argc - first, moved);
 	err = wait_for_stop_signal() ? 1 : 0;
 
 out_detach:

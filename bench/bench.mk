@@ -12,10 +12,13 @@ $(BENCH_OUT)/bare.skel.h: $(BENCH_OUT)/bare.bpf.o
 	$(BPFTOOL) gen skeleton $< name bare_bpf > $@.tmp && mv $@.tmp $@
 
 # Symbols are found by gpumem's own ELF walker, so both attach at the same offsets.
-$(BENCH_OUT)/bare: bench/bare.c userspace/discover/elf_syms.c userspace/discover/elf_syms.h \
-		userspace/core/uprobe_multi.c $(BENCH_OUT)/bare.skel.h
+# Probes go where gpumem puts them (discover/probe_place.c), or at the symbols (--at symbol).
+BENCH_BARE_SRCS := bench/bare.c userspace/discover/elf_syms.c userspace/core/uprobe_multi.c \
+	userspace/discover/probe_place.c
+$(BENCH_OUT)/bare: $(BENCH_BARE_SRCS) userspace/discover/elf_syms.h \
+		userspace/discover/probe_place.h $(BENCH_OUT)/bare.skel.h
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE $(USER_INC) -I$(BENCH_OUT) $(LDFLAGS) \
-		-o $@ bench/bare.c userspace/discover/elf_syms.c userspace/core/uprobe_multi.c $(LIBS)
+		-o $@ $(BENCH_BARE_SRCS) $(LIBS)
 
 # Copies of the mock libraries, with inodes of their own: uprobes are per inode, so probes that
 # tests or other tools put on $(TESTS_LIB) never fire in the benchmark's workload. The files are
@@ -45,6 +48,33 @@ $(BENCH_OUT)/holder: bench/holder.c $(TESTS_MOCK_HEADERS) $(BENCH_MOCK_LIBS)
 
 .PHONY: bench-progs
 bench-progs: $(BENCH_OUT)/bare $(BENCH_OUT)/loop $(BENCH_OUT)/holder $(BENCH_MOCK_LIBS)
+
+# The driver-probe benchmark (bench/probeplace.sh) runs $(TESTS_OUT)/driver_loop on NVIDIA's
+# driver or on a copy of the stub-shaped mock (an inode of its own, named unlike a CUDA library).
+BENCH_STUB_LIB := $(BENCH_LIB)/bench-mock-stub-cuda.so.1
+$(BENCH_STUB_LIB): $(TESTS_OUT)/lib-stub/libcuda.so.1
+	@mkdir -p $(@D)
+	cp $< $@
+
+ifeq ($(TESTS_ARCH),x86_64)
+bench-progs: $(TESTS_OUT)/driver_loop $(BENCH_STUB_LIB)
+endif
+
+# Probes on the driver's stubs, at the symbol against past the cmpl (bench/probeplace.sh).
+.PHONY: bench-probeplace
+bench-probeplace: all test-progs bench-progs
+	bench/probeplace.sh
+
+# The tensor benchmark's loop (bench/tensors.sh): PyTorch-style tensor pairs through a copy of
+# the mock caching allocator, where <sys/sdt.h> built it.
+ifeq ($(TESTS_HAVE_SDT),1)
+$(BENCH_OUT)/tensor_loop: bench/tensor_loop.c $(BENCH_LIB)/libc10_cuda.so $(BENCH_MOCK_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -L$(BENCH_LIB) -l:libc10_cuda.so -l:libcudart.so.13 \
+		-Wl,-rpath,'$$ORIGIN/lib'
+
+bench-progs: $(BENCH_OUT)/tensor_loop
+endif
 
 bench: bench-progs
 

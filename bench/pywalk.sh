@@ -25,19 +25,7 @@ CUDA=$(readlink -f "$LIBDIR/libcuda.so.1")
 
 WORK=$(mktemp -d /tmp/gpumem-pywalk.XXXXXX)
 TRACER_PID=
-stop_tracer() {
-	[ -n "$TRACER_PID" ] || return 0
-	for _ in $(seq 10); do
-		kill -INT "$TRACER_PID" 2>/dev/null || break
-		for _ in $(seq 20); do
-			kill -0 "$TRACER_PID" 2>/dev/null || break 2
-			sleep 0.05
-		done
-	done
-	kill -KILL "$TRACER_PID" 2>/dev/null
-	wait "$TRACER_PID" 2>/dev/null
-	TRACER_PID=
-}
+. bench/common.sh
 trap 'stop_tracer; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
@@ -56,15 +44,7 @@ start_gpumem() {
 	[ "$1" = nopython ] && args+=(--no-python)
 	"$GPUMEM" "${args[@]}" >"$WORK/gpumem.log" 2>&1 &
 	TRACER_PID=$!
-	for _ in $(seq 600); do
-		grep -qs "gpumem: tracing:" "$WORK/gpumem.log" && return 0
-		kill -0 "$TRACER_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "pywalk: gpumem did not start:" >&2
-	sed 's/^/  /' "$WORK/gpumem.log" >&2
-	stop_tracer
-	return 1
+	wait_for_tracer "$WORK/gpumem.log" "gpumem: tracing:" pywalk
 }
 
 # The Python frames gpumem recorded for the loop's site of pid $1 (0 with --no-python).
@@ -98,12 +78,6 @@ measure() {
 	done
 }
 
-median() {
-	sort -g "$1" | awk '{ v[NR] = $1 } END {
-		if (NR == 0) exit 1
-		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 echo "Python walk: cudaMalloc+cudaFree pairs through ctypes ($PY), depths ${DEPTHS[*]};" \
 	"$ROUNDS rounds of python, nopython, interleaved; $PAIRS pairs a run"
 configs=(python nopython)
@@ -133,23 +107,7 @@ if [ "$PROFILE" = 1 ]; then
 	echo "BPF time per program at depth 50 (separate runs, kernel.bpf_stats_enabled=1):"
 	for config in python nopython; do
 		start_gpumem "$config" || continue
-		ids=$(grep -hs '^prog_id:' /proc/"$TRACER_PID"/fdinfo/* | awk '{ print $2 }' | sort -un)
-		sysctl -q kernel.bpf_stats_enabled=1
-		timeout 120 "$PY" bench/pywalk.py "$CUDART" 50 "$PAIRS" >/dev/null
-		sysctl -q kernel.bpf_stats_enabled=0
-		for id in $ids; do
-			bpftool prog show id "$id" --json
-			echo
-		done | "$PY" -c '
-import json, sys
-for line in sys.stdin:
-    if not line.strip():
-        continue
-    p = json.loads(line)
-    cnt = p.get("run_cnt", 0)
-    if cnt:
-        print("  %-9s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
-              p.get("run_time_ns", 0) / cnt))' "$config"
+		bpf_prog_times "$config" "" "$PY" bench/pywalk.py "$CUDART" 50 "$PAIRS"
 		stop_tracer
 	done
 fi

@@ -1,11 +1,21 @@
 #!/bin/bash
-# `make bench`: the cost of one cudaMalloc/cudaFree pair through the mock runtime (each call
-# nests a driver call), untraced, under empty probes on the symbols gpumem probes, under
-# gpumem, and under the same accounting in bpftrace. Configurations are interleaved, each run
-# several times; the median is reported. A benchmark measures: nothing here fails on a target.
+# `make bench`: the cost of one cudaMalloc/cudaFree pair through the mock runtime, untraced,
+# under empty probes on the symbols gpumem probes, under gpumem, and under bpftrace.
+# Configurations are interleaved, each run several times; the median is reported. A benchmark
+# measures: nothing here fails on a target.
 #
-# Knobs: BENCH_PAIRS (traced runs, default 200000), BENCH_UNTRACED_PAIRS (default 10x),
-# BENCH_ROUNDS (default 7), BENCH_PROFILE=0 to skip the per-program BPF time pass.
+# Two setups (BENCH_SETUP):
+#   nested        each runtime call nests a driver call through the driver's exported symbols;
+#                 bare = empty programs on every symbol gpumem probes, entry and return;
+#                 bpftrace = bench/gpumem.bt (gpumem's nesting rule in bpftrace).
+#   runtime-only  the runtime reaches the driver through its private table
+#                 (GPUMEM_MOCK_RUNTIME_PRIVATE=1), so only runtime probes fire; bare = the three
+#                 probes a user's script needs (cudaMalloc entry and return, cudaFree entry);
+#                 bpftrace = bench/live_bytes.bt, live bytes per stack as a user would write it.
+#
+# Knobs: BENCH_SETUP (default nested), BENCH_PAIRS (traced runs, default 200000),
+# BENCH_UNTRACED_PAIRS (default 10x), BENCH_ROUNDS (default 7), BENCH_PROFILE=0 to skip the
+# per-program BPF time pass, BENCH_TAIL=0 to skip the other benchmarks run after the nested one.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
@@ -15,9 +25,28 @@ PAIRS=${BENCH_PAIRS:-200000}
 UNTRACED_PAIRS=${BENCH_UNTRACED_PAIRS:-$((PAIRS * 10))}
 ROUNDS=${BENCH_ROUNDS:-7}
 PROFILE=${BENCH_PROFILE:-1}
+SETUP=${BENCH_SETUP:-nested}
+TAIL=${BENCH_TAIL:-1}
 SIZE=1048576
 WARMUP_PAIRS=2000	# bench/loop.c's, outside the timing but seen by the tracers
-TARGET_GPUMEM_OVER_BARE=1.15
+case $SETUP in
+nested)
+	TARGET_GPUMEM_OVER_BARE=1.15
+	SCRIPT=bench/gpumem.bt
+	BARE_ARGS=()
+	;;
+runtime-only)
+	TARGET_GPUMEM_OVER_BARE=1.5
+	SCRIPT=bench/live_bytes.bt
+	BARE_ARGS=(--malloc-free)
+	BARE_ONLY_RUNTIME=1
+	export GPUMEM_MOCK_RUNTIME_PRIVATE=1
+	;;
+*)
+	echo "bench: BENCH_SETUP must be nested or runtime-only, not '$SETUP'" >&2
+	exit 2
+	;;
+esac
 TARGET_BPFTRACE_OVER_GPUMEM=1.3
 
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
@@ -27,10 +56,12 @@ LOOP=$BUILD/bench/loop
 LIBDIR=$(readlink -f "$BUILD/bench/lib")
 CUDART=$(readlink -f "$LIBDIR/libcudart.so.13")
 CUDA=$(readlink -f "$LIBDIR/libcuda.so.1")
-SCRIPT=bench/gpumem.bt
+BARE_LIBS="$CUDART $CUDA"
+[ -z "${BARE_ONLY_RUNTIME:-}" ] || BARE_LIBS=$CUDART
 
 WORK=$(mktemp -d /tmp/gpumem-bench.XXXXXX)
 TRACER_PID=
+. bench/common.sh
 cleanup() {
 	[ -z "$TRACER_PID" ] || stop_tracer
 	rm -rf "$WORK"
@@ -83,30 +114,7 @@ start_tracer() {
 	shift 2
 	"$@" >"$log" 2>&1 &
 	TRACER_PID=$!
-	for _ in $(seq 600); do
-		grep -q "$ready" "$log" && return 0
-		kill -0 "$TRACER_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "bench: '$*' did not start:" >&2
-	sed 's/^/  /' "$log" >&2
-	stop_tracer
-	return 1
-}
-
-# SIGINT makes each tracer print its report and exit. Sent again every second: bpftrace can
-# miss one that lands just before it sleeps in epoll_wait. Killed after ten.
-stop_tracer() {
-	for _ in $(seq 10); do
-		kill -INT "$TRACER_PID" 2>/dev/null || break
-		for _ in $(seq 20); do
-			kill -0 "$TRACER_PID" 2>/dev/null || break 2
-			sleep 0.05
-		done
-	done
-	kill -KILL "$TRACER_PID" 2>/dev/null
-	wait "$TRACER_PID" 2>/dev/null
-	TRACER_PID=
+	wait_for_tracer "$log" "$ready" "bench: '$*'"
 }
 
 # Runs the workload; prints "PID NS_PER_PAIR".
@@ -145,7 +153,8 @@ measure_once() {
 		result=$(run_loop "$UNTRACED_PAIRS") || return 1
 		;;
 	bare)
-		start_tracer "$WORK/bare.log" "attached" "$BARE" "$CUDART" "$CUDA" || return 1
+		start_tracer "$WORK/bare.log" "attached" "$BARE" "${BARE_ARGS[@]}" $BARE_LIBS ||
+			return 1
 		result=$(run_loop "$PAIRS")
 		stop_tracer
 		;;
@@ -161,11 +170,12 @@ measure_once() {
 		seen=$(gpumem_allocs "$WORK/snapshot.json" "${result%% *}")
 		;;
 	bpftrace)
-		start_tracer "$WORK/bpftrace.log" "gpumem.bt: tracing" \
+		start_tracer "$WORK/bpftrace.log" ".bt: tracing" \
 			bpftrace "$SCRIPT" "$CUDART" "$CUDA" || return 1
 		result=$(run_loop "$PAIRS")
 		stop_tracer
-		seen=$(bpftrace_allocs "$WORK/bpftrace.log" "${result%% *}")
+		# live_bytes.bt's sums end at zero: only gpumem.bt's say how many it saw.
+		[ "$SETUP" = nested ] && seen=$(bpftrace_allocs "$WORK/bpftrace.log" "${result%% *}")
 		;;
 	esac
 	[ -n "$result" ] || return 1
@@ -196,12 +206,6 @@ measure() {
 	return 1
 }
 
-median() {
-	sort -g "$1" | awk '{ v[NR] = $1 } END {
-		if (NR == 0) exit 1
-		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 us() {
 	awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1000 }'
 }
@@ -211,9 +215,16 @@ entry_instruction() {
 		awk -v sym="<$2>:" '$2 == sym { getline; sub(/^[ \t]*[0-9a-f]+:[ \t]*/, ""); print; exit }'
 }
 
-echo "gpumem benchmark: cost per cudaMalloc+cudaFree pair, mock runtime nesting a driver call"
+if [ "$SETUP" = nested ]; then
+	echo "gpumem benchmark (nested): cost per cudaMalloc+cudaFree pair, mock runtime nesting" \
+		"a driver call"
+else
+	echo "gpumem benchmark (runtime-only): cost per cudaMalloc+cudaFree pair, no driver probe" \
+		"fires; bare = cudaMalloc entry+return, cudaFree entry"
+fi
 echo "entry instruction: cudaMalloc in $CUDART: '$(entry_instruction "$CUDART" cudaMalloc)'," \
-	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's: push %rbp)"
+	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's runtime:" \
+	"push %rbp; NVIDIA's driver: a cmpl;je stub, measured by bench/probeplace.sh below)"
 echo "runs: $ROUNDS rounds of ${CONFIGS[*]}, interleaved (order rotated each round);" \
 	"$PAIRS pairs per traced run, $UNTRACED_PAIRS untraced; size $SIZE"
 [ "$HAVE_BPFTRACE" = 1 ] || echo "bpftrace: not installed, its row is skipped"
@@ -239,7 +250,7 @@ for config in "${CONFIGS[@]}"; do
 	gpumem) label="gpumem (system-wide, as shipped)" ;;
 	gpumem-fp) label="gpumem --unwind fp" ;;
 	gpumem-nostack) label="gpumem --unwind none (no stacks)" ;;
-	bpftrace) label="bpftrace (bench/gpumem.bt)" ;;
+	bpftrace) label="bpftrace ($SCRIPT)" ;;
 	esac
 	if [ ! -s "$WORK/$config.cpu" ]; then
 		printf '%-36s %10s\n' "$label" "no result"
@@ -268,7 +279,7 @@ printf '%-20s %9s %9s\n' "dwarf / no stacks" "$(ratio gpumem gpumem-nostack || e
 printf '%-20s %9s %9s\n' "fp / no stacks" "$(ratio gpumem-fp gpumem-nostack || echo -)" "-"
 if [ -n "${MED[gpumem]:-}" ] && [ -n "${MED[bare]:-}" ]; then
 	awk -v g="${MED[gpumem]}" -v b="${MED[bare]}" 'BEGIN {
-		printf "gpumem BPF work: %.0f ns per pair (4 probed calls, 8 program runs)\n", g - b }'
+		printf "gpumem above bare: %.0f ns per pair\n", g - b }'
 fi
 
 # Where gpumem's BPF time goes: one more run of each with kernel.bpf_stats_enabled, apart from
@@ -302,18 +313,29 @@ if [ "$PROFILE" = 1 ]; then
 	echo
 	echo "BPF time per program (one separate run each, kernel.bpf_stats_enabled=1):"
 	wait_for_quiet
-	profile_programs bare "$WORK/bare.log" "attached" "$BARE" "$CUDART" "$CUDA"
+	profile_programs bare "$WORK/bare.log" "attached" "$BARE" "${BARE_ARGS[@]}" $BARE_LIBS
 	wait_for_quiet
 	profile_programs gpumem "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot \
 		-o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
 fi
 
+# The other benchmarks, once per `make bench` (after the nested setup).
+[ "$TAIL" = 1 ] || exit 0
+
 # Symbolization throughput, cold and warm, over gpumem's own binary (bench/symbench.c).
 [ -x "$BUILD/bench/symbench" ] && { echo; "$BUILD/bench/symbench" "$GPUMEM"; }
+
+# Probes on NVIDIA's driver stubs: at the symbol against past the cmpl (bench/probeplace.sh).
+echo
+bench/probeplace.sh
 
 # The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh).
 echo
 bench/pywalk.sh
+
+# PyTorch's tensors: a USDT tensor event's cost, attached vs not (bench/tensors.sh).
+echo
+bench/tensors.sh
 
 # The event consumer: events per second trace --json delivers, and its drops (bench/trace_rate.sh).
 echo

@@ -694,14 +694,14 @@ static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key,
 	return ss;
 }
 
-static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes)
+static __always_inline void raise_max(__u64 *peak_at, __u64 now_bytes)
 {
 	for (int i = 0; i < 4; i++) {
-		__u64 peak = ps->peak_bytes;
+		__u64 peak = *peak_at;
 
 		if (now_bytes <= peak)
 			return;
-		if (__sync_val_compare_and_swap(&ps->peak_bytes, peak, now_bytes) == peak)
+		if (__sync_val_compare_and_swap(peak_at, peak, now_bytes) == peak)
 			return;
 	}
 }
@@ -721,10 +721,16 @@ static __always_inline __u32 event_gpu(__s32 device)
 	return device >= 0 ? (__u32)device + 1 : 0;
 }
 
-static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
-				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
-				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes,
-				      __s32 device)
+static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes)
+{
+	raise_max(&ps->peak_bytes, now_bytes);
+}
+
+/* A call record of the probe-table row cookie names (tensor events: their USDT cookie). */
+static __always_inline void emit_record(__u32 type, __u64 cookie, const struct gm_inflight *rec,
+					__u32 tgid, __u32 tid, __s32 stack_id, __s32 py_stack_id,
+					__u32 kind, __u64 addr, __u64 size, __s32 error,
+					__u64 process_bytes, __u64 tensor_bytes, __s32 device)
 {
 	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -741,17 +747,27 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 	e->size = size;
 	e->process_bytes = process_bytes;
 	e->error = error;
-	e->api = GM_COOKIE_API(rec->cookie);
+	e->api = GM_COOKIE_API(cookie);
 	e->kind = kind;
-	e->layer = GM_COOKIE_LAYER(rec->cookie);
+	e->layer = GM_COOKIE_LAYER(cookie);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	e->gen = rec->gen;
 	e->py_stack_id = py_stack_id;
 	e->start_ns = rec->start_ns;
 	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->tensor_bytes = tensor_bytes;
 	e->gpu = event_gpu(device);
 	e->pad = 0;
 	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
+				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
+				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes,
+				      __s32 device)
+{
+	emit_record(type, rec->cookie, rec, tgid, tid, stack_id, py_stack_id, kind, addr, size,
+		    error, process_bytes, 0, device);
 }
 
 static __always_inline __s32 user_stack(struct pt_regs *ctx)
@@ -1053,7 +1069,11 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	if (!ps)
 		return 0;
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
-	if (!is_gpu_kind(info->kind) || info->layer == GM_LAYER_TENSOR)
+	if (info->layer == GM_LAYER_TENSOR) {
+		__sync_fetch_and_add(&ps->tensor_bytes, -info->size);
+		return ps->current_bytes;
+	}
+	if (!is_gpu_kind(info->kind))
 		return ps->current_bytes;
 	add_gpu_bytes(ps, info->device, -info->size);
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
@@ -1174,14 +1194,17 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (rc != 0) {
 		if (shape == GM_SHAPE_ALLOC_PITCH || shape == GM_SHAPE_MALLOC3D)
 			size = rec->size * rec->height;	/* requested, unpadded */
+		__u64 tensors = 0;
+
 		if (ps) {
 			__sync_fetch_and_add(&ps->failed_count, 1);
 			total = ps->current_bytes;
+			tensors = ps->tensor_bytes;	/* what PyTorch's tensors held of it */
 		}
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
-		emit_call(GM_REC_ALLOC_FAILED, rec, tgid, tid, stack_id, py_stack_id, kind, 0, size,
-			  rc, total, failed_device(rec, tgid));
+		emit_record(GM_REC_ALLOC_FAILED, rec->cookie, rec, tgid, tid, stack_id, py_stack_id,
+			    kind, 0, size, rc, total, tensors, failed_device(rec, tgid));
 		return;
 	}
 
@@ -1372,18 +1395,20 @@ int BPF_KRETPROBE(call_return, long ret)
 /* ---- PyTorch tensors ---- */
 
 /* A tensor handed out by the caching allocator: a site of its own (the api of the cookie's
- * "pytorch:malloc" row) and a live entry in the tensor space, keyed by its address. Nothing is
- * added to the process's current bytes: the segment holding it was counted at its cudaMalloc. */
+ * "pytorch:malloc" row) and a live entry in the tensor space, keyed by its address. The
+ * process's reserved bytes stay as they are (the segment holding it was counted at its
+ * cudaMalloc); its tensor bytes and their peak are running totals of their own. */
 static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec, __u64 ptr,
 				    __u64 size, __s32 py_stack_id)
 {
 	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
 	__u32 tid = (__u32)id, tgid = id >> 32;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), tensors = 0, reserved = 0;
 	struct gm_alloc_key akey = { .tgid = tgid, .gen = rec->gen, .space = GM_SPACE_TENSOR,
 				     .addr = ptr };
 	struct gm_site_key skey = { .tgid = tgid, .gen = rec->gen };
 	struct gm_alloc_info info = {};
+	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
 	bool new_site = false;
 
@@ -1391,7 +1416,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(cookie);
 	skey.kind = GM_COOKIE_KIND(cookie);
-	proc_stats(tgid, rec, now);
+	ps = proc_stats(tgid, rec, now);
 	ss = site_stats(&skey, &new_site);
 	if (new_site && stack_mode == GM_STACKS_DWARF && skey.stack_id >= 0)
 		emit_stack_copy(ctx, tgid, rec->gen, tid, skey.stack_id);
@@ -1407,6 +1432,14 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 		return;
 	if (ss)
 		site_add(ss, size);
+	if (ps) {
+		tensors = __sync_fetch_and_add(&ps->tensor_bytes, size) + size;
+		raise_max(&ps->tensor_peak_bytes, tensors);
+		reserved = ps->current_bytes;
+	}
+	if (stream_calls())
+		emit_record(GM_REC_ALLOC, cookie, rec, tgid, tid, skey.stack_id, py_stack_id,
+			    skey.kind, ptr, size, 0, reserved, tensors, GM_DEVICE_UNKNOWN);
 }
 
 /* The thread's record, for its process's generation and its Python thread state only: a
@@ -1427,15 +1460,16 @@ static __always_inline struct gm_inflight *tensor_thread(__u32 tgid)
 	return rec;
 }
 
+/* pytorch:malloc(ptr, device, size, stream): only the two arguments used are read (each read
+ * looks up the probe's argument spec). */
 SEC("usdt")
-int BPF_USDT(tensor_malloc, __u64 ptr, long device, __u64 size, long stream)
+int tensor_malloc(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct gm_inflight *rec;
+	long ptr = 0, size = 0;
 
-	(void)device;
-	(void)stream;
-	if (!ptr || !size)
+	if (bpf_usdt_arg(ctx, 0, &ptr) || bpf_usdt_arg(ctx, 2, &size) || !ptr || size <= 0)
 		return 0;
 	rec = tensor_thread(id >> 32);
 	if (!rec)
@@ -1444,14 +1478,30 @@ int BPF_USDT(tensor_malloc, __u64 ptr, long device, __u64 size, long stream)
 	return 0;
 }
 
+/* Subtracts a freed tensor from its site and process (account_free); the process's bytes,
+ * reserved and tensors, after it. */
+static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
+						const struct gm_alloc_info *info, __u64 *reserved,
+						__u64 *tensors)
+{
+	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
+	struct gm_proc_stats *ps;
+
+	*reserved = account_free(tgid, gen, info);
+	ps = bpf_map_lookup_elem(&procs, &pkey);
+	*tensors = ps ? ps->tensor_bytes : 0;
+}
+
 /* Fired before the allocator takes the tensor back: its entry is deleted here, so only one of
  * two racing frees counts it. */
 SEC("usdt")
 int BPF_USDT(tensor_free, __u64 ptr)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
+	__u32 tgid = id >> 32, type = GM_REC_FREE;
 	struct gm_alloc_key key = { .tgid = tgid, .space = GM_SPACE_TENSOR, .addr = ptr };
-	struct gm_alloc_info *found, info;
+	struct gm_alloc_info *found, info = {};
+	__u64 reserved = 0, tensors = 0;
 	struct gm_inflight *rec;
 
 	if (!ptr)
@@ -1463,12 +1513,16 @@ int BPF_USDT(tensor_free, __u64 ptr)
 	found = bpf_map_lookup_elem(&allocs, &key);
 	if (!found) {
 		count(GM_CNT_UNKNOWN_TENSOR_FREES);
-		return 0;
+		type = GM_REC_UNKNOWN_FREE;
+	} else {
+		info = *found;
+		if (bpf_map_delete_elem(&allocs, &key))
+			return 0;
+		tensor_account_free(tgid, key.gen, &info, &reserved, &tensors);
 	}
-	info = *found;
-	if (bpf_map_delete_elem(&allocs, &key))
-		return 0;
-	account_free(tgid, key.gen, &info);
+	if (stream_calls())
+		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx), -1,
+			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors, GM_DEVICE_UNKNOWN);
 	return 0;
 }
 

@@ -14,11 +14,14 @@
  * 3: sites and allocations carry a Python stack id; Python maps and records.
  * 4: call records carry the cgroup id. 5: PyTorch tensors (GM_SPACE_TENSOR allocations, their
  * sites, a counter of unknown tensor frees). 6: the agent record says what the programs were
- * loaded with. 7: the cookie carries the allocation's space (arrays, registered host memory,
- * VMM mappings and reservations, IPC imports have spaces of their own); kinds that are not
- * memory (mapped, reserved, imported); a fifth entry program (descriptor-sized arrays); a sixth
- * (the thread's current context); allocations carry their context and device. */
-#define GM_LAYOUT_VERSION 7
+ * loaded with. 7: processes keep their tensor bytes and peak; call records carry the process's
+ * tensor bytes (tensor events are streamed).
+ * 8: the cookie carries the allocation's space (arrays, registered host memory, VMM mappings
+ * and reservations, IPC imports have spaces of their own); kinds that are not memory (mapped,
+ * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
+ * thread's current context); allocations carry their context and device, processes their GPU
+ * bytes per device, call records their device. */
+#define GM_LAYOUT_VERSION 8
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -301,6 +304,10 @@ struct gm_proc_stats {
 	__u64 cgroup_id;	/* cgroup v2 of the thread that made its first call, or its last new site */
 	__u64 ns_pid;		/* its pid inside its own pid namespace */
 	__u64 start_ns;		/* its start, ns since boot (CLOCK_BOOTTIME): proc_start_matches() */
+	/* PyTorch tensors it holds (allocated, inside the segments current_bytes counts), and the
+	 * most it held at once: running totals of the tensor programs, never part of the above. */
+	__u64 tensor_bytes;
+	__u64 tensor_peak_bytes;
 	/* Its GPU memory (current_bytes) per device 0..GM_MAX_GPUS-1; the last slot: on a device
 	 * not known (a context never seen created or retained) or beyond GM_MAX_GPUS. */
 	__u64 gpu_bytes[GM_MAX_GPUS + 1];
@@ -310,7 +317,10 @@ struct gm_proc_stats {
  * sites of their own, keyed like any other with the api of the probe table's "pytorch:malloc"
  * row (the cookie says which): their gm_site_stats count tensors, the *allocated* bytes, never
  * part of a process's current_bytes (the *reserved* bytes, its cudaMalloc'd segments), which
- * userspace keeps apart. */
+ * userspace keeps apart. While calls are streamed, tensor_malloc and tensor_free send
+ * GM_REC_ALLOC and GM_REC_FREE (GM_REC_UNKNOWN_FREE) with layer GM_LAYER_TENSOR and the api of
+ * that row, for the free too; process_bytes is then the process's reserved bytes at the event,
+ * tensor_bytes its tensor bytes after it. */
 
 /* Ring-buffer records; each begins with its type. */
 enum gm_record_type {
@@ -346,6 +356,8 @@ struct gm_call_event {
 	__u64 start_ns;		/* the process's start, ns since boot */
 	__u64 cgroup_id;	/* the caller's cgroup: a process gone before /proc was read
 				 * still gets its container */
+	__u64 tensor_bytes;	/* the process's PyTorch tensor bytes after a tensor event
+				 * (layer GM_LAYER_TENSOR) or at a failure; else 0 */
 	__u32 gpu;		/* the device of the allocation + 1; 0: not known */
 	__u32 pad;
 };

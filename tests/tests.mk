@@ -34,7 +34,7 @@ endif
 
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
-	$(TESTS_OUT)/samepid $(TESTS_OUT)/apis
+	$(TESTS_OUT)/samepid $(TESTS_OUT)/apis $(TESTS_OUT)/real_nvidia $(TESTS_OUT)/driver_loop
 # <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
 TESTS_HAVE_SDT := $(shell echo '\#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 ifeq ($(TESTS_HAVE_SDT),1)
@@ -52,6 +52,12 @@ endif
 test-progs: $(TESTS_PROGS)
 ifeq ($(TESTS_ARCH),x86_64)
 	tests/mock/check_prologues.sh $(TESTS_MOCK_LIBS)
+	tests/mock/check_prologues.sh --stubs 'cmpl $$0x321cba00,0x*(%rip)* ; je *' \
+		$(TESTS_OUT)/lib-stub/libcuda.so.1
+	tests/mock/check_prologues.sh --stubs 'cmpl $$0x7f,0x*(%rip)* ; je *' \
+		$(TESTS_OUT)/lib-stub83/libcuda.so.1
+	tests/mock/check_prologues.sh --stubs 'mov 0x*(%rip),%eax* ; cmp $$0x321cba00,%eax' \
+		$(TESTS_OUT)/lib-stubmov/libcuda.so.1
 endif
 
 $(TESTS_LIB)/libcuda.so.1: tests/mock/cuda.c tests/mock/libcuda.map $(TESTS_MOCK_HEADERS)
@@ -59,6 +65,34 @@ $(TESTS_LIB)/libcuda.so.1: tests/mock/cuda.c tests/mock/libcuda.map $(TESTS_MOCK
 	$(CC) $(TESTS_MOCK_CFLAGS) -shared -Wl,-soname,libcuda.so.1 \
 		-Wl,--version-script,tests/mock/libcuda.map -o $@ $< -lpthread
 	ln -sf libcuda.so.1 $(@D)/libcuda.so
+
+# The mock driver shaped like NVIDIA's (tests/mock/cuda_stubs.S): its allocation APIs are asm
+# stubs into cuda.c's functions, renamed gm_impl_<api>. One directory per entry shape, each
+# with only libcuda.so.1: LD_LIBRARY_PATH=$(TESTS_OUT)/lib-stub makes a workload (and the mock
+# runtime's dlopen) load it. stub: cmpl;je (NVIDIA's), stub83: cmpl $imm8;je rel32, stubmov:
+# a RIP-relative mov first (its probes stay at the symbols).
+TESTS_STUB_APIS := $(shell sed -n 's/^[[:space:]]*X(\([A-Za-z0-9_]*\), [0-9]*).*/\1/p' \
+	tests/mock/cuda_stubs.S)
+TESTS_STUB_SHAPE_stub := 1
+TESTS_STUB_SHAPE_stub83 := 2
+TESTS_STUB_SHAPE_stubmov := 3
+TESTS_STUB_LIBS := $(patsubst %,$(TESTS_OUT)/lib-%/libcuda.so.1,stub stub83 stubmov)
+ifeq ($(TESTS_ARCH),x86_64)
+test-progs: $(TESTS_STUB_LIBS)
+endif
+
+$(TESTS_OUT)/stubbed/cuda.o: tests/mock/cuda.c tests/mock/cuda_stubs.S $(TESTS_MOCK_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_MOCK_CFLAGS) -c -o $@.tmp $<
+	objcopy $(foreach a,$(TESTS_STUB_APIS),--redefine-sym $(a)=gm_impl_$(a)) $@.tmp $@
+	rm -f $@.tmp
+
+$(TESTS_OUT)/lib-%/libcuda.so.1: $(TESTS_OUT)/stubbed/cuda.o tests/mock/cuda_stubs.S \
+		tests/mock/cuda_stubs_init.c tests/mock/libcuda.map
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_MOCK_CFLAGS) -DGM_STUB_SHAPE=$(TESTS_STUB_SHAPE_$*) -shared \
+		-Wl,-soname,libcuda.so.1 -Wl,--version-script,tests/mock/libcuda.map -o $@ \
+		$< tests/mock/cuda_stubs.S tests/mock/cuda_stubs_init.c -lpthread
 
 # RUNPATH $ORIGIN: the runtime's dlopen("libcuda.so.1") finds the mock driver beside it.
 $(TESTS_LIB)/libcudart.so.13: tests/mock/cudart.c tests/mock/libcudart.map $(TESTS_MOCK_HEADERS)
@@ -87,6 +121,11 @@ $(TESTS_OUT)/workload_dl: tests/workloads/workload.c
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) -DGM_DLOPEN_ONLY -o $@ $< -ldl
 
+# cuMemAlloc_v2 in a loop in the driver file it dlopens: NVIDIA's, or a mock.
+$(TESTS_OUT)/driver_loop: tests/workloads/driver_loop.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -ldl
+
 # Two processes on one pid, back to back.
 $(TESTS_OUT)/samepid: tests/workloads/samepid.c
 	@mkdir -p $(@D)
@@ -96,6 +135,18 @@ $(TESTS_OUT)/real_cudart: tests/workloads/real_cudart.c
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) -I$(TESTS_CUDA)/include -o $@ $< \
 		-L$(TESTS_CUDA)/lib64 -l:libcudart.so.13 -Wl,-rpath,$(TESTS_CUDA)/lib64
+
+# NVIDIA's real libraries, opened by path: built whether or not they are here.
+$(TESTS_OUT)/real_nvidia: tests/workloads/real_nvidia.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -ldl
+
+# NVIDIA's real driver, NVML and CUDA 11.8's runtime from Debian non-free, unpacked into
+# $(BUILD)/nvidia (scripts/nvidia.sh). A fetch that fails is no build failure: it leaves its
+# reason in $(BUILD)/nvidia/unavailable, and the tests that need the libraries skip with it.
+.PHONY: nvidia
+nvidia:
+	-@scripts/nvidia.sh $(BUILD)/nvidia
 
 # nvcc's default: libcudart linked statically into the executable.
 $(TESTS_OUT)/static_cuda: tests/workloads/static_cuda.cu
@@ -108,5 +159,5 @@ include tests/workloads/sym/sym.mk
 # The integration suite while another system-wide gpumem and another CUDA program run on the
 # host (tests/shared_host.sh): every test must assert on its own processes only.
 .PHONY: test-shared
-test-shared: all test-progs
+test-shared: all test-progs nvidia
 	tests/shared_host.sh $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
 # libFuzzer harnesses for the parsers of untrusted input: ELF files, /proc text, cgroup paths,
-# mountinfo, OCI bundles' config.json, and the JSON writer fed arbitrary bytes. Included by the
-# top-level Makefile (after unit.mk, whose libsyms.so fixture seeds the ELF harness). Each
+# mountinfo, OCI bundles' config.json, the JSON writer fed arbitrary bytes, and the decoder of
+# functions' first instructions that places probes. Included by the top-level Makefile (after
+# unit.mk, whose libsyms.so fixture seeds the ELF harness). Each
 # harness compiles the userspace modules it needs from source with clang into $(BUILD)/fuzz/.
 #
 #   make fuzz-build                  the harnesses, and the generated ELF seeds
@@ -19,7 +20,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_DIR := tests/fuzz
 FUZZ_OUT := $(BUILD)/fuzz
-FUZZ_HARNESSES ?= elf_syms procs container json oci
+FUZZ_HARNESSES ?= elf_syms procs container json oci probe_place
 
 # The sanitizers as `make SANITIZE=1` has them, with libFuzzer's coverage; the project's
 # warnings, as an error, for the harnesses and the modules alike.
@@ -33,6 +34,7 @@ fuzz_mods_procs := procs
 fuzz_mods_container := container
 fuzz_mods_json := json
 fuzz_mods_oci := oci untrusted util
+fuzz_mods_probe_place := probe_place
 fuzz_libs_elf_syms := -lelf -lz
 fuzz_libs_oci := $(JSONC_LIBS)
 

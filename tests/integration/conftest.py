@@ -6,6 +6,7 @@ the suite. Tests import the helpers with `from conftest import ...`.
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,15 @@ MOCK_LIB_DIR = BUILD / "tests" / "lib"
 REAL_CUDART_PROG = BUILD / "tests" / "real_cudart"
 STATIC_CUDA_PROG = BUILD / "tests" / "static_cuda"
 REAL_CUDART_LIB = Path("/usr/local/cuda/lib64/libcudart.so.13")
+# NVIDIA's real driver, NVML and CUDA 11.8's runtime from Debian non-free, unpacked by
+# scripts/nvidia.sh (`make nvidia`), which leaves the reason in unavailable when it cannot.
+NVIDIA_DIR = BUILD / "nvidia"
+NVIDIA_LIB_DIR = NVIDIA_DIR / "usr" / "lib" / "x86_64-linux-gnu"
+REAL_LIBCUDA = NVIDIA_LIB_DIR / "libcuda.so.1"
+REAL_NVML = NVIDIA_LIB_DIR / "libnvidia-ml.so.1"
+REAL_CUDART11_LIB = NVIDIA_LIB_DIR / "libcudart.so.11.0"
+REAL_NVIDIA_PROG = BUILD / "tests" / "real_nvidia"
+PROBES_C = ROOT / "userspace" / "discover" / "probes.c"
 
 TRACING_LINE = "gpumem: tracing:"
 RUN_TIMEOUT = 60
@@ -304,6 +314,49 @@ def assert_nothing_lost(report):
     assert lost == {}, f"lost counters not zero: {lost}"
 
 
+def nvidia_unavailable_reason():
+    """Why the tests cannot use NVIDIA's Debian packages, or None when they are unpacked."""
+    if not REAL_NVIDIA_PROG.exists():
+        return f"{REAL_NVIDIA_PROG} is missing: run `make test-progs` first"
+    why = NVIDIA_DIR / "unavailable"
+    if why.exists():
+        return f"NVIDIA's Debian packages could not be fetched: {why.read_text().strip()}"
+    for lib in (REAL_LIBCUDA, REAL_NVML, REAL_CUDART11_LIB):
+        if not lib.exists():
+            return f"{lib} is missing: run `make nvidia` (scripts/nvidia.sh) first"
+    return None
+
+
+def probe_table(layer):
+    """The symbols of the probe table's rows of layer ("runtime" or "driver"), in its order,
+    read from userspace/discover/probes.c: what gpumem probes, whoever adds rows."""
+    tag = {"runtime": "RT", "driver": "DRV"}[layer]
+    rows = re.findall(r'\{\s*"(\w+)",\s*(RT|DRV)\s*,', PROBES_C.read_text())
+    return [symbol for symbol, row_layer in rows if row_layer == tag]
+
+
+def elf_exports(path):
+    """The functions an ELF file exports (its defined dynamic symbols), by `nm -D`."""
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    names = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "TtWi":
+            names.add(parts[2].split("@")[0])
+    return names
+
+
+def attached_probes(report, path):
+    """What a snapshot report says gpumem attached in the file at path (by device and inode),
+    or None when it did not attach it."""
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    found = [f for f in report["tracer"]["files"] if f["dev"] == dev and f["ino"] == st.st_ino]
+    assert len(found) <= 1, f"{path} listed {len(found)} times: {report['tracer']['files']}"
+    return found[0]["probes"] if found else None
+
+
 def late_attached_files(gpumem, pid):
     """The names of the CUDA files a `-v` SystemWide run says it attached after start-up
     because process pid mapped or exec'd them (the tracer's late_attaches counts every
@@ -316,3 +369,19 @@ def late_attached_files(gpumem, pid):
 def lines_about(gpumem, pid):
     """What a `-v` SystemWide run said about process pid (for assertion messages)."""
     return [line for line in gpumem.stderr.lines if f"PID {pid}" in line or f"/{pid}/" in line]
+
+
+# PyTorch tensors: Debian's CPython 3.11 runs tests/workloads/tensors.py on the mock caching
+# allocator (built where <sys/sdt.h> is: systemtap-sdt-dev).
+TENSOR_PYTHON = Path("/usr/bin/python3")
+TENSOR_SCRIPT = ROOT / "tests" / "workloads" / "tensors.py"
+C10_LIB = MOCK_LIB_DIR / "libc10_cuda.so"
+TENSOR_SKIPS = [
+    pytest.mark.skipif(not C10_LIB.exists(),
+                       reason=f"{C10_LIB} missing (needs systemtap-sdt-dev)"),
+    pytest.mark.skipif(
+        subprocess.run([str(TENSOR_PYTHON), "-c",
+                        "import sys; assert sys.version_info[:2] == (3, 11)"],
+                       capture_output=True).returncode != 0,
+        reason="needs Debian's /usr/bin/python3, CPython 3.11"),
+]

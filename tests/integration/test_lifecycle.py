@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(shutil.which("bpftool") is None, reason="needs b
 
 def gpumem_program_names():
     """Names of the programs gpumem.bpf.c defines, cut as the kernel keeps them."""
-    names = re.findall(r"\bBPF_(?:KPROBE|KRETPROBE|PROG|USDT)\((\w+)", BPF_SOURCE.read_text())
+    text = BPF_SOURCE.read_text()
+    names = re.findall(r"\bBPF_(?:KPROBE|KRETPROBE|PROG|USDT)\((\w+)", text)
+    names += re.findall(r'^SEC\("[^"]+"\)\nint (?!BPF_)(\w+)\(', text, re.M)  # plain ones
     assert names, f"no programs found in {BPF_SOURCE}"
     return {name[:KERNEL_NAME_LEN] for name in names}
 

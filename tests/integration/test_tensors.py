@@ -9,20 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MOCK_LIB_DIR, ROOT, SystemWide, Workload, find_proc
+from conftest import (MOCK_LIB_DIR, SystemWide, Workload, find_proc,
+                      C10_LIB, TENSOR_PYTHON, TENSOR_SCRIPT, TENSOR_SKIPS)
 
-PYTHON = Path("/usr/bin/python3")
-SCRIPT = ROOT / "tests" / "workloads" / "tensors.py"
-C10 = MOCK_LIB_DIR / "libc10_cuda.so"
+PYTHON, SCRIPT, C10 = TENSOR_PYTHON, TENSOR_SCRIPT, C10_LIB
 KIB, MIB = 1 << 10, 1 << 20
 
-pytestmark = [
-    pytest.mark.skipif(not C10.exists(), reason=f"{C10} missing (needs systemtap-sdt-dev)"),
-    pytest.mark.skipif(
-        subprocess.run([str(PYTHON), "-c", "import sys; assert sys.version_info[:2] == (3, 11)"],
-                       capture_output=True).returncode != 0,
-        reason="needs Debian's /usr/bin/python3, CPython 3.11"),
-]
+pytestmark = TENSOR_SKIPS
 
 
 def ask(w, cmd, prefix):

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The probe table against DESIGN.md's list of symbols, the attach cookie's packing, and the
  * names views print for layers, kinds and CUDA return codes. */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -259,7 +260,7 @@ static void test_insufficient_driver_is_runtime_only(void **state)
 
 static void test_unknown_codes_name_the_unknown_error(void **state)
 {
-	static const int codes[] = { -1, 5, 36, 1000, 123456 };
+	static const int codes[] = { -1, 5, 37, 1000, 123456 };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -270,6 +271,56 @@ static void test_unknown_codes_name_the_unknown_error(void **state)
 	}
 	assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, 999), "cudaErrorUnknown");
 	assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, 999), "CUDA_ERROR_UNKNOWN");
+}
+
+/* Where scripts/nvidia.sh (make nvidia) unpacks NVIDIA's driver and CUDA 11.8's runtime;
+ * the unit tests run from the repository's root. */
+#define NVIDIA_LIB_DIR "build/nvidia/usr/lib/x86_64-linux-gnu"
+
+typedef int (*driver_name_fn)(int code, const char **name);
+typedef const char *(*runtime_name_fn)(int code);
+
+/* Every code gpumem names, named as NVIDIA's own libraries name it: the real driver's
+ * cuGetErrorName and CUDA 11.8's cudaGetErrorName (which needs no driver). */
+static void test_error_names_are_those_of_nvidias_libraries(void **state)
+{
+	void *driver = dlopen(NVIDIA_LIB_DIR "/libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *runtime = dlopen(NVIDIA_LIB_DIR "/libcudart.so.11.0", RTLD_NOW | RTLD_LOCAL);
+	driver_name_fn driver_name;
+	runtime_name_fn runtime_name;
+	unsigned int named = 0;
+
+	(void)state;
+	if (!driver || !runtime) {
+		print_message("skipped: needs NVIDIA's libraries in " NVIDIA_LIB_DIR
+			      " (make nvidia)\n");
+		skip();
+	}
+	driver_name = (driver_name_fn)dlsym(driver, "cuGetErrorName");
+	runtime_name = (runtime_name_fn)dlsym(runtime, "cudaGetErrorName");
+	assert_non_null(driver_name);
+	assert_non_null(runtime_name);
+	for (int code = 0; code < 1000; code++) {
+		const char *ours = cuda_error_name(GM_LAYER_DRIVER, code), *theirs = NULL;
+
+		if (strcmp(ours, "CUDA_ERROR_UNKNOWN") == 0)
+			continue;
+		assert_int_equal(driver_name(code, &theirs), 0);
+		assert_string_equal(ours, theirs);
+		named++;
+	}
+	for (int code = 0; code < 1000; code++) {
+		const char *ours = cuda_error_name(GM_LAYER_RUNTIME, code);
+
+		if (strcmp(ours, "cudaErrorUnknown") == 0)
+			continue;
+		assert_string_equal(ours, runtime_name(code));
+		named++;
+	}
+	assert_string_equal(runtime_name(999), "cudaErrorUnknown");
+	assert_true(named >= 40);	/* 20 driver codes, 22 runtime codes, 999 aside */
+	/* Left open: NVIDIA's libraries keep what they allocated in their own globals, which
+	 * LeakSanitizer would call leaks once the libraries were unmapped. */
 }
 
 int main(void)
@@ -286,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_memory_is_code_2_in_both_apis),
 		cmocka_unit_test(test_insufficient_driver_is_runtime_only),
 		cmocka_unit_test(test_unknown_codes_name_the_unknown_error),
+		cmocka_unit_test(test_error_names_are_those_of_nvidias_libraries),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -101,7 +101,8 @@ static void fake_proc100(struct fake *f)
 	snprintf(ci->container_name, sizeof(ci->container_name), "train\x01");
 	p->st = (struct gm_proc_stats){ .current_bytes = 1230, .current_allocs = 5,
 					.peak_bytes = 5000, .alloc_count = 9, .free_count = 4,
-					.alloc_bytes_total = 12345, .failed_count = 2 };
+					.alloc_bytes_total = 12345, .failed_count = 2,
+					.tensor_peak_bytes = 700 };
 	p->st.by_kind[GM_KIND_DEVICE] = 1000;
 	p->st.by_kind[GM_KIND_MANAGED] = 200;
 	p->st.by_kind[GM_KIND_HOST] = 4096;
@@ -306,7 +307,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 27);	/* VMM mapped, reserved; per GPU */
+	assert_int_equal(count_prefix(text, "# TYPE "), 28);	/* with VMM mapped, reserved and per-GPU memory */
 	free(text);
 }
 
@@ -341,6 +342,7 @@ static void test_process_series_carry_exact_numbers_and_escaped_labels(void **st
 	assert_int_equal(count_line(text, "gpumem_process_frees_total{" P100 "} 4"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_failed_allocations_total{" P100 "} 2"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_allocated_bytes_total{" P100 "} 12345"), 1);
+	assert_int_equal(count_line(text, "gpumem_process_tensor_peak_memory_bytes{" P100 "} 700"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_memory_bytes{" P300 ",kind=\"device\"} 50"), 1);
 	assert_int_equal(count_line(text, "# TYPE gpumem_process_frees_total counter"), 1);
 	assert_int_equal(count_line(text, "# TYPE gpumem_process_memory_bytes gauge"), 1);
@@ -433,6 +435,33 @@ static void test_every_loss_counter_has_a_reason_and_build_info_its_version(void
 	free(text);
 }
 
+/* Where NVML was asked: up 1 with empty labels, or 0 with its return code and reason. */
+static void test_nvml_up_says_why_nvml_gave_no_numbers(void **state)
+{
+	struct fake *f = *state;
+	char *text;
+
+	text = render(&f->snap, NULL);
+	assert_null(strstr(text, "gpumem_nvml_up"));	/* not asked: no series */
+	free(text);
+	f->snap.wants |= SNAP_DEVICES;
+	f->snap.nvml.loaded = true;
+	f->snap.nvml.error_valid = true;
+	f->snap.nvml.error = 9;
+	snprintf(f->snap.nvml.reason, sizeof(f->snap.nvml.reason),
+		 "nvmlInit_v2 returned 9 (Driver \"Not\" Loaded)");
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	assert_int_equal(count_line(text, "gpumem_nvml_up{error=\"9\",reason=\"nvmlInit_v2 "
+				    "returned 9 (Driver \\\"Not\\\" Loaded)\"} 0"), 1);
+	free(text);
+	f->snap.devices_valid = true;
+	f->snap.ndevices = 1;
+	text = render(&f->snap, NULL);
+	assert_int_equal(count_line(text, "gpumem_nvml_up{error=\"\",reason=\"\"} 1"), 1);
+	free(text);
+}
+
 static void test_site_text_is_short_named_and_bounded(void **state)
 {
 	static const char *const cxx[] = { "std::vector<float>::push_back(float const&)",
@@ -506,6 +535,7 @@ int main(void)
 		FAKE(test_containers_and_pods_sum_their_processes),
 		FAKE(test_every_loss_counter_has_a_reason_and_build_info_its_version),
 		FAKE(test_promtool_check_metrics_accepts_the_exposition),
+		FAKE(test_nvml_up_says_why_nvml_gave_no_numbers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,9 +12,16 @@ commands on stdin, one a line:
 The sequence (SIZES): two 256 KiB weights and a 512 KiB and a 1 MiB activation share the
 first 2 MiB segment; a 3 MiB activation gets a 4 MiB segment of its own; the 1 MiB and the
 3 MiB ones are freed, the segments kept (cached).
+
+tensors.py LIBDIR leak STEPS MS [HOLD_S]: a training loop whose reserved memory stays flat
+while its tensors leak: each step keeps a 4 KiB activation (keep_activation) and allocates
+and frees an 8 KiB scratch tensor (scratch), all inside the one 2 MiB segment of the first
+step; MS milliseconds between steps; then sleeps HOLD_S seconds (default 0) and exits.
+tensors.py LIBDIR hold SECONDS: the known sequence, then sleeps SECONDS and exits.
 """
 import ctypes
 import sys
+import time
 
 lib_dir = sys.argv[1]
 rt = ctypes.CDLL(f"{lib_dir}/libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
@@ -41,7 +48,30 @@ def forward():
     c10.c10_mock_free(huge)
 
 
+def keep_activation():
+    KEPT.append(c10.c10_mock_alloc(0x1000))
+
+
+def scratch():
+    c10.c10_mock_free(c10.c10_mock_alloc(0x2000))
+
+
+def leak(steps, ms, hold_s):
+    for _ in range(steps):
+        keep_activation()
+        scratch()
+        time.sleep(ms / 1000)
+    time.sleep(hold_s)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[2] == "leak":
+        hold_s = float(sys.argv[5]) if len(sys.argv) > 5 else 0
+        return leak(int(sys.argv[3]), float(sys.argv[4]), hold_s)
+    if len(sys.argv) > 2 and sys.argv[2] == "hold":
+        load_weights()
+        forward()
+        return time.sleep(float(sys.argv[3]))
     print(f"ready {__import__('os').getpid()}", flush=True)
     for line in sys.stdin:
         cmd = line.strip()

@@ -32,6 +32,7 @@ enum leak_verdict { LEAK_GROWING, LEAK_STEADY, LEAK_FREED };
 
 struct site_verdict {
 	const struct snap_site *ss;
+	bool tensor;		/* a PyTorch tensor site: allocated bytes, inside reserved */
 	enum leak_verdict verdict;
 	struct hist_fit fit;
 	bool lifetime;		/* too few samples: judged on totals since the process began */
@@ -46,7 +47,8 @@ struct proc_verdict {
 	uint64_t now;		/* the end of the window: the last sample (or the exit) */
 	double step_rate;	/* steps per second; 0: no recurring allocations */
 	bool step_lifetime;
-	size_t growing;
+	size_t growing;		/* sites growing, tensor sites among them */
+	size_t growing_tensors;
 };
 
 struct leak_report {

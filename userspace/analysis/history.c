@@ -143,8 +143,9 @@ void history_observe(struct history *h, const struct snapshot *snap)
 			continue;
 		history_add(history_get(h, &k), t, p->st.current_bytes, p->st.alloc_count,
 			    p->st.free_count);
-		for (size_t j = 0; j < p->nsites; j++) {
-			const struct snap_site *ss = &p->sites[j];
+		for (size_t j = 0; j < p->nsites + p->ntensor_sites; j++) {
+			const struct snap_site *ss =
+				j < p->nsites ? &p->sites[j] : &p->tensor_sites[j - p->nsites];
 
 			k = hist_key_site(p, ss);
 			history_add(history_get(h, &k), t, ss->st.current_bytes, ss->st.alloc_count,

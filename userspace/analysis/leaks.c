@@ -125,12 +125,18 @@ static void judge_proc(const struct history *h, struct proc_verdict *pv, const s
 	pv->now = last ? last->t_ns : p->end_ns;
 	if (p->end_ns > pv->now)
 		pv->now = p->end_ns;
-	pv->nsites = p->nsites;
-	pv->sites = xcalloc(p->nsites ? p->nsites : 1, sizeof(*pv->sites));
-	for (size_t i = 0; i < p->nsites; i++) {
-		pv->sites[i].ss = &p->sites[i];
-		judge_site(h, pv, &pv->sites[i]);
-		pv->growing += pv->sites[i].verdict == LEAK_GROWING;
+	/* Tensor sites are judged beside the segment sites: a caching allocator keeps its
+	 * reserved bytes flat while the tensors in them leak. */
+	pv->nsites = p->nsites + p->ntensor_sites;
+	pv->sites = xcalloc(pv->nsites ? pv->nsites : 1, sizeof(*pv->sites));
+	for (size_t i = 0; i < pv->nsites; i++) {
+		struct site_verdict *sv = &pv->sites[i];
+
+		sv->tensor = i >= p->nsites;
+		sv->ss = sv->tensor ? &p->tensor_sites[i - p->nsites] : &p->sites[i];
+		judge_site(h, pv, sv);
+		pv->growing += sv->verdict == LEAK_GROWING;
+		pv->growing_tensors += sv->verdict == LEAK_GROWING && sv->tensor;
 	}
 	find_step(pv);
 	if (pv->nsites > 1)

@@ -64,6 +64,7 @@ static struct snapshot *publish(struct session *s, unsigned int wants)
 	if (snap->error)
 		p_err("cannot read the BPF maps: %s", strerror(-snap->error));
 	discovery_get_stats(s->disc, &snap->disc);
+	snap->nfiles = discovery_get_files(s->disc, &snap->files);
 	if (s->hist && !(wants & SNAP_LOSSES_ONLY))
 		history_observe(s->hist, snap);
 	return snap;

@@ -365,3 +365,34 @@ void discovery_get_stats(const struct discovery *d, struct discovery_stats *out)
 {
 	*out = d->stats;
 }
+
+size_t discovery_get_files(const struct discovery *d, struct discovery_file **out)
+{
+	struct discovery_file *files = NULL;
+	unsigned int *apis;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!d->stats.files)
+		return 0;
+	/* One block, the rows after the files: one free() lets it go. */
+	files = xcalloc(1, d->stats.files * (sizeof(*files) + probe_count * sizeof(*apis)));
+	apis = (unsigned int *)(files + d->stats.files);
+	for (size_t i = 0; i < d->nfiles && n < d->stats.files; i++) {
+		const struct file_id *id = &d->files[i];
+		struct discovery_file *f = &files[n];
+
+		if (!id->attached)
+			continue;
+		f->major = major(id->dev);
+		f->minor = minor(id->dev);
+		f->ino = id->ino;
+		f->apis = apis + n * probe_count;
+		for (unsigned int api = 0; api < probe_count; api++)
+			if (attached_has_api(id->attached, api))
+				f->apis[f->napis++] = api;
+		n++;
+	}
+	*out = files;
+	return n;
+}

@@ -19,6 +19,15 @@ struct discovery_stats {
 	uint64_t late_attach_ns_last;
 };
 
+/* A file with probes on it, as diagnostics show it: its device, inode and which probe-table
+ * rows are attached there. */
+struct discovery_file {
+	unsigned int major, minor;
+	uint64_t ino;
+	unsigned int napis;
+	unsigned int *apis;	/* probe-table rows, in the table's order */
+};
+
 struct discovery *discovery_new(struct tracer *tracer);
 void discovery_free(struct discovery *d);
 /* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */
@@ -32,5 +41,8 @@ void discovery_scan_process(struct discovery *d, int pid);
 void discovery_scan_dirs(struct discovery *d, const char *dirs);
 void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e);
 void discovery_get_stats(const struct discovery *d, struct discovery_stats *out);
+/* A copy of the attached files, in the order they were attached, in one block that one
+ * free() releases. Returns how many. */
+size_t discovery_get_files(const struct discovery *d, struct discovery_file **out);
 
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The probe table of DESIGN.md, and attaching its entry/return programs to one file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include "elf_syms.h"
 #include "pin.h"
+#include "probe_place.h"
 #include "probes.h"
 #include "uprobe_multi.h"
 #include "util.h"
@@ -177,15 +179,24 @@ const char *cuda_error_name(unsigned int layer, int error)
 		{ 4, "cudaErrorCudartUnloading", "CUDA_ERROR_DEINITIALIZED" },
 		{ 34, "cudaErrorStubLibrary", "CUDA_ERROR_STUB_LIBRARY" },
 		{ 35, "cudaErrorInsufficientDriver", NULL },
+		{ 36, "cudaErrorCallRequiresNewerDriver", NULL },
 		{ 46, "cudaErrorDevicesUnavailable", "CUDA_ERROR_DEVICE_UNAVAILABLE" },
 		{ 100, "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE" },
 		{ 101, "cudaErrorInvalidDevice", "CUDA_ERROR_INVALID_DEVICE" },
+		{ 200, "cudaErrorInvalidKernelImage", "CUDA_ERROR_INVALID_IMAGE" },
 		{ 201, "cudaErrorDeviceUninitialized", "CUDA_ERROR_INVALID_CONTEXT" },
+		{ 222, "cudaErrorUnsupportedPtxVersion", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" },
+		{ 304, "cudaErrorOperatingSystem", "CUDA_ERROR_OPERATING_SYSTEM" },
 		{ 400, "cudaErrorInvalidResourceHandle", "CUDA_ERROR_INVALID_HANDLE" },
+		{ 700, "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS" },
 		{ 712, "cudaErrorHostMemoryAlreadyRegistered",
 		  "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED" },
 		{ 713, "cudaErrorHostMemoryNotRegistered", "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED" },
 		{ 801, "cudaErrorNotSupported", "CUDA_ERROR_NOT_SUPPORTED" },
+		{ 802, "cudaErrorSystemNotReady", "CUDA_ERROR_SYSTEM_NOT_READY" },
+		{ 803, "cudaErrorSystemDriverMismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" },
+		{ 804, "cudaErrorCompatNotSupportedOnDevice",
+		  "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" },
 		{ 999, "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN" },
 	};
 
@@ -209,8 +220,18 @@ struct attached_file {
 	unsigned int nmulti;
 	unsigned int new_pins;		/* the agent's: programs whose link this attempt pinned */
 	unsigned int nprobes;
-	uint64_t offsets[ARRAY_SIZE(probe_table)];	/* 0: symbol absent */
+	unsigned int nmoved;		/* probes placed past a flag-setting entry instruction */
+	uint64_t offsets[ARRAY_SIZE(probe_table)];	/* where each probe goes; 0: symbol absent */
+	uint64_t sizes[ARRAY_SIZE(probe_table)];	/* the symbol's size, 0 if unknown */
 };
+
+static bool offset_taken(const struct attached_file *f, unsigned int api)
+{
+	for (unsigned int i = 0; i < api; i++)
+		if (f->offsets[i] == f->offsets[api])
+			return true;
+	return false;
+}
 
 static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
 			  void *ctx)
@@ -219,12 +240,50 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 	int api = probe_find(name);
 
 	(void)vaddr;
-	(void)size;
 	if (api >= 0 && probe_is_tensor((unsigned int)api))
 		return 0;	/* a USDT probe's name, never a function's */
-	if (api >= 0 && !f->offsets[api])
+	if (api >= 0 && !f->offsets[api]) {
 		f->offsets[api] = file_off;
+		f->sizes[api] = size;
+	}
 	return 0;
+}
+
+/* Moves each probe past a flag-setting entry instruction where probe_place.c finds one: the
+ * kernel then emulates the instruction it traps on instead of single-stepping one out of line.
+ * Anything unreadable or unknown keeps the symbol. */
+static void place_probes(struct attached_file *f)
+{
+	uint64_t symbol[ARRAY_SIZE(probe_table)], placed[ARRAY_SIZE(probe_table)];
+	struct probe_place where[ARRAY_SIZE(probe_table)];
+	int fd;
+
+	fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!probe_place_file_ok(fd)) {
+		close(fd);
+		return;
+	}
+	for (unsigned int api = 0; api < probe_count; api++) {
+		memset(&where[api], 0, sizeof(where[api]));
+		symbol[api] = placed[api] = f->offsets[api];
+		if (!f->offsets[api] || probe_is_tensor(api))
+			continue;
+		probe_place_read(fd, f->offsets[api], f->sizes[api], &where[api]);
+		placed[api] += where[api].offset;
+	}
+	close(fd);
+	probe_place_unshare(symbol, placed, where, probe_count);
+	for (unsigned int api = 0; api < probe_count; api++) {
+		if (!where[api].offset)
+			continue;
+		f->offsets[api] = placed[api];
+		if (!offset_taken(f, api))
+			f->nmoved++;
+		p_debug("%s: probe at +%u (after %s, on %s) in %s", probe_table[api].symbol,
+			where[api].offset, where[api].skipped, where[api].landing, f->path);
+	}
 }
 
 static struct bpf_program *entry_program(const struct probe_programs *pp, enum gm_shape shape)
@@ -265,14 +324,6 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 		break;
 	}
 	return NULL;
-}
-
-static bool offset_taken(const struct attached_file *f, unsigned int api)
-{
-	for (unsigned int i = 0; i < api; i++)
-		if (f->offsets[i] == f->offsets[api])
-			return true;
-	return false;
 }
 
 static int attach_one(const struct probe_programs *pp, struct attached_file *f, unsigned int api)
@@ -433,6 +484,7 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 	err = elf_for_each_func(path, collect_symbol, f);
 	if (err)
 		goto out_free;
+	place_probes(f);
 	if (pp->pin_dir && !pp->multi) {
 		p_err("the agent pins its probes as uprobe_multi links, which this kernel lacks "
 		      "(Linux 6.6 or later)");
@@ -449,7 +501,8 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 	}
 	if (!f->nprobes)
 		goto out_detach;	/* no CUDA allocation API here: not an error */
-	p_debug("attached %u probes to %s", f->nprobes, path);
+	p_debug("attached %u probes to %s (%u functions probed past a flag-setting entry "
+		"instruction)", f->nprobes, path, f->nmoved);
 	*out = f;
 	return 0;
 
@@ -486,4 +539,13 @@ unsigned int attached_probe_count(const struct attached_file *f)
 const char *attached_path(const struct attached_file *f)
 {
 	return f->path;
+}
+
+bool attached_has_api(const struct attached_file *f, unsigned int api)
+{
+	if (api >= probe_count)
+		return false;
+	if (probe_is_tensor(api))
+		return f->ntensor_links > 0;
+	return f->offsets[api] != 0;
 }

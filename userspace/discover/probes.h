@@ -63,5 +63,7 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 void detach_file(struct attached_file *f);
 unsigned int attached_probe_count(const struct attached_file *f);
 const char *attached_path(const struct attached_file *f);
+/* Whether probe-table row api is attached in f (at its own address, or at that of an alias). */
+bool attached_has_api(const struct attached_file *f, unsigned int api);
 
 #endif

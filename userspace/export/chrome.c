@@ -5,7 +5,9 @@
  * its allocations and frees, and at each snapshot (-i S); a track per top call site (the
  * CHROME_TOP_SITES that held the most at their peak, replayed from the events) has what that
  * site held; a process's end drops its tracks to 0 (the driver frees what it held); a failed
- * allocation is an instant event on its thread with api, size, error and the call site.
+ * allocation is an instant event on its thread with api, size, error and the call site. A
+ * process with PyTorch tensors has a track "Tensor memory" too: what its tensors held
+ * (allocated, inside "GPU memory"), and its tensor sites are sites like the others.
  * Samples go to a scratch file as they come; chrome_json.c writes the JSON at the end, when
  * the top sites are known. */
 #include <errno.h>
@@ -46,6 +48,15 @@ static void process_sample(struct chrome *c, const struct tl_proc *p, uint64_t w
 	put_rec(c, &r);
 }
 
+static void tensor_sample(struct chrome *c, const struct tl_proc *p, uint64_t wall_ns,
+			  uint64_t bytes)
+{
+	struct chrome_rec r = { .wall_ns = wall_ns, .value = bytes, .proc = (uint32_t)p->index,
+				.type = REC_TENSORS };
+
+	put_rec(c, &r);
+}
+
 static void site_sample(struct chrome *c, const struct tl_proc *p, const struct tl_site *site,
 			uint64_t wall_ns)
 {
@@ -61,6 +72,8 @@ static void site_sample(struct chrome *c, const struct tl_proc *p, const struct 
 static void process_end(struct chrome *c, struct tl_proc *p, uint64_t wall_ns)
 {
 	process_sample(c, p, wall_ns, 0);
+	if (p->has_tensors)
+		tensor_sample(c, p, wall_ns, 0);
 	for (size_t i = 0; i < p->site_keys.n; i++) {
 		if (!p->sites[i].bytes)
 			continue;
@@ -79,7 +92,10 @@ static void chrome_event(struct exporter *x, const struct snap_event *e)
 	switch (ch.what) {
 	case TL_ALLOC:
 	case TL_FREE:
-		process_sample(c, ch.p, e->wall_ns, e->ev->process_bytes);
+		if (ch.tensor)
+			tensor_sample(c, ch.p, e->wall_ns, e->ev->tensor_bytes);
+		else
+			process_sample(c, ch.p, e->wall_ns, e->ev->process_bytes);
 		if (ch.early_free && ch.early_site != ch.site)
 			site_sample(c, ch.p, ch.early_site, e->wall_ns);
 		site_sample(c, ch.p, ch.site, e->wall_ns);
@@ -130,6 +146,8 @@ static void chrome_snapshot(struct exporter *x, const struct snapshot *snap, boo
 		if (!p)
 			continue;	/* no event yet: named when one comes */
 		process_sample(c, p, wall_ns, sp->st.current_bytes);
+		if (sp->tensor.alloc_count)
+			tensor_sample(c, p, wall_ns, sp->tensor.current_bytes);
 	}
 }
 

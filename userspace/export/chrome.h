@@ -11,7 +11,7 @@
 #define CHROME_TOP_SITES 10	/* site tracks per process */
 #define CHROME_SITE_FRAMES 3	/* frames in a site track's name */
 
-enum rec_type { REC_PROCESS, REC_SITE, REC_FAILURE };
+enum rec_type { REC_PROCESS, REC_SITE, REC_FAILURE, REC_TENSORS };
 
 /* One sample, as the scratch file keeps it until the end. */
 struct chrome_rec {

@@ -20,17 +20,23 @@ static void site_name(char *buf, size_t len, const struct tl_site *site)
 {
 	char frame[256];
 	size_t at = (size_t)snprintf(buf, len, "site ");
-	uint32_t n = site->stack ? site->stack->nframes : 0;
+	uint32_t n = site->stack ? site->stack->nframes : 0, first = 0;
 
-	for (uint32_t i = 0; i < n && i < CHROME_SITE_FRAMES && at < len; i++)
-		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? " <- " : "",
+	/* A tensor's native frames are the allocator's: its name begins at the Python line. */
+	while (probe_is_tensor(site->api) && first < n && !site->stack->frames[first].python)
+		first++;
+	if (first == n)
+		first = 0;
+	for (uint32_t i = first; i < n && i - first < CHROME_SITE_FRAMES && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i > first ? " <- " : "",
 				       export_frame_name(&site->stack->frames[i], frame,
 							 sizeof(frame)));
 	if (!n && at < len)
 		at += (size_t)snprintf(buf + at, len - at, "[no stack]");
 	if (at < len)
 		snprintf(buf + at, len - at, " (%s %s #%d)", probe_api_name(site->api),
-			 kind_name(site->kind), site->stack_id);
+			 probe_is_tensor(site->api) ? "tensor" : kind_name(site->kind),
+			 site->stack_id);
 }
 
 static int by_peak(const void *a, const void *b, void *sites)
@@ -149,6 +155,8 @@ static void record(struct json_writer *w, const struct exporter *x, const struct
 		return;
 	if (r->type == REC_PROCESS)
 		counter(w, x, p, "GPU memory", r);
+	else if (r->type == REC_TENSORS)
+		counter(w, x, p, "Tensor memory", r);
 	else if (r->type == REC_SITE && names[r->proc][r->site])
 		counter(w, x, p, names[r->proc][r->site], r);
 	else if (r->type == REC_FAILURE)

@@ -8,7 +8,10 @@
  * segments are what the process held at the end (for a process that ended: when it ended),
  * so replaying the trace backwards from them is consistent. Each process keeps its last
  * MEMVIZ_MAX_ENTRIES trace entries, as PyTorch's max_entries does. gpumem does not know the
- * device of an allocation yet: everything is device 0, stream 0. */
+ * device of an allocation yet: everything is device 0, stream 0. A process with PyTorch's
+ * tensors (its caching allocator's USDT events) is drawn as PyTorch draws it: the segments
+ * are what cudaMalloc gave (segment_alloc, segment_free) and their blocks the tensors (alloc,
+ * free_requested, free_completed); the choice is made when its pickle is written. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -42,7 +45,7 @@ static void mv_proc_free(void *priv)
 
 /* Appends an entry to p's trace; past MEMVIZ_MAX_ENTRIES the oldest goes. */
 static void push(struct tl_proc *p, enum mv_action action, const struct snap_event *e,
-		 uint64_t addr, uint64_t size)
+		 uint64_t addr, uint64_t size, bool tensor)
 {
 	struct mv_proc *mp = p->priv;
 	struct mv_entry *slot;
@@ -63,7 +66,7 @@ static void push(struct tl_proc *p, enum mv_action action, const struct snap_eve
 	}
 	*slot = (struct mv_entry){ .addr = addr, .size = size, .wall_ns = e->wall_ns,
 				   .stack = e->stack ? snap_stack_get(e->stack) : NULL,
-				   .action = (uint8_t)action };
+				   .action = (uint8_t)action, .tensor = tensor };
 }
 
 static void memviz_event(struct exporter *x, const struct snap_event *e)
@@ -77,23 +80,32 @@ static void memviz_event(struct exporter *x, const struct snap_event *e)
 		return;
 	addr = ch.alloc.addr;
 	size = ch.alloc.size;
+	if (ch.tensor) {	/* a block of a segment */
+		if (ch.what == TL_ALLOC) {
+			push(ch.p, MV_ALLOC, e, addr, size, true);
+		} else {
+			push(ch.p, MV_FREE_REQUESTED, e, addr, size, true);
+			push(ch.p, MV_FREE_COMPLETED, e, addr, size, true);
+		}
+		return;
+	}
 	switch (ch.what) {
 	case TL_ALLOC:
 		if (ch.early_free) {	/* the address's last allocation, whose free is late */
-			push(ch.p, MV_FREE_REQUESTED, e, ch.early.addr, ch.early.size);
-			push(ch.p, MV_FREE_COMPLETED, e, ch.early.addr, ch.early.size);
-			push(ch.p, MV_SEGMENT_FREE, e, ch.early.addr, ch.early.size);
+			push(ch.p, MV_FREE_REQUESTED, e, ch.early.addr, ch.early.size, false);
+			push(ch.p, MV_FREE_COMPLETED, e, ch.early.addr, ch.early.size, false);
+			push(ch.p, MV_SEGMENT_FREE, e, ch.early.addr, ch.early.size, false);
 		}
-		push(ch.p, MV_SEGMENT_ALLOC, e, addr, size);
-		push(ch.p, MV_ALLOC, e, addr, size);
+		push(ch.p, MV_SEGMENT_ALLOC, e, addr, size, false);
+		push(ch.p, MV_ALLOC, e, addr, size, false);
 		break;
 	case TL_FREE:
-		push(ch.p, MV_FREE_REQUESTED, e, addr, size);
-		push(ch.p, MV_FREE_COMPLETED, e, addr, size);
-		push(ch.p, MV_SEGMENT_FREE, e, addr, size);
+		push(ch.p, MV_FREE_REQUESTED, e, addr, size, false);
+		push(ch.p, MV_FREE_COMPLETED, e, addr, size, false);
+		push(ch.p, MV_SEGMENT_FREE, e, addr, size, false);
 		break;
 	default:
-		push(ch.p, MV_OOM, e, 0, e->ev->size);
+		push(ch.p, MV_OOM, e, 0, e->ev->size, false);
 		break;
 	}
 }

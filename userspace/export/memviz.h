@@ -19,6 +19,7 @@ struct mv_entry {
 	uint64_t addr, size, wall_ns;
 	struct snap_stack *stack;	/* a reference; NULL: none recorded */
 	uint8_t action;			/* enum mv_action */
+	bool tensor;			/* a PyTorch tensor's (a block), else a segment's */
 };
 
 /* A process's trace: a ring once it is full (head is then the oldest). */

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The pickle of one process for --format memviz: {"segments": [...], "device_traces": [[...]],
  * "gpumem": {...}}, the keys and value types of torch.cuda.memory._snapshot(). A stack's
- * frames are written once and referred to through the pickle memo after that. */
+ * frames are written once and referred to through the pickle memo after that. A process with
+ * PyTorch's tensors has them as the blocks of its segments; without, each segment is one
+ * block. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,8 @@ struct writer {
 	uint32_t *memo;
 	size_t memo_cap;
 	const struct tl_proc *p;
+	const struct tl_alloc **tensors;	/* live tensors, by address */
+	size_t ntensors, tensors_placed, ntensors_total;
 };
 
 static void kv_str(struct pickle *pk, const char *key, const char *value)
@@ -58,35 +62,85 @@ static void frames(struct writer *w, const struct snap_stack *st)
 	w->memo[i] = pk_memo_put(&w->pk);
 }
 
-static void segment(struct writer *w, const struct tl_alloc *a)
+static void block(struct writer *w, uint64_t addr, uint64_t size, const char *state,
+		  const struct snap_stack *st)
+{
+	struct pickle *pk = &w->pk;
+
+	pk_dict_begin(pk);
+	kv_uint(pk, "address", addr);
+	kv_uint(pk, "size", size);
+	kv_uint(pk, "requested_size", st ? size : 0);
+	kv_str(pk, "state", state);
+	pk_str(pk, "frames");
+	frames(w, st);
+	pk_dict_end(pk);
+}
+
+/* The live tensors inside segment a, from *first on (both sorted by address): their bytes;
+ * [*first, *end) are those tensors. */
+static uint64_t tensors_in(const struct writer *w, const struct tl_alloc *a, size_t *first,
+			   size_t *end)
+{
+	uint64_t bytes = 0;
+	size_t i = *first;
+
+	while (i < w->ntensors && w->tensors[i]->addr < a->addr)
+		i++;
+	*first = i;
+	for (; i < w->ntensors && w->tensors[i]->addr + w->tensors[i]->size <= a->addr + a->size;
+	     i++)
+		bytes += w->tensors[i]->size;
+	*end = i;
+	return bytes;
+}
+
+/* A segment's blocks: its tensors with the room between them inactive, or (no tensors in the
+ * process) the whole segment as one block. */
+static void blocks(struct writer *w, const struct tl_alloc *a, size_t first, size_t end)
+{
+	uint64_t at = a->addr;
+
+	pk_str(&w->pk, "blocks");
+	pk_list_begin(&w->pk);
+	if (!w->p->has_tensors)
+		block(w, a->addr, a->size, "active_allocated", w->p->sites[a->site].stack);
+	for (size_t i = first; w->p->has_tensors && i < end; i++) {
+		const struct tl_alloc *t = w->tensors[i];
+
+		if (t->addr > at)
+			block(w, at, t->addr - at, "inactive", NULL);
+		block(w, t->addr, t->size, "active_allocated", w->p->sites[t->site].stack);
+		at = t->addr + t->size;
+	}
+	if (w->p->has_tensors && at < a->addr + a->size)
+		block(w, at, a->addr + a->size - at, "inactive", NULL);
+	pk_list_end(&w->pk);
+}
+
+static void segment(struct writer *w, const struct tl_alloc *a, size_t *next)
 {
 	const struct snap_stack *st = w->p->sites[a->site].stack;
 	struct pickle *pk = &w->pk;
+	size_t first = *next, end = first;
+	uint64_t used = w->p->has_tensors ? tensors_in(w, a, &first, &end) : a->size;
 
+	*next = end;
+	w->tensors_placed += end - first;
 	pk_dict_begin(pk);
 	kv_uint(pk, "device", 0);
 	kv_uint(pk, "address", a->addr);
 	kv_uint(pk, "total_size", a->size);
-	kv_uint(pk, "allocated_size", a->size);
-	kv_uint(pk, "active_size", a->size);
-	kv_uint(pk, "requested_size", a->size);
+	kv_uint(pk, "allocated_size", used);
+	kv_uint(pk, "active_size", used);
+	kv_uint(pk, "requested_size", used);
 	kv_uint(pk, "stream", 0);
 	kv_str(pk, "segment_type", "large");
 	pk_str(pk, "is_expandable");
 	pk_bool(pk, false);
 	pk_str(pk, "frames");
 	frames(w, st);
-	pk_str(pk, "blocks");
-	pk_list_begin(pk);
-	pk_dict_begin(pk);
-	kv_uint(pk, "address", a->addr);
-	kv_uint(pk, "size", a->size);
-	kv_uint(pk, "requested_size", a->size);
-	kv_str(pk, "state", "active_allocated");
-	pk_str(pk, "frames");
-	frames(w, st);
-	pk_dict_end(pk);
-	pk_list_end(pk);
+	blocks(w, a, first, end);
 	pk_dict_end(pk);
 }
 
@@ -99,7 +153,16 @@ static void collect(const struct tl_proc *p, const struct tl_alloc *a, void *ctx
 {
 	struct live_list *l = ctx;
 
-	if (export_kind_is_gpu(p->sites[a->site].kind))
+	if (!a->tensor && export_kind_is_gpu(p->sites[a->site].kind))
+		l->a[l->n++] = a;
+}
+
+static void collect_tensors(const struct tl_proc *p, const struct tl_alloc *a, void *ctx)
+{
+	struct live_list *l = ctx;
+
+	(void)p;
+	if (a->tensor)
 		l->a[l->n++] = a;
 }
 
@@ -115,15 +178,23 @@ static int by_address(const void *a, const void *b)
 static void segments(struct writer *w)
 {
 	struct live_list l = { .a = xcalloc(w->p->nlive + 1, sizeof(*l.a)) };
+	struct live_list t = { .a = xcalloc(w->p->nlive + 1, sizeof(*t.a)) };
+	size_t next = 0;
 
 	timeline_for_each_live(w->p, collect, &l);
+	timeline_for_each_live(w->p, collect_tensors, &t);
 	qsort(l.a, l.n, sizeof(*l.a), by_address);
+	qsort(t.a, t.n, sizeof(*t.a), by_address);
+	w->tensors = t.a;
+	w->ntensors = w->ntensors_total = t.n;
 	pk_str(&w->pk, "segments");
 	pk_list_begin(&w->pk);
 	for (size_t i = 0; i < l.n; i++)
-		segment(w, l.a[i]);
+		segment(w, l.a[i], &next);
 	pk_list_end(&w->pk);
 	free(l.a);
+	free(t.a);
+	w->tensors = NULL;
 }
 
 static void entry(struct writer *w, const struct mv_entry *e)
@@ -152,8 +223,15 @@ static void device_traces(struct writer *w)
 	pk_str(&w->pk, "device_traces");
 	pk_list_begin(&w->pk);
 	pk_list_begin(&w->pk);
-	for (size_t i = 0; mp && i < mp->n; i++)
-		entry(w, &mp->ring[(mp->head + i) % mp->n]);
+	for (size_t i = 0; mp && i < mp->n; i++) {
+		const struct mv_entry *e = &mp->ring[(mp->head + i) % mp->n];
+
+		/* With tensors, a segment's own block actions are left out: its blocks are them. */
+		if (w->p->has_tensors && !e->tensor && e->action != MV_SEGMENT_ALLOC &&
+		    e->action != MV_SEGMENT_FREE && e->action != MV_OOM)
+			continue;
+		entry(w, e);
+	}
 	pk_list_end(&w->pk);
 	pk_list_end(&w->pk);
 }
@@ -175,6 +253,8 @@ static void about(struct writer *w)
 	pk_bool(pk, p->ended);
 	kv_uint(pk, "dropped_trace_entries", mp ? mp->dropped : 0);
 	kv_uint(pk, "unmatched_frees", p->unmatched_frees);
+	/* live tensors in no live segment (it was allocated before the events were streamed) */
+	kv_uint(pk, "tensors_outside_segments", w->ntensors_total - w->tensors_placed);
 	kv_str(pk, "device", "unknown: every allocation is shown on device 0");
 	pk_dict_end(pk);
 }

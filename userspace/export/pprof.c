@@ -15,6 +15,7 @@
 #include "json.h"
 #include "probes.h"
 #include "protobuf.h"
+#include "report.h"
 #include "util.h"
 
 /* Field numbers of profile.proto. */
@@ -33,6 +34,7 @@ enum { LINE_FUNCTION_ID = 1, LINE_LINE };
 enum { FUNCTION_ID = 1, FUNCTION_NAME, FUNCTION_SYSTEM_NAME, FUNCTION_FILENAME };
 
 #define PPROF_MAX_FRAMES GM_MAX_STACK_DEPTH
+#define PPROF_VALUES 8		/* inuse/alloc space/objects, then the same of tensors */
 
 struct pprof {
 	FILE *out;
@@ -161,7 +163,7 @@ static void labels(struct pprof *pp, const struct snap_proc *p, const struct sna
 	label_str(pp, "namespace", ci->pod_namespace);
 	label_str(pp, "container_name", ci->container_name);
 	label_str(pp, "api", probe_api_name(ss->api));
-	label_str(pp, "kind", kind_name(ss->kind));
+	label_str(pp, "kind", site_kind_name(ss));
 }
 
 /* A "[no stack]" location for a site whose stack was not recorded. */
@@ -172,15 +174,21 @@ static uint64_t no_stack_location(struct pprof *pp)
 	return location_id(pp, &f);
 }
 
-static void sample(struct pprof *pp, const struct snap_proc *p, const struct snap_site *ss)
+/* A site's four values, as segment (reserved) values or, for a tensor site, as the tensor_*
+ * ones: a tensor's bytes are inside a segment's, never added to them. */
+static void sample(struct pprof *pp, const struct snap_proc *p, const struct snap_site *ss,
+		   bool tensor)
 {
 	const struct gm_site_stats *st = &ss->st;
-	uint64_t values[4] = { st->current_bytes, st->current_allocs, st->alloc_bytes_total,
-			       st->alloc_count };
+	uint64_t values[PPROF_VALUES] = { 0 }, *v = values + (tensor ? 4 : 0);
 	uint64_t locs[PPROF_MAX_FRAMES];
 	uint32_t n = 0;
 
-	if (!values[0] && !values[1] && !values[2] && !values[3])
+	v[0] = st->current_bytes;
+	v[1] = st->current_allocs;
+	v[2] = st->alloc_bytes_total;
+	v[3] = st->alloc_count;
+	if (!v[0] && !v[1] && !v[2] && !v[3])
 		return;	/* only failed calls: nothing to weigh */
 	for (; ss->stack && n < ss->stack->nframes && n < PPROF_MAX_FRAMES; n++)
 		locs[n] = location_id(pp, &ss->stack->frames[n]);	/* the leaf first */
@@ -188,7 +196,7 @@ static void sample(struct pprof *pp, const struct snap_proc *p, const struct sna
 		locs[n++] = no_stack_location(pp);
 	pb_reset(&pp->msg);
 	pb_field_packed(&pp->msg, SAMPLE_LOCATION_ID, locs, n);
-	pb_field_packed(&pp->msg, SAMPLE_VALUE, values, 4);
+	pb_field_packed(&pp->msg, SAMPLE_VALUE, values, PPROF_VALUES);
 	labels(pp, p, ss);
 	pb_field_message(&pp->body, PROFILE_SAMPLE, &pp->msg);
 }
@@ -204,7 +212,9 @@ static void pprof_snapshot(struct exporter *x, const struct snapshot *snap, bool
 		const struct snap_proc *p = &snap->procs[i];
 
 		for (size_t j = 0; (p->valid & SP_STATS) && j < p->nsites; j++)
-			sample(pp, p, &p->sites[j]);
+			sample(pp, p, &p->sites[j], false);
+		for (size_t j = 0; (p->valid & SP_STATS) && j < p->ntensor_sites; j++)
+			sample(pp, p, &p->tensor_sites[j], true);
 	}
 }
 
@@ -222,6 +232,10 @@ static int pprof_begin(struct exporter *x)
 	value_type(pp, PROFILE_SAMPLE_TYPE, "inuse_objects", "count");
 	value_type(pp, PROFILE_SAMPLE_TYPE, "alloc_space", "bytes");
 	value_type(pp, PROFILE_SAMPLE_TYPE, "alloc_objects", "count");
+	value_type(pp, PROFILE_SAMPLE_TYPE, "tensor_inuse_space", "bytes");
+	value_type(pp, PROFILE_SAMPLE_TYPE, "tensor_inuse_objects", "count");
+	value_type(pp, PROFILE_SAMPLE_TYPE, "tensor_alloc_space", "bytes");
+	value_type(pp, PROFILE_SAMPLE_TYPE, "tensor_alloc_objects", "count");
 	x->priv = pp;
 	return 0;
 }
@@ -231,7 +245,8 @@ static void finish_profile(struct exporter *x, struct pprof *pp)
 {
 	uint64_t comment = str_id(pp, "gpumem: inuse_* = held at the end (a process that ended: "
 				  "when it ended); alloc_* = totals over the run; label kind=host is "
-				  "pinned host memory");
+				  "pinned host memory; tensor_* = PyTorch tensors (allocated, "
+				  "inside the segments inuse_space counts), label kind=tensor");
 
 	pb_field_varint(&pp->body, PROFILE_COMMENT, comment);
 	pb_field_varint(&pp->body, PROFILE_DEFAULT_SAMPLE_TYPE, str_id(pp, "inuse_space"));

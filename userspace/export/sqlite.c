@@ -16,7 +16,7 @@
 
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_EVENT] = "INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-		     " ?12, ?13, ?14, ?15)",
+		     " ?12, ?13, ?14, ?15, ?16)",
 	[ST_PROC_NEW] = "INSERT INTO processes (id, session_id, pid, comm, start_ns)"
 			" VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_PROC_IDENTITY] = "UPDATE processes SET serial = ?2, ns_pid = ?3, comm = ?4,"
@@ -24,15 +24,16 @@ static const char *const stmt_sql[ST_COUNT] = {
 			     " container = ?9, pod = ?10, pod_qos = ?11, pod_name = ?12,"
 			     " pod_namespace = ?13, container_name = ?14 WHERE id = ?1",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, exit_code = ?3 WHERE id = ?1",
-	[ST_SITE_NEW] = "INSERT INTO sites VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_SITE_NEW] = "INSERT INTO sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_SITE_STACK] = "UPDATE sites SET stack_id = ?2 WHERE id = ?1",
 	[ST_STACK_FIND] = "SELECT id FROM stacks WHERE hash = ?1 AND nframes = ?2",
 	[ST_STACK_NEW] = "INSERT INTO stacks VALUES (?1, ?2, ?3, ?4)",
-	[ST_FRAME_NEW] = "INSERT INTO frames VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_FRAME_NEW] = "INSERT INTO frames VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+			 " ?11)",
 	[ST_STACK_TOUCH] = "UPDATE stacks SET last_used_ns = ?2 WHERE id = ?1",
 	[ST_TICK] = "INSERT OR IGNORE INTO samples VALUES (?1, ?2)",
 	[ST_PROC_SAMPLE] = "INSERT OR REPLACE INTO process_samples VALUES (?1, ?2, ?3, ?4, ?5,"
-			   " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+			   " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
 	[ST_SITE_SAMPLE] = "INSERT OR REPLACE INTO site_samples VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
 			   " ?7, ?8)",
 	[ST_LOSS] = "INSERT OR REPLACE INTO losses VALUES (?1, ?2, ?3)",
@@ -214,11 +215,15 @@ static bool sampled_out(const struct recorder *r, const struct gm_call_event *e)
 	return h % r->opt.sample_events != 0;
 }
 
-/* The live map's key: the process row and the kind, which stands for the address space (VMM
- * handles, mappings and reservations of one address, imports apart). */
+/* The live map's key: the process row and the address space (VMM handles, mappings and
+ * reservations of one address, imports and PyTorch's tensors, which lie inside the segments,
+ * apart: the kind stands for the space). forget() reads the row back (REC_LIVE_SPACE_BITS). */
 static uint64_t live_key(const struct rec_proc *p, const struct gm_call_event *e)
 {
-	return p->id * GM_KIND_COUNT + (e->kind < GM_KIND_COUNT ? e->kind : 0);
+	uint64_t space = e->layer == GM_LAYER_TENSOR ? GM_KIND_COUNT
+			 : e->kind < GM_KIND_COUNT  ? e->kind : 0;
+
+	return p->id << REC_LIVE_SPACE_BITS | space;
 }
 
 /* What an event refers to beyond its own columns: its site, and a free's allocation. */
@@ -231,7 +236,7 @@ static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap
 
 	*site = *alloc = 0;
 	if (e->type == RECDB_EV_ALLOC || e->type == RECDB_EV_ALLOC_FAILED) {
-		s = rec_site_of(r, p, e->stack_id, e->api, e->kind, se->stack);
+		s = rec_site_of(r, p, e->stack_id, e->py_stack_id, e->api, e->kind, se->stack);
 		*site = s ? s->id : 0;
 	}
 	if (e->type == RECDB_EV_ALLOC) {
@@ -285,6 +290,11 @@ static void write_event(struct recorder *r, struct rec_proc *p, const struct sna
 	bind_or_null(st, 13, rec_stack_row(r, se->stack));
 	bind_or_null(st, 14, site);
 	bind_or_null(st, 15, alloc);
+	/* A tensor event's or a failure's: what the process's tensors held after it (or at it). */
+	if (!exit && (e->layer == GM_LAYER_TENSOR || e->type == RECDB_EV_ALLOC_FAILED))
+		sqlite3_bind_int64(st, 16, (int64_t)e->tensor_bytes);
+	else
+		sqlite3_bind_null(st, 16);
 	rec_step(r, ST_EVENT);
 }
 

@@ -37,7 +37,8 @@ struct rec_site {
 /* The numbers of a process sample, compared to decide whether a row is due. */
 struct rec_proc_numbers {
 	uint64_t current_bytes, current_allocs, peak_bytes, alloc_count, free_count,
-		alloc_bytes_total, failed_count, by_kind[GM_KIND_COUNT];
+		alloc_bytes_total, failed_count, by_kind[GM_KIND_COUNT], tensor_bytes,
+		tensor_allocs, tensor_peak_bytes;
 };
 
 struct rec_proc {
@@ -56,6 +57,10 @@ struct rec_proc {
 	size_t nsites;
 };
 
+/* The live-allocation map's key is the process row << REC_LIVE_SPACE_BITS | its address space
+ * (a kind, or GM_KIND_COUNT for tensors). */
+#define REC_LIVE_SPACE_BITS 4
+_Static_assert(GM_KIND_COUNT < (1 << REC_LIVE_SPACE_BITS), "every space fits its bits");
 #define REC_NAMES_WRITTEN (1u << 31)	/* identity: the OCI names were written */
 
 struct recorder {
@@ -96,7 +101,8 @@ void rec_proc_close(struct recorder *r, struct rec_proc *p, uint64_t end_ns, boo
 		    int code);
 void rec_proc_identity(struct recorder *r, struct rec_proc *rp, const struct snap_proc *p);
 struct rec_site *rec_site_of(struct recorder *r, struct rec_proc *p, int32_t stack_key,
-			     uint32_t api, uint32_t kind, struct snap_stack *stack);
+			     int32_t py_stack_id, uint32_t api, uint32_t kind,
+			     struct snap_stack *stack);
 uint64_t rec_stack_row(struct recorder *r, struct snap_stack *st);
 void rec_stacks_flush(struct recorder *r, uint64_t now_wall, bool clear);
 void rec_prune(struct recorder *r);

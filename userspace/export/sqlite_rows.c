@@ -173,8 +173,16 @@ static uint64_t site_key(int32_t stack_key, uint32_t api, uint32_t kind)
 	       (kind & 0xff);
 }
 
+/* The process row (below 2^32) with the Python stack id above it: Python lines that reach one
+ * native stack (PyTorch's tensors all do) are sites apart, as in the kernel. */
+static uint64_t site_owner(const struct rec_proc *p, int32_t py_stack_id)
+{
+	return p->id | (uint64_t)(uint32_t)(py_stack_id < 0 ? 0 : py_stack_id + 1) << 32;
+}
+
 static struct rec_site *site_new(struct recorder *r, struct rec_proc *p, int32_t stack_key,
-				 uint32_t api, uint32_t kind, uint64_t stack_row)
+				 int32_t py_stack_id, uint32_t api, uint32_t kind,
+				 uint64_t stack_row)
 {
 	struct rec_site *s = xcalloc(1, sizeof(*s));
 	sqlite3_stmt *st = r->st[ST_SITE_NEW];
@@ -190,22 +198,29 @@ static struct rec_site *site_new(struct recorder *r, struct rec_proc *p, int32_t
 		sqlite3_bind_int64(st, 6, (int64_t)stack_row);
 	else
 		sqlite3_bind_null(st, 6);
+	if (py_stack_id >= 0)
+		sqlite3_bind_int(st, 7, py_stack_id);
+	else
+		sqlite3_bind_null(st, 7);
 	rec_step(r, ST_SITE_NEW);
 	p->sites = xrealloc(p->sites, (p->nsites + 1) * sizeof(*p->sites));
 	p->sites[p->nsites++] = s;
-	idmap_put(&r->sites, p->id, site_key(stack_key, api, kind), (uintptr_t)s, 0);
+	idmap_put(&r->sites, site_owner(p, py_stack_id), site_key(stack_key, api, kind),
+		  (uintptr_t)s, 0);
 	return s;
 }
 
 struct rec_site *rec_site_of(struct recorder *r, struct rec_proc *p, int32_t stack_key,
-			     uint32_t api, uint32_t kind, struct snap_stack *stack)
+			     int32_t py_stack_id, uint32_t api, uint32_t kind,
+			     struct snap_stack *stack)
 {
-	struct idmap_slot *slot = idmap_find(&r->sites, p->id, site_key(stack_key, api, kind));
+	struct idmap_slot *slot = idmap_find(&r->sites, site_owner(p, py_stack_id),
+					     site_key(stack_key, api, kind));
 	uint64_t row = rec_stack_row(r, stack);
 	struct rec_site *s;
 
 	if (!slot)
-		return site_new(r, p, stack_key, api, kind, row);
+		return site_new(r, p, stack_key, py_stack_id, api, kind, row);
 	s = (struct rec_site *)(uintptr_t)slot->v;
 	if (row && row != s->stack_row) {	/* named better since (its exit map came) */
 		s->stack_row = row;
@@ -239,7 +254,8 @@ static uint64_t stack_hash(const struct snap_stack *st)
 	for (uint32_t i = 0; i < st->nframes; i++) {
 		const struct snap_frame *f = &st->frames[i];
 		uint64_t nums[4] = { f->addr, f->offset, f->symbol_offset,
-				     (uint64_t)f->line << 1 | f->inlined };
+				     (uint64_t)f->line << 2 | (uint64_t)f->python << 1 |
+					     f->inlined };
 
 		hash_bytes(&h, nums, sizeof(nums));
 		hash_string(&h, f->module);
@@ -269,6 +285,7 @@ static void frame_insert(struct recorder *r, uint64_t id, uint32_t idx, const st
 	else
 		sqlite3_bind_null(st, 9);
 	sqlite3_bind_int(st, 10, f->inlined);
+	sqlite3_bind_int(st, 11, f->python);
 	rec_step(r, ST_FRAME_NEW);
 }
 
@@ -353,7 +370,7 @@ static void forget(struct recorder *r, const struct idmap *sites_of, const struc
 
 		for (size_t i = 0; of->n && i < m->cap;) {
 			struct idmap_slot *s = &m->slots[i];
-			uint64_t proc = pass ? s->k1 >> 1 : s->k1;
+			uint64_t proc = pass ? s->k1 >> REC_LIVE_SPACE_BITS : s->k1 & 0xffffffffull;
 
 			/* A deletion shifts a later entry into slot i: look at i again. */
 			if (s->k1 && idmap_find(of, proc, 0) && idmap_del(m, s->k1, s->k2, NULL))

@@ -67,7 +67,9 @@ static void proc_sample(struct recorder *r, struct rec_proc *rp, const struct sn
 		.current_bytes = p->st.current_bytes, .current_allocs = p->st.current_allocs,
 		.peak_bytes = p->st.peak_bytes, .alloc_count = p->st.alloc_count,
 		.free_count = p->st.free_count, .alloc_bytes_total = p->st.alloc_bytes_total,
-		.failed_count = p->st.failed_count,
+		.failed_count = p->st.failed_count, .tensor_bytes = p->tensor.current_bytes,
+		.tensor_allocs = p->tensor.current_allocs,
+		.tensor_peak_bytes = p->st.tensor_peak_bytes,
 	};
 
 	memcpy(n.by_kind, p->st.by_kind, sizeof(n.by_kind));
@@ -84,8 +86,11 @@ static void proc_sample(struct recorder *r, struct rec_proc *rp, const struct sn
 	sqlite3_bind_int64(st, 7, (int64_t)n.free_count);
 	sqlite3_bind_int64(st, 8, (int64_t)n.alloc_bytes_total);
 	sqlite3_bind_int64(st, 9, (int64_t)n.failed_count);
-	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* the columns of schema 1 */
+	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* a column per memory kind */
 		sqlite3_bind_int64(st, 10 + k, (int64_t)n.by_kind[k]);
+	sqlite3_bind_int64(st, 10 + GM_KIND_MEMORY_COUNT, (int64_t)n.tensor_bytes);
+	sqlite3_bind_int64(st, 11 + GM_KIND_MEMORY_COUNT, (int64_t)n.tensor_allocs);
+	sqlite3_bind_int64(st, 12 + GM_KIND_MEMORY_COUNT, (int64_t)n.tensor_peak_bytes);
 	rec_step(r, ST_PROC_SAMPLE);
 }
 
@@ -104,9 +109,11 @@ static void process_rows(struct recorder *r, const struct snapshot *snap,
 	if (!(p->valid & SP_STATS))
 		return;
 	proc_sample(r, rp, p, tick);
-	for (size_t j = 0; j < p->nsites; j++) {
-		const struct snap_site *ss = &p->sites[j];
-		struct rec_site *s = rec_site_of(r, rp, ss->stack_id, ss->api, ss->kind, ss->stack);
+	for (size_t j = 0; j < p->nsites + p->ntensor_sites; j++) {
+		const struct snap_site *ss = j < p->nsites ? &p->sites[j]
+							    : &p->tensor_sites[j - p->nsites];
+		struct rec_site *s = rec_site_of(r, rp, ss->stack_id, ss->py_stack_id, ss->api,
+						 ss->kind, ss->stack);
 
 		site_sample(r, s, ss, tick);
 	}

@@ -31,10 +31,10 @@ static const char schema_sql[] =
 	"CREATE TABLE frames (stack_id INTEGER NOT NULL, idx INTEGER NOT NULL,"
 	" addr INTEGER NOT NULL, module TEXT, symbol TEXT, offset INTEGER NOT NULL,"
 	" symbol_offset INTEGER, file TEXT, line INTEGER, inlined INTEGER NOT NULL,"
-	" PRIMARY KEY (stack_id, idx)) WITHOUT ROWID;"
+	" python INTEGER NOT NULL, PRIMARY KEY (stack_id, idx)) WITHOUT ROWID;"
 	"CREATE TABLE sites (id INTEGER PRIMARY KEY, process_id INTEGER NOT NULL,"
 	" stack_key INTEGER NOT NULL, api INTEGER NOT NULL, kind INTEGER NOT NULL,"
-	" stack_id INTEGER);"
+	" stack_id INTEGER, py_stack_id INTEGER);"
 	"CREATE INDEX sites_process ON sites (process_id);"
 	"CREATE TABLE samples (time_ns INTEGER PRIMARY KEY, session_id INTEGER NOT NULL);"
 	"CREATE TABLE process_samples (process_id INTEGER NOT NULL, time_ns INTEGER NOT NULL,"
@@ -42,6 +42,7 @@ static const char schema_sql[] =
 	" alloc_count INTEGER, free_count INTEGER, alloc_bytes_total INTEGER,"
 	" failed_count INTEGER, device_bytes INTEGER, managed_bytes INTEGER,"
 	" host_bytes INTEGER, async_bytes INTEGER, vmm_bytes INTEGER,"
+	" tensor_bytes INTEGER, tensor_allocs INTEGER, tensor_peak_bytes INTEGER,"
 	" PRIMARY KEY (process_id, time_ns)) WITHOUT ROWID;"
 	"CREATE INDEX process_samples_time ON process_samples (time_ns);"
 	"CREATE TABLE site_samples (site_id INTEGER NOT NULL, time_ns INTEGER NOT NULL,"
@@ -52,7 +53,8 @@ static const char schema_sql[] =
 	"CREATE TABLE events (id INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL,"
 	" process_id INTEGER NOT NULL, type INTEGER NOT NULL, tid INTEGER, api INTEGER,"
 	" layer INTEGER, kind INTEGER, addr INTEGER, size INTEGER, error INTEGER,"
-	" process_bytes INTEGER, stack_id INTEGER, site_id INTEGER, alloc_id INTEGER);"
+	" process_bytes INTEGER, stack_id INTEGER, site_id INTEGER, alloc_id INTEGER,"
+	" process_tensor_bytes INTEGER);"
 	"CREATE INDEX events_time ON events (time_ns);"
 	"CREATE INDEX events_failures ON events (time_ns) WHERE type = 3;"
 	"CREATE TABLE losses (name TEXT NOT NULL, time_ns INTEGER NOT NULL, value INTEGER,"
@@ -97,7 +99,8 @@ static const char schema_sql[] =
 	" NULL AS localMemoryPoolAddress, NULL AS localMemoryPoolReleaseThreshold,"
 	" NULL AS localMemoryPoolSize, NULL AS localMemoryPoolUtilizedSize,"
 	" NULL AS importedMemoryPoolAddress, NULL AS importedMemoryPoolProcessId"
-	" FROM events e JOIN processes p ON p.id = e.process_id WHERE e.type IN (1, 2);";
+	" FROM events e JOIN processes p ON p.id = e.process_id WHERE e.type IN (1, 2)"
+	" AND e.layer != 2;";	/* PyTorch's tensors are inside the allocations it lists */
 
 /* The tracer's numbers of tracer_stats: where each lives in a snapshot. */
 enum stat_home { IN_COUNTERS, IN_DISC_UINT, IN_DISC_U64, IN_SNAPSHOT_U64 };

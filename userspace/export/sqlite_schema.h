@@ -12,7 +12,9 @@
 /* PRAGMA application_id of every recording ("gpmr"), and the schema's version
  * (PRAGMA user_version): bumped whenever a table or column changes meaning. */
 #define RECDB_APPLICATION_ID 0x67706d72
-#define RECDB_SCHEMA_VERSION 1
+/* 2: PyTorch tensors (process_samples' tensor_*, events' process_tensor_bytes), sites keyed by
+ * their Python stack too (sites.py_stack_id), frames that say they are Python's. */
+#define RECDB_SCHEMA_VERSION 2
 
 /* Event types in the events table: the ring buffer's record types (gpumem.h). */
 enum recdb_event {

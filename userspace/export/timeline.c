@@ -9,12 +9,18 @@
 
 struct site_key {
 	int32_t stack_id;
+	int32_t py_stack_id;	/* Python paths that share a native stack: sites apart */
 	uint32_t api, kind;
 };
 
-static size_t slot_of(uint64_t addr, size_t cap)
+static size_t slot_of(uint64_t addr, bool tensor, size_t cap)
 {
-	return (size_t)((addr >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+	return (size_t)(((addr >> 4) ^ tensor) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+}
+
+static bool same_alloc(const struct tl_alloc *a, uint64_t addr, bool tensor)
+{
+	return a->addr == addr && a->tensor == tensor;
 }
 
 static void live_put(struct tl_proc *p, const struct tl_alloc *a);
@@ -40,8 +46,8 @@ static void live_put(struct tl_proc *p, const struct tl_alloc *a)
 
 	if ((p->nlive + 1) * 2 > p->live_cap)
 		live_grow(p);
-	i = slot_of(a->addr, p->live_cap);
-	while (p->live[i].used && p->live[i].addr != a->addr)
+	i = slot_of(a->addr, a->tensor, p->live_cap);
+	while (p->live[i].used && !same_alloc(&p->live[i], a->addr, a->tensor))
 		i = (i + 1) & (p->live_cap - 1);
 	if (!p->live[i].used)
 		p->nlive++;
@@ -49,15 +55,15 @@ static void live_put(struct tl_proc *p, const struct tl_alloc *a)
 	p->live[i].used = true;
 }
 
-/* Removes the allocation at addr into *out; false when there is none. */
-static bool live_take(struct tl_proc *p, uint64_t addr, struct tl_alloc *out)
+/* Removes the allocation (or tensor) at addr into *out; false when there is none. */
+static bool live_take(struct tl_proc *p, uint64_t addr, bool tensor, struct tl_alloc *out)
 {
 	size_t mask = p->live_cap - 1, i, j;
 
 	if (!p->live_cap)
 		return false;
-	for (i = slot_of(addr, p->live_cap); p->live[i].used; i = (i + 1) & mask)
-		if (p->live[i].addr == addr)
+	for (i = slot_of(addr, tensor, p->live_cap); p->live[i].used; i = (i + 1) & mask)
+		if (same_alloc(&p->live[i], addr, tensor))
 			break;
 	if (!p->live[i].used)
 		return false;
@@ -66,7 +72,7 @@ static bool live_take(struct tl_proc *p, uint64_t addr, struct tl_alloc *out)
 	p->nlive--;
 	/* Backward shift: move up every entry that probed past the hole. */
 	for (j = (i + 1) & mask; p->live[j].used; j = (j + 1) & mask) {
-		size_t home = slot_of(p->live[j].addr, p->live_cap);
+		size_t home = slot_of(p->live[j].addr, p->live[j].tensor, p->live_cap);
 
 		if (((j - home) & mask) >= ((j - i) & mask)) {
 			p->live[i] = p->live[j];
@@ -121,7 +127,8 @@ static struct tl_proc *proc_of(struct timeline *t, const struct snap_event *e)
 
 static struct tl_site *site_of(struct tl_proc *p, const struct snap_event *e, uint32_t *index)
 {
-	struct site_key key = { .stack_id = e->ev->stack_id, .api = e->ev->api,
+	struct site_key key = { .stack_id = e->ev->stack_id, .py_stack_id = e->ev->py_stack_id,
+				.api = e->ev->api,
 				.kind = e->ev->kind };
 	bool added;
 	uint32_t i = intern(&p->site_keys, &key, sizeof(key), &added);
@@ -164,18 +171,22 @@ static bool early_take(struct tl_proc *p, uint64_t addr)
 static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl_change *out)
 {
 	uint32_t index;
-	bool reused = live_take(p, e->ev->addr, &out->early);
+	bool reused = live_take(p, e->ev->addr, out->tensor, &out->early);
 	struct tl_site *site = site_of(p, e, &index);
 
 	if (reused) {	/* its old allocation's free event is on its way: freed now */
 		out->early_free = true;
 		out->early_site = &p->sites[out->early.site];
 		out->early_site->bytes -= out->early.size;
-		early_put(p, e->ev->addr);
+		/* A tensor's free is sent before the allocator can hand its address out again:
+		 * none is on its way (it was lost). */
+		if (!out->tensor)
+			early_put(p, e->ev->addr);
 	}
 
 	out->alloc = (struct tl_alloc){ .addr = e->ev->addr, .size = e->ev->size,
-					.wall_ns = e->wall_ns, .site = index };
+					.wall_ns = e->wall_ns, .site = index,
+					.tensor = out->tensor };
 	live_put(p, &out->alloc);
 	site->bytes += e->ev->size;
 	if (site->bytes > site->peak)
@@ -186,9 +197,9 @@ static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl
 
 static void apply_free(struct tl_proc *p, const struct snap_event *e, struct tl_change *out)
 {
-	if (early_take(p, e->ev->addr))
+	if (!out->tensor && early_take(p, e->ev->addr))
 		return;		/* freed already, when its address was allocated again */
-	if (!live_take(p, e->ev->addr, &out->alloc)) {
+	if (!live_take(p, e->ev->addr, out->tensor, &out->alloc)) {
 		p->unmatched_frees++;
 		return;
 	}
@@ -213,8 +224,13 @@ void timeline_apply(struct timeline *t, const struct snap_event *e, struct tl_ch
 	    ev->type != GM_REC_ALLOC_FAILED && ev->type != GM_REC_PROCESS_EXIT)
 		return;
 	out->p = proc_of(t, e);
+	out->tensor = ev->layer == GM_LAYER_TENSOR && ev->type != GM_REC_PROCESS_EXIT;
 	if (ev->type != GM_REC_PROCESS_EXIT)
 		out->p->process_bytes = ev->process_bytes;
+	if (out->tensor) {
+		out->p->tensor_bytes = ev->tensor_bytes;
+		out->p->has_tensors = true;
+	}
 	switch (ev->type) {
 	case GM_REC_ALLOC:
 		apply_alloc(out->p, e, out);

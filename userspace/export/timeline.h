@@ -2,7 +2,9 @@
 /* The allocations of each process replayed from the call events, for the exporters that draw
  * time (chrome, memviz): what is live, from which call site, and what each site holds and
  * held at most. A free is matched to the allocation it frees; one whose allocation the events
- * never showed (made before they were streamed, or lost) is counted and left out. */
+ * never showed (made before they were streamed, or lost) is counted and left out. PyTorch's
+ * tensors (events of layer GM_LAYER_TENSOR) are allocations of their own, inside the segments
+ * the other allocations are: an address may be a segment's and a tensor's at once. */
 #ifndef GPUMEM_TIMELINE_H
 #define GPUMEM_TIMELINE_H
 
@@ -24,6 +26,7 @@ struct tl_alloc {
 	uint64_t wall_ns;
 	uint32_t site;		/* index in the process's sites */
 	bool used;		/* a slot of the live table */
+	bool tensor;		/* a PyTorch tensor (inside a segment), not a segment */
 };
 
 struct tl_proc {
@@ -35,6 +38,8 @@ struct tl_proc {
 	struct container_info container;
 	bool has_container;
 	uint64_t process_bytes;	/* the kernel's count at the last event (GPU-side kinds) */
+	uint64_t tensor_bytes;	/* its tensors, as the last tensor event counted them */
+	bool has_tensors;	/* a tensor event came */
 	struct intern site_keys;
 	struct tl_site *sites;
 	size_t sites_cap;
@@ -54,6 +59,7 @@ enum tl_what { TL_NONE, TL_ALLOC, TL_FREE, TL_FAILED, TL_EXIT };
 
 struct tl_change {
 	enum tl_what what;
+	bool tensor;		/* a tensor's allocation or free (layer GM_LAYER_TENSOR) */
 	struct tl_proc *p;
 	struct tl_site *site;	/* alloc and failure: its site; free: the allocation's */
 	struct tl_alloc alloc;	/* alloc: the new one; free: the one it freed */

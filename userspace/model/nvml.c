@@ -11,6 +11,7 @@ typedef int (*nvml_init_fn)(void);
 typedef int (*nvml_count_fn)(unsigned int *count);
 typedef int (*nvml_handle_fn)(unsigned int index, void **device);
 typedef int (*nvml_name_fn)(void *device, char *name, unsigned int len);
+typedef const char *(*nvml_error_string_fn)(int code);
 
 /* nvmlMemory_t */
 struct nvml_memory {
@@ -26,7 +27,20 @@ static struct {
 	nvml_name_fn name;
 	nvml_memory_fn memory;
 	nvml_init_fn shutdown;
+	nvml_error_string_fn error_string;
+	struct nvml_status status;
 } nvml;
+
+/* The status of a call that failed: its code and NVML's own words for it. */
+static void set_failed(const char *call, int code)
+{
+	const char *text = nvml.error_string ? nvml.error_string(code) : NULL;
+
+	nvml.status.error_valid = true;
+	nvml.status.error = code;
+	snprintf(nvml.status.reason, sizeof(nvml.status.reason), "%s returned %d (%s)", call, code,
+		 text ? text : "no error string");
+}
 
 bool nvml_available(void)
 {
@@ -37,31 +51,53 @@ bool nvml_available(void)
 	nvml.tried = true;
 	nvml.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!nvml.lib) {
-		p_debug("NVML not loaded (%s): device memory shown as -", dlerror());
+		const char *why = dlerror();
+
+		snprintf(nvml.status.reason, sizeof(nvml.status.reason), "not loaded: %s",
+			 why ? why : "libnvidia-ml.so.1 not found");
+		p_debug("NVML %s: device memory shown as -", nvml.status.reason);
 		return false;
 	}
+	nvml.status.loaded = true;
+	nvml.error_string = (nvml_error_string_fn)dlsym(nvml.lib, "nvmlErrorString");
 	init = (nvml_init_fn)dlsym(nvml.lib, "nvmlInit_v2");
 	nvml.count = (nvml_count_fn)dlsym(nvml.lib, "nvmlDeviceGetCount_v2");
 	nvml.handle = (nvml_handle_fn)dlsym(nvml.lib, "nvmlDeviceGetHandleByIndex_v2");
 	nvml.name = (nvml_name_fn)dlsym(nvml.lib, "nvmlDeviceGetName");
 	nvml.memory = (nvml_memory_fn)dlsym(nvml.lib, "nvmlDeviceGetMemoryInfo");
 	nvml.shutdown = (nvml_init_fn)dlsym(nvml.lib, "nvmlShutdown");
-	if (!init || !nvml.count || !nvml.handle || !nvml.memory || init() != 0) {
-		p_debug("NVML present but unusable: device memory shown as -");
-		dlclose(nvml.lib);
-		nvml.lib = NULL;
-		return false;
+	if (!init || !nvml.count || !nvml.handle || !nvml.memory) {
+		snprintf(nvml.status.reason, sizeof(nvml.status.reason),
+			 "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, "
+			 "nvmlDeviceGetHandleByIndex_v2 or nvmlDeviceGetMemoryInfo");
+	} else {
+		int rc = init();
+
+		if (rc == 0) {
+			nvml.ok = true;
+			return true;
+		}
+		set_failed("nvmlInit_v2", rc);
 	}
-	nvml.ok = true;
-	return true;
+	p_debug("NVML %s: device memory shown as -", nvml.status.reason);
+	nvml.error_string = NULL;	/* in the library closed below */
+	dlclose(nvml.lib);
+	nvml.lib = NULL;
+	return false;
 }
 
 unsigned int nvml_devices(struct nvml_device *out, unsigned int max)
 {
 	unsigned int count = 0, n = 0;
+	int rc;
 
-	if (!nvml_available() || nvml.count(&count) != 0)
+	if (!nvml_available())
 		return 0;
+	rc = nvml.count(&count);
+	if (rc != 0) {
+		set_failed("nvmlDeviceGetCount_v2", rc);
+		return 0;
+	}
 	for (unsigned int i = 0; i < count && n < max; i++) {
 		struct nvml_memory mem;
 		void *dev;
@@ -77,7 +113,18 @@ unsigned int nvml_devices(struct nvml_device *out, unsigned int max)
 		out[n].used = mem.used;
 		n++;
 	}
+	nvml.status.error_valid = false;
+	if (n)
+		nvml.status.reason[0] = 0;
+	else
+		snprintf(nvml.status.reason, sizeof(nvml.status.reason),
+			 count ? "NVML could not read any device's memory" : "NVML reports no device");
 	return n;
+}
+
+void nvml_get_status(struct nvml_status *out)
+{
+	*out = nvml.status;
 }
 
 void nvml_close(void)

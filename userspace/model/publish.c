@@ -154,6 +154,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 	if (wants & SNAP_DEVICES) {
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
 		snap->devices_valid = snap->ndevices > 0;
+		nvml_get_status(&snap->nvml);
 	}
 	return snap;
 }

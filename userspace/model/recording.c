@@ -292,6 +292,7 @@ static struct snap_stack *stack_build(sqlite3_stmt *st, uint32_t n, size_t text)
 		f->symbol_offset = (uint64_t)sqlite3_column_int64(st, 4);
 		f->line = (uint32_t)sqlite3_column_int(st, 6);
 		f->inlined = sqlite3_column_int(st, 7);
+		f->python = sqlite3_column_int(st, 8);
 		for (int k = 0; k < 3; k++) {
 			const char *t = col_text(st, cols[k]);
 			size_t len = t ? strlen(t) + 1 : 0;
@@ -311,7 +312,7 @@ static struct snap_stack *stack_build(sqlite3_stmt *st, uint32_t n, size_t text)
 static struct snap_stack *stack_load(struct recording *r, uint64_t row)
 {
 	static const char sql[] = "SELECT addr, module, symbol, offset, symbol_offset, file, line,"
-				  " inlined FROM frames WHERE stack_id = ?1 ORDER BY idx";
+				  " inlined, python FROM frames WHERE stack_id = ?1 ORDER BY idx";
 	sqlite3_stmt *st;
 	size_t text = 0;
 	uint32_t n = 0;

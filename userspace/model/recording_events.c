@@ -14,7 +14,7 @@
 /* The columns event_from_row reads, in its order. */
 #define EVENT_COLUMNS "e.id, e.time_ns, e.process_id, e.type, e.tid, e.api, e.layer, e.kind," \
 	" e.addr, e.size, e.error, e.process_bytes, e.stack_id, e.alloc_id, s.stack_key," \
-	" s.stack_id"
+	" s.stack_id, e.process_tensor_bytes"
 #define EVENT_FROM " FROM events e LEFT JOIN sites s ON s.id = e.site_id"
 
 static uint64_t col_u64(sqlite3_stmt *st, int col)
@@ -31,7 +31,7 @@ static void event_from_row(sqlite3_stmt *st, const struct rec_ident *id,
 		.addr = col_u64(st, 8), .size = col_u64(st, 9), .process_bytes = col_u64(st, 11),
 		.error = sqlite3_column_int(st, 10), .api = (__u16)sqlite3_column_int(st, 5),
 		.kind = (__u8)sqlite3_column_int(st, 7), .layer = (__u8)sqlite3_column_int(st, 6),
-		.stack_id = -1,
+		.stack_id = -1, .tensor_bytes = col_u64(st, 16),
 	};
 	/* The site's key in the kernel (allocations and failures: the event's own stack). */
 	if (ev->type != RECDB_EV_FREE && sqlite3_column_type(st, 14) != SQLITE_NULL)

@@ -34,6 +34,7 @@ struct rec_ident {
 struct rsite {
 	uint64_t id;
 	int32_t key;		/* the kernel's stack id */
+	int32_t py_key;		/* its Python stack id; -1: none */
 	uint32_t api, kind;
 	uint64_t stack_row;
 	struct gm_site_stats st;

@@ -60,6 +60,13 @@ static uint64_t pack_site(const struct rsite *s)
 	       (s->kind & 0xff);
 }
 
+/* The process row (below 2^32) with the site's Python stack above it: Python lines that reach
+ * one native stack are sites apart (PyTorch's tensor sites all share the allocator's). */
+static uint64_t site_owner(uint64_t process_row, int32_t py_key)
+{
+	return process_row | (uint64_t)(uint32_t)(py_key < 0 ? 0 : py_key + 1) << 32;
+}
+
 static void raise_peak(struct idmap *peaks, uint64_t site_row, uint64_t bytes)
 {
 	struct idmap_slot *p = idmap_find(peaks, site_row, 0);
@@ -164,7 +171,8 @@ static void site_peaks(struct recording *r, struct rstate *start, struct rstate 
 		for (size_t j = 0; j < end->procs[i].nsites; j++) {
 			const struct rsite *s = &end->procs[i].sites[j];
 
-			idmap_put(by_key, end->procs[i].ident->id, pack_site(s),
+			idmap_put(by_key, site_owner(end->procs[i].ident->id, s->py_key),
+				  pack_site(s),
 				  idmap_find(&peaks, s->id, 0)->v, 0);
 		}
 	idmap_free(&peaks);
@@ -177,16 +185,20 @@ static void fill_rows(struct rec_sites *out, const struct idmap *by_key)
 	size_t n = 0;
 
 	for (size_t i = 0; i < snap->nprocs; i++)
-		n += snap->procs[i].nsites;
+		n += snap->procs[i].nsites + snap->procs[i].ntensor_sites;
 	out->rows = xcalloc(n ? n : 1, sizeof(*out->rows));
 	for (size_t i = 0; i < snap->nprocs; i++) {
 		const struct snap_proc *p = &snap->procs[i];
 
-		for (size_t j = 0; j < p->nsites; j++) {
-			const struct snap_site *ss = &p->sites[j];
+		/* PyTorch's tensor sites too: rows whose kind says "tensor". */
+		for (size_t j = 0; j < p->nsites + p->ntensor_sites; j++) {
+			const struct snap_site *ss = j < p->nsites ? &p->sites[j]
+								    : &p->tensor_sites[j - p->nsites];
 			struct rsite key = { .key = ss->stack_id, .api = ss->api,
 					     .kind = ss->kind };
-			struct idmap_slot *peak = idmap_find(by_key, p->serial, pack_site(&key));
+			struct idmap_slot *peak = idmap_find(by_key,
+							     site_owner(p->serial, ss->py_stack_id),
+							     pack_site(&key));
 
 			out->rows[out->n++] = (struct rec_site_summary){
 				.p = p, .ss = ss,

@@ -5,26 +5,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "probes.h"
 #include "recording_int.h"
 #include "report.h"
 #include "sqlite_schema.h"
 #include "util.h"
 
+/* Sites, and PyTorch's tensor sites apart (as the live model publishes them), their sums in
+ * out->tensor. */
 static void copy_sites(struct recording *r, const struct rproc *rp, struct snap_proc *out)
 {
 	out->sites = xcalloc(rp->nsites ? rp->nsites : 1, sizeof(*out->sites));
+	out->tensor_sites = xcalloc(rp->nsites ? rp->nsites : 1, sizeof(*out->tensor_sites));
 	for (size_t i = 0; i < rp->nsites; i++) {
 		const struct rsite *s = &rp->sites[i];
+		bool tensor = probe_is_tensor(s->api);
+		struct snap_site *to;
 
 		if (!s->seen)
 			continue;	/* made after this instant */
-		out->sites[out->nsites++] = (struct snap_site){
-			.api = s->api, .kind = s->kind, .stack_id = s->key, .st = s->st,
+		to = tensor ? &out->tensor_sites[out->ntensor_sites++] : &out->sites[out->nsites++];
+		*to = (struct snap_site){
+			.api = s->api, .kind = s->kind, .stack_id = s->key,
+			.py_stack_id = s->py_key, .st = s->st,
 			.stack = snap_stack_get(rec_stack_of(r, s->stack_row)),
 		};
+		if (!tensor)
+			continue;
+		out->tensor.current_bytes += s->st.current_bytes;
+		out->tensor.current_allocs += s->st.current_allocs;
+		out->tensor.alloc_count += s->st.alloc_count;
+		out->tensor.free_count += s->st.free_count;
+		out->tensor.alloc_bytes_total += s->st.alloc_bytes_total;
 	}
 	if (out->nsites > 1)
 		qsort(out->sites, out->nsites, sizeof(*out->sites), snap_site_cmp);
+	if (out->ntensor_sites > 1)
+		qsort(out->tensor_sites, out->ntensor_sites, sizeof(*out->tensor_sites),
+		      snap_site_cmp);
 }
 
 static char *dup_or_null(const char *s)
@@ -96,6 +114,7 @@ struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s)
 
 	snap->refs = 1;
 	snap->wants = SNAP_FAILURES;
+	snprintf(snap->nvml.reason, sizeof(snap->nvml.reason), "not in recordings");
 	snap->time_ns = s->at;
 	snap->procs = xcalloc(s->n ? s->n : 1, sizeof(*snap->procs));
 	snap->nprocs = s->n;

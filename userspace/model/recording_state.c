@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "probes.h"
 #include "recording_int.h"
 #include "sqlite_schema.h"
 #include "util.h"
@@ -13,18 +14,20 @@
 static const char proc_sample_sql[] =
 	"SELECT current_bytes, current_allocs, peak_bytes, alloc_count, free_count,"
 	" alloc_bytes_total, failed_count, device_bytes, managed_bytes, host_bytes, async_bytes,"
-	" vmm_bytes FROM process_samples WHERE process_id = ?1 AND time_ns <= ?2"
+	" vmm_bytes, tensor_peak_bytes FROM process_samples WHERE process_id = ?1 AND time_ns <= ?2"
 	" ORDER BY time_ns DESC LIMIT 1";
 
 static const char sites_sql[] =
 	"SELECT s.id, s.stack_key, s.api, s.kind, s.stack_id, ss.current_bytes,"
 	" ss.current_allocs, ss.alloc_count, ss.free_count, ss.alloc_bytes_total,"
-	" ss.failed_count FROM sites s LEFT JOIN site_samples ss ON ss.site_id = s.id AND"
+	" ss.failed_count, s.py_stack_id FROM sites s LEFT JOIN site_samples ss"
+	" ON ss.site_id = s.id AND"
 	" ss.time_ns = (SELECT max(time_ns) FROM site_samples WHERE site_id = s.id AND"
 	" time_ns <= ?2) WHERE s.process_id = ?1 ORDER BY s.id";
 
 static const char replay_sql[] =
-	"SELECT process_id, type, kind, size, process_bytes, site_id FROM events"
+	"SELECT process_id, type, kind, size, process_bytes, site_id, layer, process_tensor_bytes"
+	" FROM events"
 	" WHERE time_ns > ?1 AND time_ns <= ?2 AND type IN (1, 2, 3) ORDER BY time_ns, id";
 
 static uint64_t col_u64(sqlite3_stmt *st, int col)
@@ -45,6 +48,7 @@ static void read_proc_sample(sqlite3_stmt *st, struct rproc *p)
 	v->failed_count = col_u64(st, 6);
 	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* what a recording keeps */
 		v->by_kind[k] = col_u64(st, 7 + k);
+	v->tensor_peak_bytes = col_u64(st, 7 + GM_KIND_MEMORY_COUNT);
 	p->has_stats = true;
 }
 
@@ -55,6 +59,7 @@ static void read_site(sqlite3_stmt *st, struct rsite *s)
 	s->api = (uint32_t)sqlite3_column_int(st, 2);
 	s->kind = (uint32_t)sqlite3_column_int(st, 3);
 	s->stack_row = col_u64(st, 4);
+	s->py_key = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 11);
 	s->seen = sqlite3_column_type(st, 5) != SQLITE_NULL;
 	s->st = (struct gm_site_stats){
 		.current_bytes = col_u64(st, 5), .current_allocs = col_u64(st, 6),
@@ -132,6 +137,11 @@ static void replay_one(struct rstate *s, sqlite3_stmt *st)
 	p->st.current_bytes = col_u64(st, 4);
 	if (p->st.current_bytes > p->st.peak_bytes)
 		p->st.peak_bytes = p->st.current_bytes;
+	if (sqlite3_column_int(st, 6) == GM_LAYER_TENSOR) {
+		p->st.tensor_bytes = col_u64(st, 7);
+		if (p->st.tensor_bytes > p->st.tensor_peak_bytes)
+			p->st.tensor_peak_bytes = p->st.tensor_bytes;
+	}
 	if (type == RECDB_EV_ALLOC_FAILED)
 		p->st.failed_count++;
 	if (!site)
@@ -162,6 +172,8 @@ static void sum_sites(struct rproc *p)
 	for (size_t i = 0; i < p->nsites; i++) {
 		const struct rsite *ss = &p->sites[i];
 
+		if (probe_is_tensor(ss->api))
+			continue;	/* inside the others: the snapshot sums them apart */
 		st->alloc_count += ss->st.alloc_count;
 		st->free_count += ss->st.free_count;
 		st->alloc_bytes_total += ss->st.alloc_bytes_total;

@@ -47,6 +47,7 @@ void snapshot_put(struct snapshot *s)
 	for (size_t i = 0; i < s->nfailures; i++)
 		snap_stack_put(s->failures[i].stack);
 	free(s->failures);
+	free(s->files);
 	free(s);
 }
 

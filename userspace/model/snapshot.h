@@ -129,9 +129,12 @@ struct snapshot {
 	uint64_t map_procs, map_sites, map_allocs;	/* entries in the maps */
 	bool map_allocs_valid;	/* the allocation map was walked (SNAP_AGES) */
 	struct discovery_stats disc;
+	struct discovery_file *files;	/* the live tracer's attached files; none from a recording */
+	size_t nfiles;
 	struct nvml_device devices[NVML_MAX_DEVICES];
 	unsigned int ndevices;
 	bool devices_valid;	/* SNAP_DEVICES and NVML answered */
+	struct nvml_status nvml;	/* SNAP_DEVICES: why not, when it did not */
 };
 
 struct snapshot *snapshot_get(struct snapshot *s);

@@ -988,6 +988,9 @@ static void sum_sites(struct proc_rec *p)
 		st->current_bytes = gpu_bytes;
 		if (gpu_bytes > st->peak_bytes)
 			st->peak_bytes = gpu_bytes;
+		st->tensor_bytes = p->tensor.current_bytes;
+		if (st->tensor_bytes > st->tensor_peak_bytes)
+			st->tensor_peak_bytes = st->tensor_bytes;
 	}
 }
 

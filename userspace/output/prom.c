@@ -88,6 +88,10 @@ static const struct proc_family {
 	{ "gpumem_process_allocated_bytes_total", COUNTER,
 	  "Bytes of the successful allocations of the process, of every kind.",
 	  offsetof(struct gm_proc_stats, alloc_bytes_total) },
+	{ "gpumem_process_tensor_peak_memory_bytes", GAUGE,
+	  "The most PyTorch tensor memory (allocated) the process held at once since gpumem "
+	  "first saw it; part of its GPU memory, never added to it.",
+	  offsetof(struct gm_proc_stats, tensor_peak_bytes) },
 };
 
 /* PyTorch's tensors: numbers of struct gm_site_stats (snap_proc.tensor). */
@@ -377,6 +381,25 @@ static void write_counters(FILE *out, const struct snapshot *s)
 	}
 }
 
+/* Whether NVML answered with each GPU's memory, and why not: its return code and reason as
+ * labels, so that a dashboard shows the cause and never a zero. Only where NVML was asked. */
+static void write_nvml(FILE *out, const struct snapshot *s)
+{
+	struct prom_labels ls = { .n = 0 };
+	char error[16] = "";
+
+	if (!(s->wants & SNAP_DEVICES))
+		return;
+	if (!s->devices_valid && s->nvml.error_valid)
+		snprintf(error, sizeof(error), "%d", s->nvml.error);
+	prom_label_add(&ls, "error", error);
+	prom_label_add(&ls, "reason", s->devices_valid ? "" : devices_reason(s));
+	prom_family(out, "gpumem_nvml_up", GAUGE,
+		    "1 when NVML answered with each GPU's memory; else 0, with NVML's return code "
+		    "(error, \"\" when none) and the reason (as in snapshot --json \"nvml\").");
+	prom_sample(out, "gpumem_nvml_up", &ls, s->devices_valid);
+}
+
 int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
 {
 	struct prom_opts opts = o ? *o : PROM_OPTS_DEFAULT;
@@ -394,5 +417,6 @@ int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
 	if (err)
 		return err;
 	write_counters(out, s);
+	write_nvml(out, s);
 	return ferror(out) ? -EIO : 0;
 }

@@ -7,6 +7,31 @@
 #include <time.h>
 #include "probes.h"
 #include "report.h"
+#include "units.h"
+
+bool event_is_tensor(const struct gm_call_event *e)
+{
+	return e->layer == GM_LAYER_TENSOR;
+}
+
+const char *site_kind_name(const struct snap_site *ss)
+{
+	return probe_is_tensor(ss->api) ? "tensor" : kind_name(ss->kind);
+}
+
+const char *event_api_name(const struct gm_call_event *e)
+{
+	if (event_is_tensor(e) && (e->type == GM_REC_FREE || e->type == GM_REC_UNKNOWN_FREE))
+		return "pytorch:free";
+	return probe_api_name(e->api);
+}
+
+const char *event_kind_name(const struct gm_call_event *e)
+{
+	if (event_is_tensor(e))
+		return "tensor";
+	return e->type == GM_REC_UNKNOWN_FREE ? NULL : kind_name(e->kind);
+}
 
 /* ---- JSON ---- */
 
@@ -131,7 +156,7 @@ void json_kv_known(struct json_writer *w, const char *key, const char *s, bool v
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
 {
 	jw_kv_string(w, "api", probe_api_name(ss->api));
-	jw_kv_string(w, "kind", kind_name(ss->kind));
+	jw_kv_string(w, "kind", site_kind_name(ss));
 	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
 	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
 	jw_kv_u64(w, "alloc_count", ss->st.alloc_count);
@@ -157,9 +182,9 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_i64(w, "pid", e->pid);
 	jw_kv_i64(w, "tid", e->tid);
 	jw_kv_string(w, "comm", comm);
-	jw_kv_string(w, "api", probe_api_name(e->api));
+	jw_kv_string(w, "api", event_api_name(e));
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
-	jw_kv_string(w, "kind", e->type == GM_REC_UNKNOWN_FREE ? NULL : kind_name(e->kind));
+	jw_kv_string(w, "kind", event_kind_name(e));
 	jw_kv_u64(w, "size", e->size);
 	if (e->gpu)	/* the device + 1 */
 		jw_kv_u64(w, "gpu", e->gpu - 1);
@@ -170,12 +195,63 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));
 }
 
+const char *devices_reason(const struct snapshot *snap)
+{
+	if (snap->devices_valid)
+		return NULL;
+	if (snap->nvml.reason[0])
+		return snap->nvml.reason;
+	return snap->wants & SNAP_DEVICES ? "no answer" : "not read for this report";
+}
+
+void json_devices(struct json_writer *w, const struct snapshot *snap)
+{
+	jw_key(w, "devices");
+	jw_array_begin(w);
+	for (unsigned int i = 0; snap->devices_valid && i < snap->ndevices; i++) {
+		jw_object_begin(w);
+		jw_kv_u64(w, "index", snap->devices[i].index);
+		jw_kv_string(w, "name", snap->devices[i].name);
+		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
+		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	jw_key(w, "nvml");
+	jw_object_begin(w);
+	jw_kv_bool(w, "loaded", snap->nvml.loaded);
+	if (snap->nvml.error_valid)
+		jw_kv_i64(w, "error", snap->nvml.error);
+	else
+		jw_kv_null(w, "error");
+	jw_kv_string(w, "reason", devices_reason(snap));
+	jw_object_end(w);
+}
+
+void text_devices(FILE *out, const struct snapshot *snap, bool exact)
+{
+	char free_b[32], total[32];
+
+	if (!snap->devices_valid) {
+		fprintf(out, "device free - of - (NVML: %s)", devices_reason(snap));
+		return;
+	}
+	for (unsigned int i = 0; i < snap->ndevices; i++) {
+		const struct nvml_device *d = &snap->devices[i];
+
+		fmt_size(free_b, sizeof(free_b), d->free, exact);
+		fmt_size(total, sizeof(total), d->total, exact);
+		fprintf(out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
+	}
+}
+
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f)
 {
 	jw_object_begin(w);
 	json_call_fields(w, &f->ev, snapshot_wall_ns(snap, f->ev.time_ns));
 	json_container(w, f->has_container ? &f->container : NULL);
 	jw_kv_u64(w, "process_bytes_at_failure", f->ev.process_bytes);
+	jw_kv_u64(w, "process_tensor_bytes_at_failure", f->ev.tensor_bytes);
 	jw_key(w, "frames");
 	json_frames(w, f->stack);
 	jw_object_end(w);
@@ -297,6 +373,25 @@ void text_frames(FILE *out, const struct snap_stack *st, const char *sep, unsign
 		frame_text(out, &st->frames[i]);
 	}
 	if (st->nframes > max)
+		fprintf(out, "%s...", sep);
+}
+
+void text_frames_user(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max)
+{
+	uint32_t first = 0;
+
+	while (st && first < st->nframes && !st->frames[first].python)
+		first++;
+	if (!st || first == st->nframes) {
+		text_frames(out, st, sep, max);
+		return;
+	}
+	for (uint32_t i = first; i < st->nframes && i - first < max; i++) {
+		if (i > first)
+			fputs(sep, out);
+		frame_text(out, &st->frames[i]);
+	}
+	if (st->nframes - first > max)
 		fprintf(out, "%s...", sep);
 }
 

@@ -9,6 +9,13 @@
 #include "json.h"
 #include "snapshot.h"
 
+/* How a site or a call event names its API and kind: a PyTorch tensor's kind is "tensor",
+ * its free's API "pytorch:free" (the BPF side numbers both with the "pytorch:malloc" row). */
+const char *site_kind_name(const struct snap_site *ss);
+const char *event_api_name(const struct gm_call_event *e);
+const char *event_kind_name(const struct gm_call_event *e);	/* NULL: an unknown free */
+bool event_is_tensor(const struct gm_call_event *e);
+
 /* ---- JSON ---- */
 
 /* "frames": an array, innermost first. A NULL stack is an empty array. A stack's text is
@@ -27,6 +34,13 @@ void json_site_fields(struct json_writer *w, const struct snap_proc *p, const st
  * api, layer, kind, size, error and its name. */
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns);
 /* A failure record of the snapshot contract, as one object. */
+/* "devices" (NVML's, [] without it) and "nvml": whether it answered, and why not. */
+void json_devices(struct json_writer *w, const struct snapshot *snap);
+/* Why the snapshot has no device numbers (NULL when it has): shown beside the "-". */
+const char *devices_reason(const struct snapshot *snap);
+/* Each GPU's free and total memory ("GPU 0 free 1.0 GiB of 80 GiB, GPU 1 ..."), or
+ * "device free - of - (NVML: REASON)". */
+void text_devices(FILE *out, const struct snapshot *snap, bool exact);
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f);
 /* The loss counters, the kernel's and userspace's, in the order json_lost writes them: their
  * number, the name of the i-th (its JSON key), and its value in snap. */
@@ -44,6 +58,9 @@ void json_kv_known(struct json_writer *w, const char *key, const char *s, bool v
 
 /* `func (file.c:42) <- caller (main.c:7)`, at most max frames; "[no stack]" when empty. */
 void text_frames(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max);
+/* The same from the innermost Python frame on, where the stack has one (a PyTorch tensor's
+ * native frames are the allocator's own). */
+void text_frames_user(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max);
 /* The non-zero loss counters on one line, each with the option that fixes it; nothing when
  * all are zero. */
 void text_lost(FILE *out, const struct snapshot *snap);

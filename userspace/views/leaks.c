@@ -62,8 +62,11 @@ static void site_text(struct session *s, const struct proc_verdict *pv,
 	fmt_age(median, sizeof(median), age_at(pv->now, ss->median_ns, ss->valid & SS_MEDIAN));
 	fprintf(s->out, "  %-7s %10s %7llu %12s %10s %4s %6s %6s  %s %s at ",
 		leak_verdict_name(sv->verdict), held, ss->st.current_allocs, rate, step, fit, oldest,
-		median, probe_api_name(ss->api), kind_name(ss->kind));
-	text_frames(s->out, ss->stack, " <- ", 4);
+		median, probe_api_name(ss->api), site_kind_name(ss));
+	if (sv->tensor)
+		text_frames_user(s->out, ss->stack, " <- ", 4);
+	else
+		text_frames(s->out, ss->stack, " <- ", 4);
 	fputc('\n', s->out);
 }
 
@@ -82,6 +85,11 @@ static void proc_text(struct session *s, const struct proc_verdict *pv)
 	if (!p->alive)
 		fprintf(s->out, " (ended, exit %d)", p->exit_code);
 	fprintf(s->out, ": holds %s, peak %s", cur, peak);
+	if (p->tensor.alloc_count) {
+		fmt_size(cur, sizeof(cur), p->tensor.current_bytes, exact);
+		fmt_size(peak, sizeof(peak), p->st.tensor_peak_bytes, exact);
+		fprintf(s->out, "; tensors %s, peak %s", cur, peak);
+	}
 	if (pv->step_rate > 0) {
 		fmt_period(period, sizeof(period), 1 / pv->step_rate);
 		fprintf(s->out, "; a step every %s (from %s)", period,
@@ -100,8 +108,13 @@ static void growth_text(struct session *s, const struct proc_verdict *pv,
 	bool exact = s->opt->exact_bytes;
 	char buf[32], period[32];
 
-	fputs("  ", s->out);
-	text_frames(s->out, sv->ss->stack, " <- ", 1);
+	if (sv->tensor) {
+		fputs("  tensors at ", s->out);
+		text_frames_user(s->out, sv->ss->stack, " <- ", 1);
+	} else {
+		fputs("  ", s->out);
+		text_frames(s->out, sv->ss->stack, " <- ", 1);
+	}
 	if (!isnan(sv->per_step)) {
 		fmt_size(buf, sizeof(buf), (uint64_t)llround(fabs(sv->per_step)), exact);
 		fmt_period(period, sizeof(period), 1 / pv->step_rate);
@@ -118,19 +131,32 @@ static void growth_text(struct session *s, const struct proc_verdict *pv,
 static void summary_text(struct session *s, const struct proc_verdict *pv)
 {
 	uint64_t held = 0, allocs = 0;
-	size_t nheld = 0;
+	size_t nheld = 0, ntensor = 0;
 	char buf[32], comm[GM_COMM_LEN + 1];
 
 	for (size_t i = 0; i < pv->nsites; i++) {
-		held += pv->sites[i].ss->st.current_bytes;
-		allocs += pv->sites[i].ss->st.current_allocs;
-		nheld += pv->sites[i].verdict != LEAK_FREED;
+		const struct site_verdict *sv = &pv->sites[i];
+
+		if (sv->tensor) {	/* inside what the other sites hold */
+			ntensor += sv->verdict != LEAK_FREED;
+			continue;
+		}
+		held += sv->ss->st.current_bytes;
+		allocs += sv->ss->st.current_allocs;
+		nheld += sv->verdict != LEAK_FREED;
 	}
 	text_known(comm, sizeof(comm), pv->p->comm, pv->p->valid & SP_COMM);
 	fmt_size(buf, sizeof(buf), held, s->opt->exact_bytes);
-	fprintf(s->out, "pid %d %s %s: %zu site%s still held %s in %" PRIu64 " allocation%s\n",
+	fprintf(s->out, "pid %d %s %s: %zu site%s still held %s in %" PRIu64 " allocation%s",
 		pv->p->pid, comm, pv->p->alive ? "now" : "at its end", nheld, nheld == 1 ? "" : "s",
 		buf, allocs, allocs == 1 ? "" : "s");
+	if (pv->p->tensor.alloc_count) {
+		fmt_size(buf, sizeof(buf), pv->p->tensor.current_bytes, s->opt->exact_bytes);
+		fprintf(s->out, "; %zu tensor site%s held %s of it in %llu tensor%s", ntensor,
+			ntensor == 1 ? "" : "s", buf, pv->p->tensor.current_allocs,
+			pv->p->tensor.current_allocs == 1 ? "" : "s");
+	}
+	fputc('\n', s->out);
 	for (size_t i = 0; i < pv->nsites && pv->sites[i].verdict == LEAK_GROWING; i++)
 		growth_text(s, pv, &pv->sites[i]);
 }
@@ -196,6 +222,10 @@ static void proc_json(struct json_writer *w, const struct proc_verdict *pv)
 	jw_kv_u64(w, "current_allocs", p->st.current_allocs);
 	jw_kv_u64(w, "peak_bytes", p->st.peak_bytes);
 	jw_kv_u64(w, "growing_sites", pv->growing);
+	jw_kv_u64(w, "growing_tensor_sites", pv->growing_tensors);
+	jw_kv_u64(w, "tensor_bytes", p->tensor.current_bytes);
+	jw_kv_u64(w, "tensor_allocs", p->tensor.current_allocs);
+	jw_kv_u64(w, "tensor_peak_bytes", p->st.tensor_peak_bytes);
 	jw_key(w, "step");
 	if (pv->step_rate > 0) {
 		jw_object_begin(w);

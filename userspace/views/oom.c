@@ -13,21 +13,10 @@
 
 static uint64_t failures_seen;
 
-static void device_text(struct session *s, const struct snapshot *snap)
+/* Whether the failing process allocates PyTorch tensors (its failure says what they held). */
+static bool has_tensors(const struct snap_event *se, const struct oom_context *c)
 {
-	char free_b[32], total[32];
-
-	if (!snap->devices_valid) {
-		fputs("device free - of -", s->out);
-		return;
-	}
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		const struct nvml_device *d = &snap->devices[i];
-
-		fmt_size(free_b, sizeof(free_b), d->free, s->opt->exact_bytes);
-		fmt_size(total, sizeof(total), d->total, s->opt->exact_bytes);
-		fprintf(s->out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
-	}
+	return se->ev->tensor_bytes || (c->p && c->p->tensor.alloc_count);
 }
 
 static void failure_text(struct session *s, const struct snap_event *se,
@@ -52,7 +41,11 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	fprintf(s->out, ": %s(%s) = %d %s\n", probe_api_name(e->api), size, e->error,
 		cuda_error_name(e->layer, e->error));
 	fprintf(s->out, "  held %s (peak %s); ", held, peak);
-	device_text(s, snap);
+	if (has_tensors(se, c)) {
+		fmt_size(held, sizeof(held), e->tensor_bytes, exact);
+		fprintf(s->out, "tensors %s of it; ", held);
+	}
+	text_devices(s->out, snap, s->opt->exact_bytes);
 	fputs("\n  failed at ", s->out);
 	text_frames(s->out, se->stack, " <- ", 6);
 	fputc('\n', s->out);
@@ -61,25 +54,21 @@ static void failure_text(struct session *s, const struct snap_event *se,
 
 		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
 		fprintf(s->out, "  %s %10s in %llu %s %s at ", i ? "       " : "held by", held,
-			ss->st.current_allocs, probe_api_name(ss->api), kind_name(ss->kind));
+			ss->st.current_allocs, probe_api_name(ss->api), site_kind_name(ss));
 		text_frames(s->out, ss->stack, " <- ", 4);
 		fputc('\n', s->out);
 	}
-}
+	for (size_t i = 0; c->p && i < c->p->ntensor_sites && i < OOM_TOP_SITES; i++) {
+		const struct snap_site *ss = &c->p->tensor_sites[i];
 
-static void devices_json(struct json_writer *w, const struct snapshot *snap)
-{
-	jw_key(w, "devices");
-	jw_array_begin(w);
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		jw_object_begin(w);
-		jw_kv_u64(w, "index", snap->devices[i].index);
-		jw_kv_string(w, "name", snap->devices[i].name);
-		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
-		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
-		jw_object_end(w);
+		if (!ss->st.current_bytes)
+			break;
+		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
+		fprintf(s->out, "  %s %10s in %llu tensors at ", i ? "       " : "tensors", held,
+			ss->st.current_allocs);
+		text_frames_user(s->out, ss->stack, " <- ", 4);
+		fputc('\n', s->out);
 	}
-	jw_array_end(w);
 }
 
 static void process_json(struct json_writer *w, const struct oom_context *c)
@@ -105,7 +94,7 @@ static void failure_json(struct session *s, const struct snap_event *se,
 	json_container(w, se->container);
 	jw_kv_u64(w, "process_bytes", se->ev->process_bytes);
 	process_json(w, c);
-	devices_json(w, snap);
+	json_devices(w, snap);
 	jw_key(w, "frames");
 	json_frames(w, se->stack);
 	jw_key(w, "top_sites");
@@ -113,6 +102,20 @@ static void failure_json(struct session *s, const struct snap_event *se,
 	for (size_t i = 0; i < c->ntop; i++) {
 		jw_object_begin(w);
 		json_site_fields(w, c->p, c->top[i]);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	/* PyTorch's tensors: what they held of process_bytes at the failure (a caching
+	 * allocator that reserved much more than its tensors hold is fragmented), and the
+	 * tensor sites holding most when the failure was handled. */
+	jw_kv_u64(w, "process_tensor_bytes", se->ev->tensor_bytes);
+	jw_key(w, "top_tensor_sites");
+	jw_array_begin(w);
+	for (size_t i = 0; c->p && i < c->p->ntensor_sites && i < OOM_TOP_SITES; i++) {
+		if (!c->p->tensor_sites[i].st.current_bytes)
+			break;
+		jw_object_begin(w);
+		json_site_fields(w, c->p, &c->p->tensor_sites[i]);
 		jw_object_end(w);
 	}
 	jw_array_end(w);

@@ -135,6 +135,7 @@ const struct view_ops serve_view = {
 	.name = "serve",
 	.report_interval = serve_interval,
 	.report_at_start = true,
+	.report_wants = SNAP_DEVICES,	/* gpumem_nvml_up */
 	.tick_s = 0.1,
 	.begin = serve_begin,
 	.on_event = serve_event,

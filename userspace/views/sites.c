@@ -20,7 +20,7 @@ static void row_json(struct json_writer *w, const struct rec_site_summary *row)
 	json_container(w, &p->container);
 	jw_kv_bool(w, "alive", p->alive);
 	jw_kv_string(w, "api", probe_api_name(ss->api));
-	jw_kv_string(w, "kind", kind_name(ss->kind));
+	jw_kv_string(w, "kind", site_kind_name(ss));
 	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
 	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
 	jw_kv_u64(w, "peak_bytes", row->peak_bytes);
@@ -71,9 +71,12 @@ static void sites_text(struct session *s, const struct rec_sites *rs)
 		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
 		fmt_size(peak, sizeof(peak), row->peak_bytes, exact);
 		fprintf(s->out, "%7d %-16s %-22s %-7s %12s %12s %8llu %8llu %6llu ", row->p->pid,
-			comm, probe_api_name(ss->api), kind_name(ss->kind), held, peak,
+			comm, probe_api_name(ss->api), site_kind_name(ss), held, peak,
 			ss->st.alloc_count, ss->st.free_count, ss->st.failed_count);
-		text_frames(s->out, ss->stack, " <- ", 4);
+		if (probe_is_tensor(ss->api))
+			text_frames_user(s->out, ss->stack, " <- ", 4);
+		else
+			text_frames(s->out, ss->stack, " <- ", 4);
 		fputc('\n', s->out);
 	}
 	if (!rs->peaks_exact)

@@ -80,6 +80,7 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	/* PyTorch's tensors: allocated inside the bytes above (reserved), never added to them. */
 	jw_kv_u64(w, "tensor_bytes", p->tensor.current_bytes);
 	jw_kv_u64(w, "tensor_allocs", p->tensor.current_allocs);
+	jw_kv_u64(w, "tensor_peak_bytes", p->st.tensor_peak_bytes);
 	jw_kv_u64(w, "tensor_alloc_count", p->tensor.alloc_count);
 	jw_kv_u64(w, "tensor_free_count", p->tensor.free_count);
 	jw_kv_u64(w, "tensor_bytes_total", p->tensor.alloc_bytes_total);
@@ -89,6 +90,30 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 		site_json(w, p, &p->tensor_sites[i]);
 	jw_array_end(w);
 	jw_object_end(w);
+}
+
+/* Each attached file (device, inode) with the probe-table symbols attached in it. */
+static void files_json(struct json_writer *w, const struct snapshot *snap)
+{
+	char dev[32];
+
+	jw_key(w, "files");
+	jw_array_begin(w);
+	for (size_t i = 0; i < snap->nfiles; i++) {
+		const struct discovery_file *f = &snap->files[i];
+
+		jw_object_begin(w);
+		snprintf(dev, sizeof(dev), "%u:%u", f->major, f->minor);
+		jw_kv_string(w, "dev", dev);
+		jw_kv_u64(w, "ino", f->ino);
+		jw_key(w, "probes");
+		jw_array_begin(w);
+		for (unsigned int j = 0; j < f->napis; j++)
+			jw_string(w, probe_api_name(f->apis[j]));
+		jw_array_end(w);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
 }
 
 static void tracer_json(struct json_writer *w, const struct snapshot *snap)
@@ -111,6 +136,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 		jw_kv_u64(w, "map_allocs", snap->map_allocs);
 	else
 		jw_kv_null(w, "map_allocs");
+	files_json(w, snap);
 	jw_object_end(w);
 }
 
@@ -134,6 +160,7 @@ static void snapshot_json(struct session *s, const struct snapshot *snap)
 	jw_key(w, "lost");
 	json_lost(w, snap);
 	tracer_json(w, snap);
+	json_devices(w, snap);
 	jw_object_end(w);
 	jw_free(w);
 	fputc('\n', s->out);
@@ -153,7 +180,7 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 		fmt_size(cur, sizeof(cur), ss->st.current_bytes, exact);
 		fprintf(s->out, "        %10s in %llu (%llu allocs, %llu frees, %llu failed) %s %s at ",
 			cur, ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count,
-			ss->st.failed_count, probe_api_name(ss->api), kind_name(ss->kind));
+			ss->st.failed_count, probe_api_name(ss->api), site_kind_name(ss));
 		text_frames(s->out, ss->stack, " <- ", 6);
 		fputc('\n', s->out);
 	}
@@ -163,14 +190,15 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 static void tensors_text(struct session *s, const struct snap_proc *p)
 {
 	bool exact = s->opt->exact_bytes;
-	char cur[32], reserved[32];
+	char cur[32], peak[32], reserved[32];
 
 	if (!p->tensor.alloc_count)
 		return;
 	fmt_size(cur, sizeof(cur), p->tensor.current_bytes, exact);
+	fmt_size(peak, sizeof(peak), p->st.tensor_peak_bytes, exact);
 	fmt_size(reserved, sizeof(reserved), p->st.current_bytes, exact);
-	fprintf(s->out, "        tensors: %s allocated in %llu (%llu allocs, %llu frees) of %s "
-		"reserved\n", cur, p->tensor.current_allocs, p->tensor.alloc_count,
+	fprintf(s->out, "        tensors: %s allocated (peak %s) in %llu (%llu allocs, %llu frees) "
+		"of %s reserved\n", cur, peak, p->tensor.current_allocs, p->tensor.alloc_count,
 		p->tensor.free_count, reserved);
 	for (size_t j = 0; j < p->ntensor_sites; j++) {
 		const struct snap_site *ss = &p->tensor_sites[j];
@@ -254,6 +282,8 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 		tensors_text(s, p);
 	}
 	failures_text(s, snap);
+	text_devices(s->out, snap, exact);
+	fputc('\n', s->out);
 	text_lost(s->out, snap);
 }
 
@@ -269,7 +299,7 @@ static int snapshot_finish(struct session *s, const struct snapshot *snap)
 const struct view_ops snapshot_view = {
 	.reads_agent = true,
 	.name = "snapshot",
-	.report_wants = SNAP_AGES | SNAP_FAILURES,
+	.report_wants = SNAP_AGES | SNAP_FAILURES | SNAP_DEVICES,
 	.exit_wants = SNAP_AGES,	/* an ended process is shown with its sites' ages at its end */
 	.finish = snapshot_finish,
 };

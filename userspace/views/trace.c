@@ -48,6 +48,8 @@ static void trace_json(struct session *s, const struct snap_event *se)
 		json_container(w, se->container);
 		jw_kv_hex(w, "addr", e->addr);
 		jw_kv_u64(w, "process_bytes", e->process_bytes);
+		if (event_is_tensor(e))	/* a tensor's: allocated, inside process_bytes */
+			jw_kv_u64(w, "process_tensor_bytes", e->tensor_bytes);
 		jw_key(w, "frames");
 		json_frames(w, se->stack);
 	}
@@ -61,6 +63,7 @@ static void trace_text(struct session *s, const struct snap_event *se)
 	const struct gm_call_event *e = se->ev;
 	const struct container_info *ci = se->container;
 	char comm[GM_COMM_LEN + 1], when[32], size[32];
+	const char *kind;
 
 	text_clock(when, sizeof(when), se->wall_ns, true);
 	snprintf(comm, sizeof(comm), "%.*s", GM_COMM_LEN, e->comm);
@@ -73,8 +76,9 @@ static void trace_text(struct session *s, const struct snap_event *se)
 		return;
 	}
 	fmt_size(size, sizeof(size), e->size, s->opt->exact_bytes);
-	fprintf(s->out, " %-22s %-7s %10s 0x%-14llx", probe_api_name(e->api),
-		e->type == GM_REC_UNKNOWN_FREE ? "-" : kind_name(e->kind), size, e->addr);
+	kind = event_kind_name(e);
+	fprintf(s->out, " %-22s %-7s %10s 0x%-14llx", event_api_name(e), kind ? kind : "-", size,
+		e->addr);
 	if (e->type == GM_REC_ALLOC_FAILED)
 		fprintf(s->out, " = %d %s", e->error, cuda_error_name(e->layer, e->error));
 	fputs(" at ", s->out);

@@ -234,7 +234,7 @@ bool top_on_key(struct session *s, int ch)
 	for (size_t i = 0; i < ARRAY_SIZE(key_table); i++)
 		if (key_table[i].key == ch)
 			return key_table[i].action(s);
-	if (ch > 0 && ch < 128 && strchr("PUCMKLAFGXON", ch)) {
+	if (ch > 0 && ch < 128 && strchr("PUCMKLAFGXONT", ch)) {
 		top.sort_key = (char)ch;	/* sort by the column with this letter */
 		return true;
 	}

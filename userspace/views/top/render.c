@@ -25,6 +25,7 @@ const struct column top_columns[C_COUNT] = {
 	[C_NPROCS] = { "PROCS", 5, false, 'N' },
 	[C_CUR] = { "CURRENT", 9, false, 'M' },
 	[C_PEAK] = { "PEAK", 9, false, 'K' },
+	[C_TENSOR] = { "TENSORS", 9, false, 'T' },
 	[C_LIVE] = { "LIVE", 7, false, 'L' },
 	[C_ARATE] = { "ALLOC/s", 7, false, 'A' },
 	[C_FRATE] = { "FREE/s", 7, false, 'F' },
@@ -36,6 +37,19 @@ const struct column top_columns[C_COUNT] = {
 	[C_SITE] = { "CALL SITE", 0, true, 0 },
 	[C_GROUP] = { "CONTAINER / POD", 0, true, 0 },
 };
+
+/* PyTorch's allocated bytes beside the reserved ones: TENSORS right after CURRENT. */
+static size_t with_tensor_column(enum col_id *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] != C_CUR)
+			continue;
+		memmove(&ids[i + 2], &ids[i + 1], (n - i - 1) * sizeof(*ids));
+		ids[i + 1] = C_TENSOR;
+		return n + 1;
+	}
+	return n;
+}
 
 /* The columns this mode shows at this width, and the width left for the last one. */
 size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w)
@@ -70,6 +84,8 @@ size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w)
 			n++;
 		}
 	}
+	if (top.any_tensors)
+		n = with_tensor_column(ids, n);
 	for (size_t i = 0; i < n; i++)
 		used += top_columns[ids[i]].width + 1;
 	if (width >= 100 && !top.drill_pid && top.group != GROUP_CONTAINER) {
@@ -128,6 +144,16 @@ static void spark(const struct row *r, int width, char *out, size_t len)
 	out[o] = 0;
 }
 
+/* A size, or "-" where the row has none (a tensor site reserves nothing; a process without
+ * PyTorch's allocator has no tensors). */
+static void fmt_known_size(char *cell, size_t len, uint64_t bytes, bool known, bool exact)
+{
+	if (known)
+		fmt_size(cell, len, bytes, exact);
+	else
+		snprintf(cell, len, "-");
+}
+
 static void format_row(const struct row *r, const enum col_id *ids, size_t n, int spark_w,
 		       int name_w, char *buf, size_t len)
 {
@@ -152,10 +178,13 @@ static void format_row(const struct row *r, const enum col_id *ids, size_t n, in
 			snprintf(cell, sizeof(cell), "%u", r->nprocs);
 			break;
 		case C_CUR:
-			fmt_size(cell, sizeof(cell), r->cur, exact);
+			fmt_known_size(cell, sizeof(cell), r->cur, !r->tensor_site, exact);
 			break;
 		case C_PEAK:
-			fmt_size(cell, sizeof(cell), r->peak, exact);
+			fmt_known_size(cell, sizeof(cell), r->peak, !r->tensor_site, exact);
+			break;
+		case C_TENSOR:
+			fmt_known_size(cell, sizeof(cell), r->tensor, r->has_tensors, exact);
 			break;
 		case C_LIVE:
 			snprintf(cell, sizeof(cell), "%" PRIu64, r->live);
@@ -219,7 +248,7 @@ static const char *sort_title(void)
 
 static void summary_line(char *buf, size_t len)
 {
-	char when[16], cur[32], host[32], ar[16], fr[16];
+	char when[16], cur[32], host[32], ar[16], fr[16], tensors[32], held[80];
 	time_t now = time(NULL);
 	struct tm tm;
 
@@ -229,9 +258,15 @@ static void summary_line(char *buf, size_t len)
 	fmt_size(host, sizeof(host), top.total_host, top.exact);
 	fmt_rate(ar, sizeof(ar), top.total_arate);
 	fmt_rate(fr, sizeof(fr), top.total_frate);
+	if (top.any_tensors) {
+		fmt_size(tensors, sizeof(tensors), top.total_tensor, top.exact);
+		snprintf(held, sizeof(held), "%s (tensors %s)", cur, tensors);
+	} else {
+		snprintf(held, sizeof(held), "%s", cur);
+	}
 	snprintf(buf, len, "gpumem top %s  %u process%s  held %s  host %s  alloc/s %s  free/s %s",
 		 when, top.nshown_procs,
-		 top.nshown_procs == 1 ? "" : "es", cur, host, ar, fr);
+		 top.nshown_procs == 1 ? "" : "es", held, host, ar, fr);
 }
 
 static void devices_line(char *buf, size_t len)
@@ -240,7 +275,8 @@ static void devices_line(char *buf, size_t len)
 	size_t o;
 
 	if (!snap || !snap->devices_valid) {
-		snprintf(buf, len, "GPUs: - (no NVML)");
+		snprintf(buf, len, "GPUs: - (NVML: %s)",
+			 snap ? devices_reason(snap) : "not read yet");
 		return;
 	}
 	o = (size_t)snprintf(buf, len, "GPUs:");
@@ -340,13 +376,15 @@ static const char *const help_text[] = {
 	"  Esc, Left    back from a process's call sites, or a container's processes",
 	"  Up Down PgUp PgDn Home End   move the selection",
 	"  < >          sort by the previous / next column",
-	"  P U C M K L A F G X O N   sort by PID, user, command, current, peak, live",
+	"  P U C M K L A F G X O N T sort by PID, user, command, current, peak, live",
 	"               allocations, allocs/s, frees/s, growth per minute, failures, oldest",
-	"               age, processes (of a container)",
+	"               age, processes (of a container), tensors",
 	"  r            reverse the sort order",
 	"",
 	"GROW/min is a least-squares fit of the bytes held over the last minute.",
 	"LAST MINUTE is the bytes held over the last 60 s, scaled to the row's maximum.",
+	"TENSORS (shown when a process uses PyTorch's caching allocator) is what its tensors",
+	"hold (allocated), inside CURRENT (reserved); a tensor site's row has only TENSORS.",
 	"CONTAINER is the container id's first 12 digits, else pod: and the pod UID's first 8.",
 	"A container's PEAK is the highest total seen at a refresh, or the peak of one of its",
 	"processes when that is higher (the kernel keeps exact peaks per process only).",
@@ -385,7 +423,7 @@ static void draw_frames(const struct row *r, int y, int n, int cols)
 	if (!f)
 		return;
 	fprintf(f, "frames of the selected site (%s %s):\n  ", probe_api_name(r->ss->api),
-		kind_name(r->ss->kind));
+		site_kind_name(r->ss));
 	text_frames(f, r->ss->stack, "\n  ", (unsigned int)n - 1);
 	fclose(f);
 	attron(A_BOLD);

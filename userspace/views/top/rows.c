@@ -57,8 +57,11 @@ static void site_label(const struct snap_site *ss, char *buf, size_t len, unsign
 		snprintf(buf, len, "?");
 		return;
 	}
-	fprintf(f, "%s %s ", probe_api_name(ss->api), kind_name(ss->kind));
-	text_frames(f, ss->stack, " <- ", frames);
+	fprintf(f, "%s %s ", probe_api_name(ss->api), site_kind_name(ss));
+	if (probe_is_tensor(ss->api))
+		text_frames_user(f, ss->stack, " <- ", frames);
+	else
+		text_frames(f, ss->stack, " <- ", frames);
 	fclose(f);
 	buf[len - 1] = 0;
 }
@@ -90,6 +93,7 @@ static int row_cmp(const void *a, const void *b)
 	case 'U': c = strcmp(x->user, y->user); break;
 	case 'C': c = strcmp(x->name, y->name); break;
 	case 'K': c = DESC(x->peak, y->peak); break;
+	case 'T': c = DESC(x->tensor, y->tensor); break;
 	case 'L': c = DESC(x->live, y->live); break;
 	case 'A': c = DESC(x->arate, y->arate); break;
 	case 'F': c = DESC(x->frate, y->frate); break;
@@ -186,6 +190,9 @@ static void add_to_group(const struct snap_proc *p, const struct row *pr)
 		r->peak = p->st.peak_bytes;
 	r->live += p->st.current_allocs;
 	r->fails += p->st.failed_count;
+	if (p->alive)
+		r->tensor += p->tensor.current_bytes;
+	r->has_tensors |= p->tensor.alloc_count > 0;
 	r->arate += pr->arate;
 	r->frate += pr->frate;
 }
@@ -225,6 +232,8 @@ static void process_row(const struct snap_proc *p)
 	r->peak = p->st.peak_bytes;
 	r->live = p->st.current_allocs;
 	r->fails = p->st.failed_count;
+	r->tensor = p->tensor.current_bytes;
+	r->has_tensors = p->tensor.alloc_count > 0;
 	text_known(r->user, sizeof(r->user), p->user, p->valid & SP_USER);
 	if (p->cmdline && p->cmdline[0])
 		command_name(p->cmdline, r->name, sizeof(r->name));
@@ -236,27 +245,37 @@ static void process_row(const struct snap_proc *p)
 	keep_if_matches(r);
 }
 
-static void site_rows(const struct snap_proc *p)
+static void site_row(const struct snap_proc *p, const struct snap_site *ss, bool tensor)
 {
-	for (size_t j = 0; j < p->nsites; j++) {
-		const struct snap_site *ss = &p->sites[j];
-		struct row *r = new_row();
+	struct row *r = new_row();
 
-		r->p = p;
-		r->ss = ss;
-		r->key = hist_key_site(p, ss);
-		r->has_series = true;
-		container_short(&p->container, r->cont, sizeof(r->cont));
+	r->p = p;
+	r->ss = ss;
+	r->key = hist_key_site(p, ss);
+	r->has_series = true;
+	container_short(&p->container, r->cont, sizeof(r->cont));
+	if (tensor) {	/* allocated inside what the segment sites reserved */
+		r->tensor = ss->st.current_bytes;
+		r->has_tensors = r->tensor_site = true;
+	} else {
 		r->cur = ss->st.current_bytes;
 		r->peak = ss->st.current_bytes;
-		r->live = ss->st.current_allocs;
-		r->fails = ss->st.failed_count;
-		r->oldest_age = snap_site_oldest_age(p, ss);
-		snprintf(r->user, sizeof(r->user), "-");
-		site_label(ss, r->name, sizeof(r->name), top.drill_pid ? 8 : 3);
-		fit_row(r);
-		keep_if_matches(r);
 	}
+	r->live = ss->st.current_allocs;
+	r->fails = ss->st.failed_count;
+	r->oldest_age = snap_site_oldest_age(p, ss);
+	snprintf(r->user, sizeof(r->user), "-");
+	site_label(ss, r->name, sizeof(r->name), top.drill_pid ? 8 : 3);
+	fit_row(r);
+	keep_if_matches(r);
+}
+
+static void site_rows(const struct snap_proc *p)
+{
+	for (size_t j = 0; j < p->nsites; j++)
+		site_row(p, &p->sites[j], false);
+	for (size_t j = 0; j < p->ntensor_sites; j++)
+		site_row(p, &p->tensor_sites[j], true);
 }
 
 /* Whether p is on the current screen at all. */
@@ -284,7 +303,8 @@ void top_build_rows(void)
 	const struct snapshot *snap = top.snap;
 
 	top.nrows = 0;
-	top.total_cur = top.total_host = 0;
+	top.total_cur = top.total_host = top.total_tensor = 0;
+	top.any_tensors = false;
 	top.total_arate = top.total_frate = 0;
 	top.nshown_procs = 0;
 	for (size_t i = 0; snap && i < snap->nprocs; i++) {
@@ -296,7 +316,9 @@ void top_build_rows(void)
 		if (p->alive) {
 			top.total_cur += p->st.current_bytes;
 			top.total_host += p->st.by_kind[GM_KIND_HOST];
+			top.total_tensor += p->tensor.current_bytes;
 		}
+		top.any_tensors |= p->tensor.alloc_count > 0;
 		if (by_group) {
 			struct row pr = { .key = hist_key_proc(p) };
 

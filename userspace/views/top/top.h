@@ -23,8 +23,8 @@
 #define TOP_MAX_COLUMNS 16
 
 enum col_id {
-	C_PID, C_USER, C_CONT, C_NPROCS, C_CUR, C_PEAK, C_LIVE, C_ARATE, C_FRATE, C_GROWTH,
-	C_FAIL, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_COUNT,
+	C_PID, C_USER, C_CONT, C_NPROCS, C_CUR, C_PEAK, C_TENSOR, C_LIVE, C_ARATE, C_FRATE,
+	C_GROWTH, C_FAIL, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_COUNT,
 };
 
 struct column {
@@ -45,6 +45,10 @@ struct row {
 	struct hist_key key;
 	bool has_series;	/* false: a container row (no series of its own) */
 	uint64_t cur, peak, live, fails, oldest_age;
+	/* PyTorch tensors (allocated, inside cur): a process's, or a tensor site's bytes (its
+	 * cur is then 0: a tensor site reserves nothing). has_tensors: the cell is not "-". */
+	uint64_t tensor;
+	bool has_tensors, tensor_site;
 	double arate, frate, growth_min;
 	unsigned int nprocs;	/* a container row: processes in it */
 	char user[16];
@@ -80,7 +84,8 @@ struct top_ui {
 	struct row *rows;
 	size_t nrows, cap;
 	uint64_t now;
-	uint64_t total_cur, total_host;
+	uint64_t total_cur, total_host, total_tensor;
+	bool any_tensors;	/* a process shown made tensors: the TENSORS column is shown */
 	double total_arate, total_frate;
 	unsigned int nshown_procs;
 	bool exact;		/* --bytes */
