@@ -38,13 +38,32 @@ const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (
 						 * stack, until its code objects are read */
 const volatile bool python_frames = true;	/* --no-python clears it */
 
+/* Where a thread's user stack is walked (user_stack()): off the 512-byte BPF stack, and per
+ * thread (a per-CPU buffer would be shared with a program that preempts us). */
+#define GM_STACK_WINDOW 512
+
+struct stack_scratch {
+	/* The stack walked now and the one walked before it, whose id is last_id + 1: a thread
+	 * that allocates from one place again and again is answered without a lookup. */
+	struct gm_user_stack st[2];
+	__u32 cur;			/* st[cur & 1] is walked into */
+	__u32 last_id_plus1;		/* 0: none */
+	__u64 lo, hi;			/* the thread's stack mapping; 0: not found yet */
+	__u64 win[GM_STACK_WINDOW / 8];	/* the stack read at once */
+};
+
+struct thread_state {
+	struct gm_inflight rec;		/* first: the map's value is read as a record */
+	struct stack_scratch stack;
+};
+
 /* The call in flight on each thread, in the thread itself: no hash on the hot path, and it
  * goes away with the thread. sp == 0: none. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct gm_inflight);
+	__type(value, struct thread_state);
 } inflight SEC(".maps");
 
 /* Never LRU: eviction would corrupt the totals silently. Sized by --max-allocs. */
@@ -70,11 +89,14 @@ struct {
 	__type(value, struct gm_proc_stats);
 } procs SEC(".maps");
 
+/* Frame-pointer stacks by id, as BPF_MAP_TYPE_STACK_TRACE kept them (the return addresses,
+ * zeros after the last), but walked here (user_stack()): made as stacks are first seen. */
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, GM_DEFAULT_MAX_STACKS);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, GM_MAX_STACK_DEPTH * sizeof(__u64));
+	__type(key, __u32);
+	__type(value, struct gm_user_stack);
 } stacks SEC(".maps");
 
 struct {
@@ -211,29 +233,63 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 	key->addr = rec->addr;
 }
 
-/* Takes the allocation being freed out of the live map. Only the deleter owns it, so two
- * racing frees of one address count once. */
-static __always_inline void claim_allocation(__u32 tgid, struct gm_inflight *rec)
+/* Inside the call a thread has in flight: below its stack pointer (equal: the same call seen
+ * by a second probe on the same code, one file reached under two inodes, overlayfs; taking it
+ * again would count it twice). A free's record outlives its call (no return probe), so only
+ * a free of the same address below it, the driver's free inside cudaFree, is inside it. */
+static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
+					__u64 addr)
 {
-	struct gm_alloc_key key;
-	struct gm_alloc_info *found;
-
-	alloc_key_of(&key, tgid, rec);
-	found = bpf_map_lookup_elem(&allocs, &key);
-	if (!found)
-		return;
-	rec->claimed = *found;
-	if (bpf_map_delete_elem(&allocs, &key) == 0)
-		rec->has_claim = 1;
+	if (!rec->sp || sp > rec->sp)
+		return false;
+	return !rec->entry_only || (is_free_shape(cookie) && addr == rec->addr);
 }
 
-static __always_inline void restore_allocation(__u32 tgid, struct gm_inflight *rec)
-{
-	struct gm_alloc_key key;
+static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
+				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
+				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes,
+				      __s32 device);
+static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
+					  const struct gm_alloc_info *info);
+static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec,
+					 bool at_entry);
 
+/* A free, whole at its entry: the allocation leaves the live map before the driver can hand
+ * its address to another thread, and only the deleter accounts it, so two racing frees of one
+ * address count once. A free of a live allocation is taken as done: cudaFree of a valid
+ * pointer fails only with the context lost, and the process's memory with it. No return
+ * probe: 0.4 µs a pair (its trap) and a program run saved. */
+static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *rec, __u64 id)
+{
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct gm_alloc_key key;
+	struct gm_alloc_info *found, info;
+	__s32 stack_id = -1;
+	bool stream, mine = false;
+	__u64 total;
+
+	if (!rec->addr)		/* cudaFree(NULL) frees nothing */
+		return;
 	alloc_key_of(&key, tgid, rec);
-	if (bpf_map_update_elem(&allocs, &key, &rec->claimed, BPF_NOEXIST))
-		count(GM_CNT_ALLOC_MAP_FULL);
+	found = bpf_map_lookup_elem(&allocs, &key);
+	if (found) {
+		info = *found;
+		mine = bpf_map_delete_elem(&allocs, &key) == 0;
+	}
+	stream = stream_calls();
+	if (stream)
+		stack_id = user_stack(ctx, rec, true);
+	if (!mine) {
+		count(GM_CNT_UNKNOWN_FREES);
+		if (stream)
+			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, -1, 0, rec->addr,
+				  0, 0, 0, GM_DEVICE_UNKNOWN);
+		return;
+	}
+	total = account_free(tgid, rec->gen, &info);
+	if (stream)
+		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, -1, info.kind, rec->addr,
+			  info.size, 0, total, info.device);
 }
 
 /* The calling thread's record, made at its first call; NULL for a process not traced. */
@@ -251,39 +307,36 @@ static __always_inline struct gm_inflight *thread_record(__u32 tgid)
 }
 
 /* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
- * a call whose stack pointer is below the recorded one runs inside it and is skipped; a record
- * whose return never fired (sp not above ours) is stale and replaced. */
+ * a call inside the recorded one is skipped; a record whose return never fired (sp not above
+ * ours) is stale and replaced. */
 static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 out_pitch,
 				      __u64 size, __u64 height, __u64 addr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 sp = PT_REGS_SP(ctx);
+	__u64 sp = PT_REGS_SP(ctx), cookie;
 	struct gm_inflight *rec = thread_record(id >> 32);
 
 	if (!rec)
 		return 0;
-	if (rec->sp) {
-		/* Below: a call inside the recorded one. Equal: the same call seen by a second
-		 * probe on the same code (one file reached under two inodes, overlayfs); taking
-		 * it again would lose the allocation a free already claimed. */
-		if (sp <= rec->sp) {
-			count(GM_CNT_NESTED_CALLS);
-			return 0;
-		}
-		count(GM_CNT_STALE_INFLIGHT);
+	cookie = bpf_get_attach_cookie(ctx);
+	if (inside_call(rec, sp, cookie, addr)) {
+		count(GM_CNT_NESTED_CALLS);
+		return 0;
 	}
+	if (rec->sp && !rec->entry_only)
+		count(GM_CNT_STALE_INFLIGHT);
 	rec->sp = sp;
-	rec->cookie = bpf_get_attach_cookie(ctx);
-	rec->time_ns = bpf_ktime_get_ns();
+	rec->cookie = cookie;
+	rec->entry_only = is_free_shape(cookie);
+	rec->time_ns = rec->entry_only ? 0 : bpf_ktime_get_ns();	/* an allocation's age */
 	rec->out_ptr = out_ptr;
 	rec->out_pitch = out_pitch;
 	rec->size = size;
 	rec->height = height;
 	rec->addr = addr;
-	rec->has_claim = 0;
 	identify_process(rec);
-	if (addr && is_free_shape(rec->cookie))
-		claim_allocation(id >> 32, rec);
+	if (rec->entry_only)
+		free_enter(ctx, rec, id);
 	return 0;
 }
 
@@ -770,17 +823,199 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 		    error, process_bytes, 0, device);
 }
 
-static __always_inline __s32 user_stack(struct pt_regs *ctx)
+/* ---- User stacks ---- */
+
+/*
+ * The frame-pointer walk of the calling thread, hashed into `stacks`. The kernel's walk
+ * (bpf_get_stackid) reads frame after frame until a read faults, and every stack ends in one:
+ * main's caller keeps no frame pointer. That fault cost 600 ns of the 3.5 µs a traced pair
+ * took. Here every read stays inside the thread's stack mapping (found once per thread, with
+ * bpf_find_vma), a frame must lie above the one before, and a window of the stack is read at
+ * once: one read for the frames of most calls.
+ */
+struct vma_bounds {
+	__u64 lo, hi;
+};
+
+static long stack_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
-	long id;
+	struct vma_bounds *b = data;
 
-	if (stack_mode == GM_STACKS_NONE)
+	b->lo = vma->vm_start;
+	b->hi = vma->vm_end;
+	return 0;
+}
+
+/* The stack mapping around sp, kept per thread; looked up again only when sp leaves it (the
+ * main thread's stack grows down, a coroutine runs on a stack of its own). False when it
+ * cannot be known now: bpf_find_vma only tries the mmap lock, which a thread that maps
+ * memory holds. */
+static __always_inline bool stack_bounds(struct stack_scratch *sc, __u64 sp)
+{
+	struct vma_bounds b = {};
+
+	if (sp >= sc->lo && sp < sc->hi)
+		return true;
+	if (bpf_find_vma(bpf_get_current_task_btf(), sp, stack_vma, &b, 0) || sp < b.lo ||
+	    sp >= b.hi)
+		return false;
+	sc->lo = b.lo;
+	sc->hi = b.hi;
+	return true;
+}
+
+/* One frame of walk_frames, a bpf_loop callback: the verifier checks its body once (a loop
+ * whose index is an array subscript it would check frame by frame). Frame i + 1 of st. */
+struct walk {
+	struct stack_scratch *sc;
+	struct gm_user_stack *st;
+	__u64 sp, fp, hi, base, have;
+};
+
+static long walk_frame(__u64 i, void *data)
+{
+	struct walk *w = data;
+	struct stack_scratch *sc = w->sc;
+	__u64 fp = w->fp, off, next, ret, len;
+	__u32 at = (i + 1) & (GM_MAX_STACK_DEPTH - 1);
+
+	if (fp < w->sp || (fp & 7) || fp + 16 > w->hi || fp + 16 < fp)
+		goto end;
+	off = fp - w->base;
+	if (fp < w->base || off + 16 > w->have) {
+		len = w->hi == ~0ULL ? 16 : w->hi - fp;
+		if (len > GM_STACK_WINDOW)
+			len = GM_STACK_WINDOW;
+		if (bpf_probe_read_user(sc->win, len, (void *)fp))
+			goto end;
+		w->base = fp;
+		w->have = len;
+		off = 0;
+	}
+	off /= 8;
+	if (off > GM_STACK_WINDOW / 8 - 2)
+		goto end;
+	/* The masks are the verifier's proof; the check above keeps both words in what was
+	 * read. */
+	next = sc->win[off & (GM_STACK_WINDOW / 8 - 1)];
+	ret = sc->win[(off + 1) & (GM_STACK_WINDOW / 8 - 1)];
+	if (!ret)
+		goto end;
+	w->st->ips[at] = ret;
+	if (next <= fp) {
+		at = (at + 1) & (GM_MAX_STACK_DEPTH - 1);
+		goto end;
+	}
+	w->fp = next;
+	return 0;
+end:
+	if (at)		/* 0: the stack is full, no zero after it */
+		w->st->ips[at] = 0;
+	return 1;
+}
+
+/* The return addresses from fp up, after first, into st: a zero after the last. Inside the
+ * stack mapping [lo, hi) a window is read at once; with hi unknown (~0), a frame at a time,
+ * and a read that faults ends the stack, as the kernel's walk ends. */
+static __always_inline void walk_frames(struct stack_scratch *sc, struct gm_user_stack *st,
+					__u64 first, __u64 sp, __u64 fp, __u64 hi)
+{
+	struct walk w = { .sc = sc, .st = st, .sp = sp, .fp = fp, .hi = hi };
+
+	st->ips[0] = first;
+	bpf_loop(GM_MAX_STACK_DEPTH - 1, walk_frame, &w, 0);
+}
+
+/* a and b up to a's first zero (or all of them). */
+static __always_inline bool same_stack(const struct gm_user_stack *a,
+				       const struct gm_user_stack *b)
+{
+	for (__u32 i = 0; i < GM_MAX_STACK_DEPTH; i++) {
+		if (a->ips[i] != b->ips[i])
+			return false;
+		if (!a->ips[i])
+			return true;
+	}
+	return true;
+}
+
+/* A stack's id: its hash, then the next ids while another stack holds one (a few tries, then
+ * counted: two stacks never share an id). */
+static __always_inline __s32 stack_id_of(struct gm_user_stack *st)
+{
+	struct gm_user_stack *found;
+	__u64 h = 0xcbf29ce484222325ULL;
+	bool ended = false;
+	__u32 id;
+
+	for (__u32 i = 0; i < GM_MAX_STACK_DEPTH; i++) {
+		if (!st->ips[i])
+			break;
+		h = (h ^ st->ips[i]) * 0x100000001b3ULL;
+	}
+	id = (__u32)(h ^ (h >> 31)) & 0x7fffffff;
+	for (int probe = 0; probe < 4; probe++, id = (id + 1) & 0x7fffffff) {
+		found = bpf_map_lookup_elem(&stacks, &id);
+		if (!found) {
+			/* A new stack: zeros after its end, as the map keeps them. */
+			for (__u32 i = 0; i < GM_MAX_STACK_DEPTH; i++) {
+				if (ended)
+					st->ips[i] = 0;
+				else if (!st->ips[i])
+					ended = true;
+			}
+			if (bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST) == 0)
+				return (__s32)id;
+			found = bpf_map_lookup_elem(&stacks, &id);	/* another CPU's? */
+			if (!found)
+				return -1;	/* full */
+		}
+		if (same_stack(found, st))
+			return (__s32)id;
+	}
+	return -1;
+}
+
+/* at_entry: the probe is on a function's first instruction, where the caller's return address
+ * is at sp and fp is still the caller's: the stack starts at the caller. Else (a return probe)
+ * the registers are the caller's own. A global function: the verifier checks it once, not in
+ * every program that calls it (the walk's loop made that a 10 s load). */
+__noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, int at_entry)
+{
+	__u64 sp, first;
+	struct stack_scratch *sc;
+	struct gm_user_stack *st, *last;
+	int id = -1;
+
+	if (stack_mode == GM_STACKS_NONE || !ctx || !ts)
 		return -1;
-	id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-
+	sc = &ts->stack;
+	sp = PT_REGS_SP(ctx);
+	first = PT_REGS_IP(ctx);
+	if (at_entry && bpf_probe_read_user(&first, sizeof(first), (void *)sp))
+		goto out;
+	st = &sc->st[sc->cur & 1];
+	last = &sc->st[(sc->cur + 1) & 1];
+	walk_frames(sc, st, first, sp, PT_REGS_FP(ctx), stack_bounds(sc, sp) ? sc->hi : ~0ULL);
+	if (sc->last_id_plus1 && same_stack(last, st))
+		return (int)(sc->last_id_plus1 - 1);
+	id = stack_id_of(st);
+	if (id >= 0) {
+		sc->last_id_plus1 = (__u32)id + 1;
+		sc->cur ^= 1;
+	}
+out:
 	if (id < 0)
 		count(GM_CNT_STACK_ERRORS);
 	return id;
+}
+
+static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec,
+					 bool at_entry)
+{
+	if (stack_mode == GM_STACKS_NONE)
+		return -1;
+	return gm_user_stack_id(ctx, (struct thread_state *)rec, at_entry);
 }
 
 /* ---- CPython frames ---- */
@@ -1175,7 +1410,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
 	__u64 addr = 0, size = rec->size, total = 0;
-	__s32 stack_id = user_stack(ctx);
+	__s32 stack_id = user_stack(ctx, rec, false);
 	bool new_site = false;
 
 	skey.stack_id = stack_id;
@@ -1252,37 +1487,6 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 			  total, info.device);
 }
 
-static __always_inline void free_return(struct pt_regs *ctx, struct gm_inflight *rec,
-					__u32 tgid, __u32 tid, __s32 rc)
-{
-	__s32 stack_id = -1;
-	__u64 total;
-
-	if (rec->addr == 0)	/* cudaFree(NULL) frees nothing */
-		return;
-	if (rc != 0) {
-		count(GM_CNT_FAILED_FREES);
-		if (rec->has_claim)
-			restore_allocation(tgid, rec);
-		return;
-	}
-	bool stream = stream_calls();
-
-	if (stream)
-		stack_id = user_stack(ctx);
-	if (!rec->has_claim) {
-		count(GM_CNT_UNKNOWN_FREES);
-		if (stream)
-			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, -1, 0, rec->addr,
-				  0, 0, 0, GM_DEVICE_UNKNOWN);
-		return;
-	}
-	total = account_free(tgid, rec->gen, &rec->claimed);
-	if (stream)
-		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, -1, rec->claimed.kind, rec->addr,
-			  rec->claimed.size, 0, total, rec->claimed.device);
-}
-
 /* What a context's teardown releases: that process's allocations of that context, but
  * async ones (they belong to their pool, which outlives a context: cudaDeviceReset's rule) and
  * tensors (PyTorch's to free). */
@@ -1356,8 +1560,8 @@ static __noinline void teardown_return(struct gm_inflight *rec, __u32 tgid, __u3
 	release_context(tgid, rec->gen, w.ctx);
 }
 
-/* One return program for every shape. A return whose stack pointer is not above the
- * recorded entry's belongs to a nested call that was not recorded. The record is the
+/* One return program for every shape but the frees (which have none). A return whose stack
+ * pointer is not above the recorded entry's belongs to a nested call that was not recorded. The record is the
  * thread's own and no other program runs on this thread meanwhile: it is read in place. The
  * Python walk is called from here, not from alloc_return, so that the two frames never stack
  * up past 512 bytes. */
@@ -1365,30 +1569,26 @@ SEC("uretprobe")
 int BPF_KRETPROBE(call_return, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
 	struct gm_inflight *rec;
 
 	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
 	if (!rec)
 		return 0;
-	if (is_ctx_shape(shape)) {	/* followed at entry, nested or not */
-		ctx_return(rec, tgid, shape, (__s32)ret);
+	if (is_ctx_shape(shape)) {	/* followed at entry and return, nested or not */
+		ctx_return(rec, id >> 32, shape, (__s32)ret);
 		return 0;
 	}
-	if (!rec->sp || PT_REGS_SP(ctx) <= rec->sp)
+	if (!rec->sp || rec->entry_only || PT_REGS_SP(ctx) <= rec->sp)
 		return 0;
 	rec->sp = 0;
-
 	shape = GM_COOKIE_SHAPE(rec->cookie);
 	if (is_teardown_shape(shape)) {
 		if ((__s32)ret == 0)
-			teardown_return(rec, tgid, shape);
-	} else if (shape == GM_SHAPE_FREE || shape == GM_SHAPE_VMM_RELEASE)
-		free_return(ctx, rec, tgid, tid, (__s32)ret);
-	else
-		alloc_return(ctx, rec, id, (__s32)ret, python_stack(tgid, rec->gen,
-								    &rec->py_tstate));
+			teardown_return(rec, id >> 32, shape);
+		return 0;
+	}
+	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate));
 	return 0;
 }
 
@@ -1412,7 +1612,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	struct gm_site_stats *ss;
 	bool new_site = false;
 
-	skey.stack_id = user_stack(ctx);
+	skey.stack_id = user_stack(ctx, rec, false);
 	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(cookie);
 	skey.kind = GM_COOKIE_KIND(cookie);
@@ -1521,8 +1721,9 @@ int BPF_USDT(tensor_free, __u64 ptr)
 		tensor_account_free(tgid, key.gen, &info, &reserved, &tensors);
 	}
 	if (stream_calls())
-		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx), -1,
-			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors, GM_DEVICE_UNKNOWN);
+		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,
+			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors,
+			    GM_DEVICE_UNKNOWN);
 	return 0;
 }
 

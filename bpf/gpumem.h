@@ -15,13 +15,15 @@
  * 4: call records carry the cgroup id. 5: PyTorch tensors (GM_SPACE_TENSOR allocations, their
  * sites, a counter of unknown tensor frees). 6: the agent record says what the programs were
  * loaded with. 7: processes keep their tensor bytes and peak; call records carry the process's
- * tensor bytes (tensor events are streamed).
- * 8: the cookie carries the allocation's space (arrays, registered host memory, VMM mappings
+ * tensor bytes (tensor events are streamed). 8: frame-pointer stacks walked by gpumem (a hash
+ * map of struct gm_user_stack, not a stack-trace map); frees accounted at their entry, with no
+ * return probe.
+ * 9: the cookie carries the allocation's space (arrays, registered host memory, VMM mappings
  * and reservations, IPC imports have spaces of their own); kinds that are not memory (mapped,
  * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
  * thread's current context); allocations carry their context and device, processes their GPU
  * bytes per device, call records their device. */
-#define GM_LAYOUT_VERSION 8
+#define GM_LAYOUT_VERSION 9
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -29,7 +31,7 @@
 
 /* Default capacities; each one has a command-line option that raises it. */
 #define GM_DEFAULT_MAX_ALLOCS (1u << 20)	/* --max-allocs */
-#define GM_DEFAULT_MAX_STACKS 32768		/* --max-stacks: 16 MiB of kernel memory */
+#define GM_DEFAULT_MAX_STACKS 32768		/* --max-stacks: 512 bytes each, as used */
 #define GM_DEFAULT_MAX_SITES 65536		/* --max-sites */
 #define GM_DEFAULT_MAX_PROCS 8192		/* --max-procs */
 #define GM_DEFAULT_RINGBUF_BYTES (8u << 20)	/* --ringbuf-mb */
@@ -169,13 +171,15 @@ enum gm_counter {
 	GM_CNT_ALLOC_MAP_FULL = 0,	/* live allocation not recorded: --max-allocs */
 	GM_CNT_STACK_ERRORS,		/* stack not recorded (map full or collision): --max-stacks */
 	GM_CNT_RINGBUF_DROPPED,		/* event not delivered: --ringbuf-mb */
-	GM_CNT_UNKNOWN_FREES,		/* free of an address never seen alloc'd */
+	GM_CNT_UNKNOWN_FREES,		/* free of an address never seen alloc'd (from before
+					 * gpumem started, or no allocation at all) */
 	GM_CNT_SITE_MAP_FULL,		/* call-site aggregate not updated: --max-sites */
 	GM_CNT_PROC_MAP_FULL,		/* process aggregate not updated: --max-procs */
 	GM_CNT_INFLIGHT_FULL,		/* call entry not recorded: no memory for its thread record */
 	GM_CNT_NESTED_CALLS,		/* calls inside another probed call (not accounted) */
 	GM_CNT_STALE_INFLIGHT,		/* in-flight records replaced (return never fired) */
-	GM_CNT_FAILED_FREES,		/* free calls that returned an error (nothing freed) */
+	GM_CNT_FAILED_FREES,		/* 0 since layout 7: a free of a live allocation is
+					 * taken as done at its entry (no return probe) */
 	GM_CNT_REPLACED_ALLOCS,		/* address allocated again while live: freed unseen */
 	GM_CNT_HOLDS,			/* processes this instance paused (its own targets only) */
 	GM_CNT_PY_STACK_ERRORS,		/* Python stack not recorded (map full or collision):
@@ -228,10 +232,10 @@ struct gm_inflight {
 	__u64 size;		/* bytes; width for pitch allocations */
 	__u64 height;		/* pitch allocations */
 	__u64 addr;		/* frees: the address or handle released */
-	/* Frees: the live allocation, taken out of the map at entry, before the driver can
-	 * hand its address to another thread; put back if the free fails. */
-	struct gm_alloc_info claimed;
-	__u32 has_claim;
+	/* A free's record: frees are accounted at their entry and have no return probe, so the
+	 * record stays after the call returned, and only a free of the same address below it
+	 * (the driver's free inside cudaFree) counts as inside it. */
+	__u32 entry_only;
 	/* The thread's process, read at its first call: a thread never changes process, and
 	 * exec keeps the start time (a thread that execs takes its leader's). 0: not read yet. */
 	__u32 gen;
@@ -257,6 +261,11 @@ struct gm_inflight {
 /* The generation is in the key, not only in the value: an address the pid's new process is
  * handed while the old one's entry waits to be reaped is then a new entry, and a free finds
  * only its own process's allocation, with no check on the hot path. */
+/* A frame-pointer stack: return addresses, innermost first, zeros after the last. */
+struct gm_user_stack {
+	__u64 ips[GM_MAX_STACK_DEPTH];
+};
+
 struct gm_alloc_key {
 	__u32 tgid;
 	__u32 gen;

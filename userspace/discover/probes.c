@@ -326,6 +326,12 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 	return NULL;
 }
 
+/* Frees are accounted at their entry (bpf/gpumem.bpf.c, free_enter): no return probe. */
+static bool has_return_probe(enum gm_shape shape)
+{
+	return shape != GM_SHAPE_FREE && shape != GM_SHAPE_VMM_RELEASE;
+}
+
 static int attach_one(const struct probe_programs *pp, struct attached_file *f, unsigned int api)
 {
 	const struct probe_def *p = &probe_table[api];
@@ -338,15 +344,18 @@ static int attach_one(const struct probe_programs *pp, struct attached_file *f, 
 						f->offsets[api], &opts);
 	if (!entry)
 		return -errno;
+	f->links[f->nlinks++] = entry;
+	if (!has_return_probe(p->shape))
+		return 0;
 	opts.retprobe = true;
 	ret = bpf_program__attach_uprobe_opts(pp->call_return, -1, f->path,
 					      f->offsets[api], &opts);
 	if (!ret) {
 		err = -errno;
 		bpf_link__destroy(entry);
+		f->nlinks--;
 		return err;
 	}
-	f->links[f->nlinks++] = entry;
 	f->links[f->nlinks++] = ret;
 	return 0;
 }
@@ -406,7 +415,7 @@ static int attach_multi(const struct probe_programs *pp, struct attached_file *f
 
 			if (!f->offsets[api] || offset_taken(f, api))
 				continue;
-			if (!ret && entry_program(pp, p->shape) != progs[i])
+			if (ret ? !has_return_probe(p->shape) : entry_program(pp, p->shape) != progs[i])
 				continue;
 			offsets[cnt] = f->offsets[api];
 			cookies[cnt++] = probe_cookie(api);
