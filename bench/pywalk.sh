@@ -1,12 +1,14 @@
 #!/bin/bash
-# The cost of the Python walk (`make bench`): cudaMalloc/cudaFree pairs through ctypes from
-# Debian's python3 at Python stack depths 10 and 50 (bench/pywalk.py), under system-wide gpumem
-# with Python frames and with --no-python, rounds interleaved (order swapped each round);
-# medians of the loop thread's CPU time. The difference is the walk's cost per allocation
-# (one allocation a pair). A benchmark measures: nothing here fails on the 1 µs target.
+# The cost of the Python walk (`make bench`): cudaMalloc/cudaFree pairs through ctypes at
+# Python stack depths 10 and 50 (bench/pywalk.py), from Debian's python3 and each pyenv CPython
+# 3.9-3.13 installed, under system-wide gpumem with Python frames and with --no-python, rounds
+# interleaved (order swapped each round); medians of the loop thread's CPU time. The difference
+# is the walk's cost per allocation (one allocation a pair). A benchmark measures: nothing here
+# fails on the 1 µs target.
 #
 # Knobs: BENCH_PY_PAIRS (pairs per run, default 20000), BENCH_ROUNDS (default 7),
-# BENCH_PROFILE=0 to skip the per-program BPF time pass.
+# BENCH_PYTHONS (space-separated interpreters; default: those found), BENCH_PROFILE=0 to skip
+# the per-program BPF time pass (Debian's python3).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
@@ -18,6 +20,7 @@ PROFILE=${BENCH_PROFILE:-1}
 DEPTHS=(10 50)
 TARGET_NS=1000
 PY=/usr/bin/python3
+PYENV_VERSIONS=${PYENV_ROOT:-/root/.pyenv}/versions
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
 LIBDIR=$(readlink -f "$BUILD/bench/lib")
 CUDART=$(readlink -f "$LIBDIR/libcudart.so.13")
@@ -29,8 +32,27 @@ TRACER_PID=
 trap 'stop_tracer; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
-if ! "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
-	echo "python walk: $PY is not CPython 3.11, skipped"
+# The interpreters measured, each named by its version: Debian's first, then pyenv's.
+PYTHONS=()
+NAMES=()
+add_python() {
+	local version
+	version=$("$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || return
+	case "$version" in 3.9|3.1[0-3]) ;; *) echo "pywalk: $1 is CPython $version, skipped"; return ;; esac
+	PYTHONS+=("$1")
+	NAMES+=("$2$version")
+}
+if [ -n "${BENCH_PYTHONS:-}" ]; then
+	for p in $BENCH_PYTHONS; do add_python "$p" ""; done
+else
+	[ -x "$PY" ] && add_python "$PY" "debian-"
+	for minor in 9 10 11 12 13; do
+		p=$(ls -d "$PYENV_VERSIONS"/3.$minor.*/bin/python3.$minor 2>/dev/null | tail -1)
+		[ -n "$p" ] && add_python "$p" "pyenv-"
+	done
+fi
+if [ ${#PYTHONS[@]} = 0 ]; then
+	echo "python walk: no CPython 3.9-3.13 found, skipped"
 	exit 0
 fi
 [ "$(id -u)" = 0 ] || { echo "pywalk: must run as root (BPF)" >&2; exit 1; }
@@ -58,28 +80,36 @@ PY
 }
 
 measure() {
-	local config=$1 depth out pid cpu
+	local config=$1 depth out pid cpu i key
 	start_gpumem "$config" || return 1
-	for depth in "${DEPTHS[@]}"; do
-		out=$(timeout 120 "$PY" bench/pywalk.py "$CUDART" "$depth" "$PAIRS") || {
-			echo "pywalk: bench/pywalk.py failed at depth $depth" >&2
-			continue
-		}
-		# "pywalk: pid P depth D pairs N: W ns/pair wall, C ns/pair cpu"
-		read -r pid cpu <<<"$(awk '{ print $3, $(NF - 2) }' <<<"$out")"
-		echo "$cpu" >>"$WORK/$config.$depth"
-		echo "$pid" >>"$WORK/$config.$depth.pids"
+	for i in "${!PYTHONS[@]}"; do
+		for depth in "${DEPTHS[@]}"; do
+			key="${NAMES[$i]}.$config.$depth"
+			out=$(timeout 120 "${PYTHONS[$i]}" bench/pywalk.py "$CUDART" "$depth" \
+				"$PAIRS") || {
+				echo "pywalk: ${NAMES[$i]}: bench/pywalk.py failed at depth $depth" >&2
+				continue
+			}
+			# "pywalk: pid P depth D pairs N: W ns/pair wall, C ns/pair cpu"
+			read -r pid cpu <<<"$(awk '{ print $3, $(NF - 2) }' <<<"$out")"
+			echo "$cpu" >>"$WORK/$key"
+			echo "$pid" >>"$WORK/$key.pids"
+		done
 	done
 	stop_tracer
-	for depth in "${DEPTHS[@]}"; do
-		pid=$(tail -1 "$WORK/$config.$depth.pids" 2>/dev/null) || continue
-		printf '  %-9s depth %2d %8.1f ns/pair cpu  (%s Python frames seen)\n' "$config" \
-			"$depth" "$(tail -1 "$WORK/$config.$depth")" "$(python_frames_seen "$pid")"
+	for i in "${!PYTHONS[@]}"; do
+		for depth in "${DEPTHS[@]}"; do
+			key="${NAMES[$i]}.$config.$depth"
+			pid=$(tail -1 "$WORK/$key.pids" 2>/dev/null) || continue
+			printf '  %-12s %-9s depth %2d %8.1f ns/pair cpu  (%s Python frames seen)\n' \
+				"${NAMES[$i]}" "$config" "$depth" "$(tail -1 "$WORK/$key")" \
+				"$(python_frames_seen "$pid")"
+		done
 	done
 }
 
-echo "Python walk: cudaMalloc+cudaFree pairs through ctypes ($PY), depths ${DEPTHS[*]};" \
-	"$ROUNDS rounds of python, nopython, interleaved; $PAIRS pairs a run"
+echo "Python walk: cudaMalloc+cudaFree pairs through ctypes (${NAMES[*]}), depths" \
+	"${DEPTHS[*]}; $ROUNDS rounds of python, nopython, interleaved; $PAIRS pairs a run"
 configs=(python nopython)
 for round in $(seq "$ROUNDS"); do
 	echo "round $round/$ROUNDS"
@@ -89,25 +119,30 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
-printf '%-8s %14s %14s %14s %8s\n' "depth" "python ns/pair" "--no-python" "added ns/alloc" "target"
-for depth in "${DEPTHS[@]}"; do
-	if [ ! -s "$WORK/python.$depth" ] || [ ! -s "$WORK/nopython.$depth" ]; then
-		printf '%-8s %14s\n' "$depth" "no result"
-		continue
-	fi
-	py=$(median "$WORK/python.$depth")
-	nopy=$(median "$WORK/nopython.$depth")
-	awk -v d="$depth" -v a="$py" -v b="$nopy" -v t="$TARGET_NS" \
-		'BEGIN { printf "%-8s %14.1f %14.1f %14.1f %8s\n", d, a, b, a - b, "< " t }'
+printf '%-12s %-6s %14s %14s %14s %8s\n' "python" "depth" "python ns/pair" "--no-python" \
+	"added ns/alloc" "target"
+for name in "${NAMES[@]}"; do
+	for depth in "${DEPTHS[@]}"; do
+		if [ ! -s "$WORK/$name.python.$depth" ] || [ ! -s "$WORK/$name.nopython.$depth" ]; then
+			printf '%-12s %-6s %14s\n' "$name" "$depth" "no result"
+			continue
+		fi
+		py=$(median "$WORK/$name.python.$depth")
+		nopy=$(median "$WORK/$name.nopython.$depth")
+		awk -v n="$name" -v d="$depth" -v a="$py" -v b="$nopy" -v t="$TARGET_NS" \
+			'BEGIN { printf "%-12s %-6s %14.1f %14.1f %14.1f %8s\n", n, d, a, b, a - b,
+				 "< " t }'
+	done
 done
 
 # Where the time goes: one more run at depth 50 with kernel.bpf_stats_enabled, per program.
 if [ "$PROFILE" = 1 ]; then
 	echo
-	echo "BPF time per program at depth 50 (separate runs, kernel.bpf_stats_enabled=1):"
+	echo "BPF time per program at depth 50, ${NAMES[0]} (separate runs," \
+		"kernel.bpf_stats_enabled=1):"
 	for config in python nopython; do
 		start_gpumem "$config" || continue
-		bpf_prog_times "$config" "" "$PY" bench/pywalk.py "$CUDART" 50 "$PAIRS"
+		bpf_prog_times "$config" "" "${PYTHONS[0]}" bench/pywalk.py "$CUDART" 50 "$PAIRS"
 		stop_tracer
 	done
 fi

@@ -1037,12 +1037,17 @@ struct {
 	__type(value, struct gm_py_stack);
 } py_stacks SEC(".maps");
 
-/* Where a stack is built before it is looked up (and each frame read): off the 512-byte BPF
- * stack, and per thread (a per-CPU buffer would be shared with a program that preempts us);
- * made at a thread's first walk, never on the hot path after. */
+/* Where a stack is built before it is looked up, and the thread state and frames read: off
+ * the 512-byte BPF stack, and per thread (a per-CPU buffer would be shared with a program that
+ * preempts us); made at a thread's first walk, never on the hot path after. */
 struct py_scratch {
 	struct gm_py_stack st;
-	__u64 frame[16];	/* GM_PY_FRAME_READ bytes read */
+	__u64 tstate[GM_PY_TSTATE_READ / 8];	/* the thread state's first bytes */
+	__u64 win_base, win_len;		/* what win holds: [win_base, win_base + win_len) */
+	/* Bytes of data stack the last walk used, and this walk's bounds: in the map value, where
+	 * the verifier does not follow them from one frame to the next. */
+	__u64 span, want, first_end, lowest;
+	__u64 win[GM_PY_WINDOW / 8];		/* frames, as read */
 };
 
 struct {
@@ -1060,18 +1065,69 @@ static __always_inline __u64 read_user_u64(__u64 addr)
 	return v;
 }
 
-/* A word of the frame read; the mask keeps any offset inside the buffer (the verifier's
- * proof), the check keeps it inside what was read. */
-static __always_inline __u64 word_at(const __u64 *w, __u32 off)
+/* A word of the thread state read; 0 past what was read. */
+static __always_inline __u64 tstate_word(const struct py_scratch *sc, __u32 off)
 {
-	if (off >= GM_PY_FRAME_READ)
+	if (off > GM_PY_TSTATE_READ - 8)
 		return 0;
-	return w[(off / 8) & 15];
+	return sc->tstate[off / 8];
 }
 
-static __always_inline __u32 byte_at(const __u64 *w, __u32 off)
+static __always_inline bool tstate_load(struct py_scratch *sc, __u64 tstate)
 {
-	return (word_at(w, off) >> ((off & 7) * 8)) & 0xff;
+	return bpf_probe_read_user(sc->tstate, sizeof(sc->tstate), (void *)tstate) == 0;
+}
+
+/* The 8-byte-aligned word at frame + off, the frame being in the window. The mask keeps any
+ * offset inside the buffer (the verifier's proof); userspace keeps off inside frame_read. */
+static __always_inline __u64 frame_word(const struct py_scratch *sc, __u64 frame, __u32 off)
+{
+	return sc->win[((frame - sc->win_base + off) / 8) & (GM_PY_WINDOW / 8 - 1)];
+}
+
+/* A field of size bytes (1 or 4) at frame + off, little-endian. */
+static __always_inline __u32 frame_field(const struct py_scratch *sc, __u64 frame, __u32 off,
+					 __u32 size)
+{
+	__u64 w = frame_word(sc, frame, off & ~7u) >> ((off & 7) * 8);
+
+	return size == 1 ? (__u32)(w & 0xff) : (__u32)w;
+}
+
+/* Makes the frame's first frame_read bytes readable from the window. A frame in the live part
+ * of the thread's data stack (3.11+: [chunk, top)) comes with the frames below it, its callers,
+ * sc->want bytes (at most GM_PY_WINDOW) in one read: the walk that follows finds them there. Any
+ * other frame (a generator's, a C-stack shim, 3.9's and 3.10's heap frames) comes with the rest
+ * of its page, where its callers' often are (frames of one size share a page of the heap). */
+static __always_inline bool window_load(struct py_scratch *sc, __u64 frame, __u32 frame_read,
+					__u64 chunk, __u64 top)
+{
+	__u64 end = frame + frame_read, base, len, want = sc->want;
+
+	if (frame & 7)
+		return false;
+	if (want > GM_PY_WINDOW)
+		want = GM_PY_WINDOW;
+	sc->want = GM_PY_WINDOW;	/* a window that fell short: the next is full */
+	if (frame >= chunk && end <= top)
+		base = end - chunk > want ? end - want : chunk;
+	else
+		base = frame & ~4095ull;	/* its page: mapped, and maybe its callers' too */
+	len = end - base;
+	if (len > GM_PY_WINDOW)
+		return false;
+	if (bpf_probe_read_user(sc->win, len, (void *)base))
+		return false;
+	sc->win_base = base;
+	sc->win_len = len;
+	return true;
+}
+
+static __always_inline bool window_has(const struct py_scratch *sc, __u64 frame,
+				       __u32 frame_read)
+{
+	return frame >= sc->win_base && frame + frame_read <= sc->win_base + sc->win_len &&
+	       !((frame - sc->win_base) & 7);
 }
 
 /* Off for this process for good: the offsets do not describe what runs there. */
@@ -1081,37 +1137,52 @@ static __always_inline void python_mismatch(struct gm_py_proc *pp)
 		count(GM_CNT_PY_MISMATCH);
 }
 
-/* The calling thread's id as its own pid namespace numbers it (native_thread_id). */
-static __always_inline __u64 namespace_tid(void)
+/* The calling thread's id as its interpreter records it: its tid in its own pid namespace
+ * (native_thread_id), or pthread_self(), which on x86-64 is the thread's fs base. */
+static __always_inline __u64 python_thread_id(const struct gm_py_offsets *o)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct pid *pid = BPF_CORE_READ(task, thread_pid);
-	unsigned int level = BPF_CORE_READ(pid, level);
+	struct pid *pid;
+	unsigned int level;
 	struct upid up = {};
 
+	if (o->thread_id_kind == GM_PY_TID_PTHREAD) {
+#ifdef __TARGET_ARCH_x86
+		return BPF_CORE_READ(task, thread.fsbase);
+#else
+		return 0;	/* userspace registers no such interpreter here */
+#endif
+	}
+	pid = BPF_CORE_READ(task, thread_pid);
+	level = BPF_CORE_READ(pid, level);
 	bpf_probe_read_kernel(&up, sizeof(up), &pid->numbers[level & 31]);
 	return (__u64)up.nr;
 }
 
-/* The calling thread's PyThreadState: the one its record remembers if that one still names
- * this thread, else found in the interpreter's thread list by native thread id (the running
- * thread's pointer in _PyRuntime is cleared while ctypes calls out without the GIL). */
-static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, __u64 *cache)
+/* The calling thread's PyThreadState, its first bytes read into sc: the one its record
+ * remembers if that one still names this thread, else found in the interpreter's thread list
+ * by thread id (the running thread's pointer in _PyRuntime is cleared while ctypes calls out
+ * without the GIL). */
+static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, struct py_scratch *sc,
+						 __u64 *cache)
 {
 	const struct gm_py_offsets *o = &pp->off;
-	__u64 interp = read_user_u64(pp->runtime + o->runtime_interp_head), tstate, ntid;
+	__u64 interp = read_user_u64(pp->runtime + o->runtime_interp_head), tstate, tid;
 
 	if (!interp)
 		return 0;	/* not initialised yet, or finalised */
-	ntid = namespace_tid();
+	tid = python_thread_id(o);
+	if (!tid)
+		return 0;
 	tstate = *cache;
-	if (tstate && read_user_u64(tstate + o->tstate_native_tid) == ntid &&
-	    read_user_u64(tstate + o->tstate_interp) == interp)
+	if (tstate && tstate_load(sc, tstate) && tstate_word(sc, o->tstate_thread_id) == tid &&
+	    tstate_word(sc, o->tstate_interp) == interp)
 		return tstate;
 	tstate = read_user_u64(interp + o->interp_threads_head);
 	for (int i = 0; i < GM_PY_MAX_THREADS && tstate; i++) {
-		if (read_user_u64(tstate + o->tstate_native_tid) == ntid) {
-			if (read_user_u64(tstate + o->tstate_interp) != interp) {
+		if (read_user_u64(tstate + o->tstate_thread_id) == tid) {
+			if (!tstate_load(sc, tstate) ||
+			    tstate_word(sc, o->tstate_interp) != interp) {
 				python_mismatch(pp);
 				return 0;
 			}
@@ -1123,46 +1194,86 @@ static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, __u64 *c
 	return 0;	/* a thread Python does not know: native frames only */
 }
 
-/* Walks the frame chain into st; false when a frame cannot be read. The code objects are not
- * checked here: a stack seen before was checked when it was first recorded (python_checked),
- * which spares two reads a frame on every call of a known line. */
-static __always_inline bool python_walk(struct gm_py_proc *pp, __u64 tstate,
-					struct py_scratch *sc)
+/* The code-unit index of a frame's instruction, or GM_PY_INSTR_NONE. */
+static __always_inline __u32 python_instr(const struct gm_py_offsets *o,
+					  const struct py_scratch *sc, __u64 frame, __u64 code)
+{
+	__u64 instr, units;
+	__s32 lasti;
+
+	if (o->instr_kind == GM_PY_INSTR_POINTER) {
+		instr = frame_word(sc, frame, o->frame_instr);
+		units = code + o->code_units;
+		return instr >= units && instr - units < 2ull * GM_PY_INSTR_NONE
+			       ? (__u32)((instr - units) / 2) : GM_PY_INSTR_NONE;
+	}
+	lasti = (__s32)frame_field(sc, frame, o->frame_instr, 4);
+	if (lasti < 0)
+		return GM_PY_INSTR_NONE;	/* not started */
+	return o->instr_kind == GM_PY_INSTR_LASTI_BYTES ? (__u32)lasti / 2 : (__u32)lasti;
+}
+
+/* Walks the frame chain of the thread state in sc into st; false when a frame cannot be read.
+ * The code objects are not checked here: a stack seen before was checked when it was first
+ * recorded (python_checked), which spares two reads a frame on every call of a known line. */
+static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch *sc)
 {
 	const struct gm_py_offsets *o = &pp->off;
 	struct gm_py_stack *st = &sc->st;
-	__u64 frame, *w = sc->frame;
+	__u32 frame_read = o->frame_read;
+	__u64 frame, chunk = 0, top = 0;
 
 	st->depth = 0;
 	st->truncated = 0;
-	if (o->tstate_cframe != ~0u)
-		frame = read_user_u64(read_user_u64(tstate + o->tstate_cframe) + o->cframe_frame);
+	if (frame_read < 8 || frame_read > GM_PY_FRAME_READ)
+		return false;
+
+	if (o->tstate_cframe != GM_PY_OFF_NONE)
+		frame = read_user_u64(tstate_word(sc, o->tstate_cframe) + o->cframe_frame);
 	else
-		frame = read_user_u64(tstate + o->cframe_frame);
+		frame = tstate_word(sc, o->cframe_frame);
+	if (o->tstate_datastack_chunk != GM_PY_OFF_NONE) {
+		chunk = tstate_word(sc, o->tstate_datastack_chunk);
+		top = tstate_word(sc, o->tstate_datastack_top);
+	}
+	sc->win_base = sc->win_len = 0;
+	/* As much data stack as the last walk used, and some: most loops call from one depth. */
+	sc->want = sc->span ? sc->span + GM_PY_WINDOW_SLACK : GM_PY_WINDOW;
+	sc->first_end = sc->lowest = 0;
 	for (int i = 0; i < 2 * GM_PY_MAX_FRAMES + 1 && frame; i++) {
-		__u64 code, instr, units;
+		__u64 code;
 		__u32 d = st->depth, idx;
 
-		if (bpf_probe_read_user(w, GM_PY_FRAME_READ, (void *)frame))
+		if (!window_has(sc, frame, frame_read) &&
+		    !window_load(sc, frame, frame_read, chunk, top))
 			return false;
-		code = word_at(w, o->frame_code);
-		instr = word_at(w, o->frame_instr);
-		frame = word_at(w, o->frame_previous);
-		if (o->owner_cstack != ~0u && byte_at(w, o->frame_owner) == o->owner_cstack)
-			continue;	/* the C stack's shim, no Python code */
+		if (i == 0)
+			sc->first_end = frame + frame_read;
+		if (frame >= chunk && frame < top)
+			sc->lowest = frame;	/* callers lie below: the last is the lowest */
+		code = frame_word(sc, frame, o->frame_code);
+		if (o->owner_cstack != GM_PY_OFF_NONE &&
+		    frame_field(sc, frame, o->frame_owner, 1) == o->owner_cstack) {
+			/* The C stack's shim (3.12+): the frame below it is the first its eval
+			 * loop ran, an entry frame. */
+			if (d > 0)
+				st->instr[(d - 1) & (GM_PY_MAX_FRAMES - 1)] |= GM_PY_INSTR_ENTRY;
+			frame = frame_word(sc, frame, o->frame_previous);
+			continue;
+		}
 		if (d >= GM_PY_MAX_FRAMES) {
 			st->truncated = 1;
 			break;
 		}
-		units = code + o->code_units;
-		idx = instr >= units && instr - units < 2ull * GM_PY_INSTR_NONE
-			      ? (__u32)((instr - units) / 2) : GM_PY_INSTR_NONE;
-		if (o->frame_entry != ~0u && byte_at(w, o->frame_entry))
+		idx = python_instr(o, sc, frame, code);
+		if (o->frame_entry != GM_PY_OFF_NONE && frame_field(sc, frame, o->frame_entry, 1))
 			idx |= GM_PY_INSTR_ENTRY;
 		st->code[d & (GM_PY_MAX_FRAMES - 1)] = code;
 		st->instr[d & (GM_PY_MAX_FRAMES - 1)] = idx;
 		st->depth = d + 1;
+		frame = frame_word(sc, frame, o->frame_previous);
 	}
+	sc->span = sc->lowest && sc->lowest < sc->first_end ? sc->first_end - sc->lowest : 0;
 	return true;
 }
 
@@ -1251,10 +1362,10 @@ static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache)
 		return -1;
 	}
 	st = &sc->st;
-	tstate = python_thread_state(pp, tstate_cache);
+	tstate = python_thread_state(pp, sc, tstate_cache);
 	if (!tstate)
 		return -1;
-	if (!python_walk(pp, tstate, sc)) {
+	if (!python_walk(pp, sc)) {
 		python_mismatch(pp);
 		return -1;
 	}

@@ -17,13 +17,13 @@
  * loaded with. 7: processes keep their tensor bytes and peak; call records carry the process's
  * tensor bytes (tensor events are streamed). 8: frame-pointer stacks walked by gpumem (a hash
  * map of struct gm_user_stack, not a stack-trace map); frees accounted at their entry, with no
- * return probe.
- * 9: the cookie carries the allocation's space (arrays, registered host memory, VMM mappings
+ * return probe. 9: Python offsets for 3.9-3.13 (thread id kind, data stack, frame reads).
+ * 10: the cookie carries the allocation's space (arrays, registered host memory, VMM mappings
  * and reservations, IPC imports have spaces of their own); kinds that are not memory (mapped,
  * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
  * thread's current context); allocations carry their context and device, processes their GPU
  * bytes per device, call records their device. */
-#define GM_LAYOUT_VERSION 9
+#define GM_LAYOUT_VERSION 10
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -488,29 +488,54 @@ struct gm_vma_event {
  * (code object, instruction) pairs, innermost first, as one entry of py_stacks. */
 #define GM_PY_MAX_FRAMES 32
 #define GM_PY_MAX_THREADS 64	/* thread states walked to find the calling thread's */
-#define GM_PY_FRAME_READ 80	/* bytes of an interpreter frame read at once */
+#define GM_PY_FRAME_READ 112	/* bytes of a frame read at most: every frame_ offset below it */
+#define GM_PY_TSTATE_READ 320	/* bytes of a thread state read at once: every tstate_ offset
+				 * below it */
+#define GM_PY_WINDOW 8192	/* bytes of a thread's data stack read at once (3.11+): the
+				 * frames below the innermost come with it */
+#define GM_PY_WINDOW_SLACK 512	/* read beyond what the thread's last walk used */
 #define GM_PY_INSTR_ENTRY (1u << 31)	/* in instr[]: the frame is an entry frame, the first
 					 * a C call of the eval loop ran */
 #define GM_PY_INSTR_NONE 0x7fffffffu	/* the instruction pointer was outside the code */
+#define GM_PY_OFF_NONE 0xffffffffu	/* an offset of a field this version does not have */
 
-/* Offsets (bytes) in the interpreter's structures, per version, from userspace. */
+/* How a thread state names its thread. */
+enum gm_py_thread_id {
+	GM_PY_TID_NATIVE = 0,	/* native_thread_id: the tid in its pid namespace (3.11+) */
+	GM_PY_TID_PTHREAD = 1,	/* thread_id: pthread_self(), the thread's fs base (3.9, 3.10,
+				 * x86-64) */
+};
+
+/* What a frame's instruction field holds. */
+enum gm_py_instr_kind {
+	GM_PY_INSTR_POINTER = 0,	/* a pointer into co_code_adaptive (3.11+) */
+	GM_PY_INSTR_LASTI_BYTES = 1,	/* int f_lasti, in bytes (3.9) */
+	GM_PY_INSTR_LASTI_UNITS = 2,	/* int f_lasti, in 2-byte code units (3.10) */
+};
+
+/* Offsets (bytes) in the interpreter's structures, per version, from userspace, which checks
+ * that each lies inside what the BPF side reads of its structure (GM_PY_*_READ). */
 struct gm_py_offsets {
 	__u32 runtime_interp_head;	/* _PyRuntimeState.interpreters.head */
-	__u32 interp_threads_head;	/* PyInterpreterState.threads.head */
+	__u32 interp_threads_head;	/* PyInterpreterState.threads.head (tstate_head) */
 	__u32 tstate_next;
 	__u32 tstate_interp;
-	__u32 tstate_native_tid;	/* PyThreadState.native_thread_id */
-	__u32 tstate_cframe;		/* 3.11-3.12: PyThreadState.cframe; ~0: frame in tstate */
-	__u32 cframe_frame;		/* _PyCFrame.current_frame (or tstate.current_frame) */
-	__u32 frame_code;		/* _PyInterpreterFrame.f_code / f_executable */
-	__u32 frame_previous;
-	__u32 frame_instr;		/* prev_instr / instr_ptr */
-	__u32 frame_entry;		/* is_entry (a byte); ~0: none in this version */
+	__u32 tstate_thread_id;		/* native_thread_id or thread_id: see thread_id_kind */
+	__u32 thread_id_kind;		/* enum gm_py_thread_id */
+	__u32 tstate_cframe;		/* 3.11-3.12: PyThreadState.cframe; NONE: frame in tstate */
+	__u32 cframe_frame;		/* _PyCFrame.current_frame (or tstate.current_frame, frame) */
+	__u32 tstate_datastack_chunk;	/* 3.11+: the data stack's chunk and top; NONE: frames */
+	__u32 tstate_datastack_top;	/* are objects of their own (3.9, 3.10) */
+	__u32 frame_read;		/* bytes of a frame read: <= GM_PY_FRAME_READ, 8-aligned */
+	__u32 frame_code;		/* _PyInterpreterFrame.f_code / f_executable (f_code) */
+	__u32 frame_previous;		/* previous (f_back) */
+	__u32 frame_instr;		/* prev_instr / instr_ptr (f_lasti) */
+	__u32 instr_kind;		/* enum gm_py_instr_kind */
+	__u32 frame_entry;		/* is_entry (a byte); NONE: none in this version */
 	__u32 frame_owner;		/* owner (a byte) */
-	__u32 owner_cstack;		/* owner value of C-stack shim frames to skip; ~0: none */
+	__u32 owner_cstack;		/* owner value of C-stack shim frames to skip; NONE: none */
 	__u32 code_units;		/* PyCodeObject.co_code_adaptive */
 	__u32 object_type;		/* PyObject.ob_type */
-	__u32 pad;
 };
 
 enum gm_py_state {

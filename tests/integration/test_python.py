@@ -1,43 +1,80 @@
-"""CPython frames: Debian's python3 calls the mock runtime through ctypes; gpumem's Python
-frames must be what traceback.extract_stack() said at each allocation, file, line and name;
-a planted leak is named at its line."""
+"""CPython frames: each interpreter found (Debian's python3.11 always; pyenv's 3.9-3.13 where
+installed; GPUMEM_TEST_PYTHONS, colon-separated paths, adds more) calls the mock runtime through
+ctypes; gpumem's Python frames must be what traceback.extract_stack() said at each allocation,
+file, line and name; a planted leak is named at its line. Interpreters gpumem has no offsets
+for (2.7, 3.6-3.8) must give native frames only, and say so."""
+import glob
 import json
+import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import GPUMEM, MOCK_LIB_DIR, ROOT, run_snapshot_c
+from conftest import GPUMEM, MOCK_LIB_DIR, ROOT, WORKLOAD, run_snapshot_c
 
-PYTHON = Path("/usr/bin/python3")
 SCRIPT = ROOT / "tests" / "workloads" / "pyalloc.py"
 CUDART = MOCK_LIB_DIR / "libcudart.so.13"
 MAX_FRAMES = 32     # GM_PY_MAX_FRAMES
 MARKER = "[more Python frames]"
+DEBIAN = "/usr/bin/python3.11"
+PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
+SUPPORTED = [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13)]
+UNSUPPORTED = [(2, 7), (3, 6), (3, 7), (3, 8)]
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run([str(PYTHON), "-c", "import sys; assert sys.version_info[:2] == (3, 11)"],
-                   capture_output=True).returncode != 0,
-    reason="needs Debian's /usr/bin/python3, CPython 3.11")
+
+def pyenv_python(major, minor):
+    """The newest pyenv build of major.minor, or None."""
+    found = sorted(glob.glob(str(PYENV / f"{major}.{minor}.*" / "bin" / f"python{major}.{minor}")))
+    return found[-1] if found else None
+
+
+def interpreter_params(versions, debian):
+    params = [pytest.param(DEBIAN, id="debian-3.11",
+                           marks=pytest.mark.skipif(not os.access(DEBIAN, os.X_OK),
+                                                    reason=f"{DEBIAN} is not installed"))] \
+        if debian else []
+    for major, minor in versions:
+        path = pyenv_python(major, minor)
+        params.append(pytest.param(path, id=f"pyenv-{major}.{minor}", marks=pytest.mark.skipif(
+            path is None, reason=f"no pyenv CPython {major}.{minor} under {PYENV}")))
+    if debian:
+        for path in filter(None, os.environ.get("GPUMEM_TEST_PYTHONS", "").split(":")):
+            params.append(pytest.param(path, id=f"extra-{path}", marks=pytest.mark.skipif(
+                not os.access(path, os.X_OK), reason=f"GPUMEM_TEST_PYTHONS: {path} not found")))
+    return params
 
 
 def python_frames(site):
     return [f for f in site["frames"] if f.get("lang") == "python"]
 
 
-@pytest.fixture(scope="module")
-def shapes():
-    with tempfile.TemporaryDirectory(prefix="gpumem-py-") as tmp:
-        out = Path(tmp) / "stacks.json"
-        report, rc = run_snapshot_c([PYTHON, SCRIPT, CUDART, "shapes", out])
-        assert rc == 0
-        expected = json.loads(out.read_text())
-    procs = [p for p in report["processes"] if p["comm"].startswith("python")]
-    assert len(procs) == 1, report["processes"]
-    assert report["lost"]["python_mismatch"] == 0 and report["lost"]["python_refused"] == 0
-    by_size = {s["alloc_bytes_total"]: s for s in procs[0]["sites"]}
-    return by_size, {int(k): v for k, v in expected.items()}
+class Shapes:
+    """One traced run of pyalloc.py's shapes under one interpreter, shared by the checks."""
+
+    def __init__(self, python):
+        with tempfile.TemporaryDirectory(prefix="gpumem-py-") as tmp:
+            out = Path(tmp) / "stacks.json"
+            run = run_snapshot_c([python, SCRIPT, CUDART, "shapes", out], gpumem_args=["-v"])
+            assert run.returncode == 0, run.stderr
+            written = json.loads(out.read_text())
+        self.report, self.stderr = run.report, run.stderr
+        self.version = tuple(written["version"])
+        self.expected = {int(k): v for k, v in written["stacks"].items()}
+        procs = [p for p in self.report["processes"] if p["comm"].startswith("python")]
+        assert len(procs) == 1, self.report["processes"]
+        self.sites = {s["alloc_bytes_total"]: s for s in procs[0]["sites"]}
+
+
+@pytest.fixture(scope="module", params=interpreter_params(SUPPORTED, debian=True))
+def shapes(request):
+    shapes = Shapes(request.param)
+    assert shapes.version in SUPPORTED, shapes.version
+    lost = shapes.report["lost"]
+    assert lost["python_mismatch"] == 0 and lost["python_refused"] == 0, shapes.stderr
+    return shapes
 
 
 @pytest.mark.parametrize("size,shape", [
@@ -45,11 +82,10 @@ def shapes():
     (0x40000, "a generator"), (0x50000, "a lambda"), (0x60000, "a second thread"),
 ])
 def test_python_frames_equal_extract_stack(shapes, size, shape):
-    sites, expected = shapes
-    site = sites[size]
+    site = shapes.sites[size]
     assert site["alloc_count"] == 1
     got = python_frames(site)
-    want = expected[size]
+    want = shapes.expected[size]
     assert [(f["file"], f["line"]) for f in got] == [(w[0], w[1]) for w in want], shape
     for f, w in zip(got, want):
         assert f["symbol"].split(".")[-1] == w[2], (f, w)
@@ -59,17 +95,22 @@ def test_python_frames_equal_extract_stack(shapes, size, shape):
 
 
 def test_python_qualified_names(shapes):
-    sites, _ = shapes
-    assert python_frames(sites[0x20000])[1]["symbol"] == "Model.forward"
-    assert python_frames(sites[0x30000])[1]["symbol"] == "shapes.<locals>.<listcomp>"
-    assert python_frames(sites[0x50000])[1]["symbol"] == "shapes.<locals>.<lambda>"
-    assert python_frames(sites[0x60000])[2]["symbol"] == "Thread.run"
+    """co_qualname from 3.11; co_name before (no qualified names there). 3.12 inlines list
+    comprehensions (PEP 709): the comprehension's line is in shapes() itself."""
+    qual = shapes.version >= (3, 11)
+    frames = {size: python_frames(shapes.sites[size]) for size in (0x20000, 0x30000, 0x50000,
+                                                                   0x60000)}
+    assert frames[0x20000][1]["symbol"] == ("Model.forward" if qual else "forward")
+    assert frames[0x30000][1]["symbol"] == (
+        "shapes" if shapes.version >= (3, 12) else
+        "shapes.<locals>.<listcomp>" if qual else "<listcomp>")
+    assert frames[0x50000][1]["symbol"] == ("shapes.<locals>.<lambda>" if qual else "<lambda>")
+    assert frames[0x60000][2]["symbol"] == ("Thread.run" if qual else "run")
 
 
 def test_python_recursion_deeper_than_the_limit_is_cut_and_says_so(shapes):
-    sites, expected = shapes
-    got = python_frames(sites[0x70000])
-    want = expected[0x70000]
+    got = python_frames(shapes.sites[0x70000])
+    want = shapes.expected[0x70000]
     assert len(want) > MAX_FRAMES
     assert len(got) == MAX_FRAMES + 1
     assert [(f["file"], f["line"]) for f in got[:MAX_FRAMES]] == \
@@ -78,16 +119,89 @@ def test_python_recursion_deeper_than_the_limit_is_cut_and_says_so(shapes):
 
 
 def test_python_lines_are_sites_of_their_own(shapes):
-    sites, _ = shapes
     # outer() and the thread both reach alloc() through middle(): one native stack shape,
     # still two sites, and every shape above is a site of its own.
-    assert len({s for s in sites}) == 7
+    assert len(shapes.sites) == 7
 
 
-def test_python_leak_named_at_the_line_of_the_append(tmp_path):
+@pytest.fixture(scope="module")
+def spawn_lib(tmp_path_factory):
+    """tests/workloads/native_thread.c built against the mock runtime."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build tests/workloads/native_thread.c")
+    lib = tmp_path_factory.mktemp("native-thread") / "libnative_thread.so"
+    built = subprocess.run([cc, "-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o",
+                            str(lib), str(ROOT / "tests" / "workloads" / "native_thread.c"),
+                            f"-L{MOCK_LIB_DIR}", "-l:libcudart.so.13",
+                            f"-Wl,-rpath,{MOCK_LIB_DIR}", "-lpthread"],
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    return lib
+
+
+@pytest.mark.parametrize("python", interpreter_params(SUPPORTED, debian=True))
+def test_python_a_thread_python_never_saw_gets_native_frames_only(python, spawn_lib,
+                                                                    tmp_path):
+    out = tmp_path / "stacks.json"
+    run = run_snapshot_c([python, SCRIPT, CUDART, "native-thread", out, spawn_lib])
+    assert run.returncode == 0, run.stderr
+    expected = {int(k): v for k, v in json.loads(out.read_text())["stacks"].items()}
+    [proc] = [p for p in run.report["processes"] if p["comm"].startswith("python")]
+    sites = {s["alloc_bytes_total"]: s for s in proc["sites"]}
+    native = sites[0x80000]
+    assert native["alloc_count"] == 1 and not python_frames(native)
+    # Its stack is the native thread's (the library it ran in, libc's thread start); the
+    # library was loaded late, so its name may be all a snapshot at exit has of it.
+    assert [Path(f["module"] or "").name for f in native["frames"][:1]] == \
+        ["libnative_thread.so"], native["frames"]
+    assert any(f["symbol"] == "start_thread" for f in native["frames"]), native["frames"]
+    # The process's Python frames stay on: the Python caller's site is named as ever.
+    assert [(f["file"], f["line"]) for f in python_frames(sites[0x10000])] == \
+        [(w[0], w[1]) for w in expected[0x10000]]
+    assert run.report["lost"]["python_mismatch"] == 0
+
+
+@pytest.mark.parametrize("python", interpreter_params(UNSUPPORTED, debian=False))
+def test_python_versions_without_offsets_give_native_frames_and_say_so(python):
+    shapes = Shapes(python)
+    assert shapes.report["lost"]["python_refused"] == 1
+    assert shapes.report["lost"]["python_mismatch"] == 0
+    major, minor = shapes.version
+    assert f"Python {major}.{minor} has no offsets in this gpumem" in shapes.stderr
+    # Without Python stacks in their keys, shapes that share a native stack share a site.
+    assert sum(s["alloc_count"] for s in shapes.sites.values()) == 7
+    for site in shapes.sites.values():
+        assert not python_frames(site) and site["frames"], site
+
+
+def test_python_a_library_named_for_another_version_is_refused(tmp_path):
+    """3.9 and 3.10 carry no Py_Version: the file's name says which, and its exports must
+    agree. 3.10's libpython under 3.9's name would be read with 3.9's frame layout, so it is
+    refused (native frames only), never named wrong."""
+    python = pyenv_python(3, 10)
+    if python is None:
+        pytest.skip(f"no pyenv CPython 3.10 under {PYENV}")
+    lib = Path(python).parent.parent / "lib" / "libpython3.10.so.1.0"
+    (tmp_path / "libpython3.9.so.1.0").write_bytes(lib.read_bytes())
+    # The executable's runpath names its own lib directory: the loader is told first.
+    (tmp_path / "libpython3.10.so.1.0").symlink_to(tmp_path / "libpython3.9.so.1.0")
+    out = tmp_path / "stacks.json"
+    run = run_snapshot_c([python, SCRIPT, CUDART, "shapes", out], gpumem_args=["-v"],
+                         env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert "its exports are not those of the version its name says" in run.stderr
+    assert run.report["lost"]["python_refused"] == 1
+    [proc] = [p for p in run.report["processes"] if p["comm"].startswith("python")]
+    assert sum(s["alloc_count"] for s in proc["sites"]) == 7
+    assert not any(python_frames(s) for s in proc["sites"])
+
+
+@pytest.mark.parametrize("python", interpreter_params(SUPPORTED, debian=True))
+def test_python_leak_named_at_the_line_of_the_append(tmp_path, python):
     out = tmp_path / "leaks.json"
     steps, size = 20, 4096
-    done = subprocess.run([str(GPUMEM), "leaks", "--json", "-o", str(out), "-c", str(PYTHON),
+    done = subprocess.run([str(GPUMEM), "leaks", "--json", "-o", str(out), "-c", python,
                            str(SCRIPT), str(CUDART), "leak", str(steps), "150", str(size)],
                           capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
@@ -97,7 +211,7 @@ def test_python_leak_named_at_the_line_of_the_append(tmp_path):
     assert leak["verdict"] == "growing" and leak["current_allocs"] == steps
     frames = python_frames(leak)
     lines = SCRIPT.read_text().splitlines()
-    assert frames[1]["symbol"] == "Model.step"
+    assert frames[1]["symbol"].split(".")[-1] == "step"
     assert "features = alloc(size)" in lines[frames[1]["line"] - 1]
     assert 0.85 * size < leak["growth_bytes_per_step"] < 1.15 * size, leak
     scratch = [s for s in proc["sites"] if python_frames(s)[1:2] and
@@ -109,14 +223,16 @@ def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
     """snapshot reads the agent's pinned maps, the Python stacks among them, and names the
     frames from the living process, as the agent would."""
     from test_serve import Agent, pin_dir, reader_snapshot, reset
+    if not os.access(DEBIAN, os.X_OK):
+        pytest.skip(f"{DEBIAN} is not installed")
     pins = pin_dir()
     agent = Agent(pins)
     out = tmp_path / "stacks.json"
-    proc = subprocess.Popen([str(PYTHON), str(SCRIPT), str(CUDART), "shapes-hold", str(out)],
+    proc = subprocess.Popen([DEBIAN, str(SCRIPT), str(CUDART), "shapes-hold", str(out)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        expected = {int(k): v for k, v in json.loads(out.read_text()).items()}
+        expected = {int(k): v for k, v in json.loads(out.read_text())["stacks"].items()}
         report = reader_snapshot(pins)
         [me] = [p for p in report["processes"] if p["pid"] == proc.pid]
         site = next(s for s in me["sites"] if s["alloc_bytes_total"] == 0x20000)
@@ -127,3 +243,19 @@ def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
         proc.wait(10)
         agent.kill()
         reset(pins)
+
+
+def test_an_interpreter_that_never_allocates_is_not_a_loss():
+    """A refusal counts in python_refused only for a process that allocates: an unsupported
+    interpreter the traced command runs without touching CUDA (or any other Python on the
+    host) loses nothing, and a -c run's loss counters stay zero."""
+    python = pyenv_python(3, 8)
+    if python is None:
+        pytest.skip(f"no pyenv CPython 3.8 under {PYENV}")
+    run = run_snapshot_c(["/bin/sh", "-c", f'"{python}" -c pass && exec "{WORKLOAD}" reuse 4096'],
+                         gpumem_args=["-v"])
+    assert run.returncode == 0, run.stderr
+    assert "has no offsets in this gpumem" in run.stderr    # said at once, with -v
+    assert run.report["lost"]["python_refused"] == 0
+    [proc] = [p for p in run.report["processes"] if p["comm"] == "workload"]
+    assert proc["alloc_count"] == 2

@@ -2,10 +2,15 @@
 
 pyalloc.py LIB shapes OUT: one cudaMalloc from each shape (nested functions, a method, a
 comprehension, a generator, a lambda, a second thread, recursion deeper than gpumem's frame
-limit), each of its own size; OUT gets {size: traceback.extract_stack() at that call,
-innermost first, as [file, line, name]}.
+limit), each of its own size; OUT gets {"version": [major, minor], "stacks": {size:
+traceback.extract_stack() at that call, innermost first, as [file, line, name]}}.
+pyalloc.py LIB native-thread OUT SPAWNLIB: one cudaMalloc from Python, then one from a thread
+CPython never saw (SPAWNLIB's spawn_alloc, tests/workloads/native_thread.c); OUT as for shapes.
 pyalloc.py LIB leak STEPS PERIOD_MS SIZE: a training loop whose model appends each step's
 feature map to self.feature_map (the leak) and frees its scratch activations.
+
+Runs on every CPython gpumem is tested with, 2.7 and 3.6+ included (unsupported ones must give
+native frames only).
 """
 import ctypes
 import json
@@ -22,7 +27,7 @@ def alloc(size):
     ptr = ctypes.c_void_p()
     rc = rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size)); st = traceback.extract_stack()
     assert rc == 0, rc
-    stacks[size] = [[f.filename, f.lineno, f.name] for f in reversed(st)]
+    stacks[size] = [[f[0], f[1], f[2]] for f in reversed(st)]
     return ptr.value
 
 
@@ -73,7 +78,15 @@ def shapes(out):
     t.join()
     recurse(50, 0x70000)
     with open(out, "w") as f:
-        json.dump(stacks, f)
+        json.dump({"version": list(sys.version_info[:2]), "stacks": stacks}, f)
+
+
+def native_thread(out, spawn_lib):
+    outer(0x10000)
+    spawn = ctypes.CDLL(spawn_lib)
+    assert spawn.spawn_alloc(ctypes.c_size_t(0x80000)) == 0
+    with open(out, "w") as f:
+        json.dump({"version": list(sys.version_info[:2]), "stacks": stacks}, f)
 
 
 def leak(steps, period_ms, size):
@@ -88,7 +101,10 @@ if __name__ == "__main__":
         shapes(sys.argv[3])
     elif sys.argv[2] == "shapes-hold":     # then alive, holding, until a line on stdin
         shapes(sys.argv[3])
-        print("ready", flush=True)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
         sys.stdin.readline()
+    elif sys.argv[2] == "native-thread":
+        native_thread(sys.argv[3], sys.argv[4])
     else:
         leak(int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

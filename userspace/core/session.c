@@ -166,6 +166,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 		discovery_on_file_event(s->disc, data);
 		break;
 	case GM_REC_LIB_OPEN:
+		state_on_lib_open_python(s->state, data);	/* before a hold there ends */
 		discovery_on_file_event(s->disc, data);
 		break;
 	case GM_REC_STACK_COPY:

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Processes that run CPython. An interpreter is the module (the python executable, or
- * libpython) that defines _PyRuntime; its version comes from Py_Version (3.11+) or the file's
- * name; only a version with a layout (pycode.c) is enabled, and only after the live process
- * agreed with it. The BPF side checks every walk again (each frame's code object type) and
- * turns a mismatching process off; that is said here, with -v. */
+ * libpython) that defines PyCode_Type and _PyRuntime; its version comes from Py_Version (3.11+)
+ * or the file's name; only a version with a layout (pycode.c; 3.13's read from the process's
+ * _Py_DebugOffsets) is enabled, and only after the live process agreed with it. The BPF side
+ * checks every new stack again (each frame's code object type) and turns a mismatching process
+ * off; that is said here, with -v. */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -41,10 +42,13 @@ struct py_named {
 struct py_interp {
 	int pid;
 	uint64_t start_ticks;
-	const struct py_layout *layout;	/* NULL: examined, not a (supported) Python */
+	struct py_layout *layout;	/* NULL: examined, not a (supported) Python */
 	uint64_t code_type;
 	char *module;			/* the interpreter's mapping path */
 	bool registered;		/* in py_procs */
+	/* Refused (said with -v at once), counted in python_refused only once the process
+	 * allocates: a host's other interpreters are none of gpumem's business. */
+	bool refused, refusal_counted, traced;
 	bool ended;			/* gone: its names kept for its final report */
 	bool mismatch_said;
 	struct py_named *named;
@@ -79,6 +83,7 @@ struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused, 
 
 static void interp_free(struct py_interp *pi)
 {
+	free(pi->layout);
 	free(pi->module);
 	free(pi->named);
 }
@@ -162,6 +167,7 @@ struct interp_file {
 	bool dyn;			/* ET_DYN: add the load bias */
 	uint64_t first_load;		/* vaddr of the first PT_LOAD, page aligned */
 	uint32_t version_hex;		/* Py_Version; 0: none */
+	bool frame_getcode, is_none;	/* PyFrame_GetCode (new in 3.9), Py_IsNone (3.10) */
 };
 
 static int read_interp_file(const char *path, struct interp_file *out)
@@ -211,9 +217,13 @@ static int read_interp_file(const char *path, struct interp_file *out)
 				out->code_type = sym.st_value;
 			else if (!strcmp(name, "Py_Version"))
 				out->version_vaddr = sym.st_value;
+			else if (!strcmp(name, "PyFrame_GetCode"))
+				out->frame_getcode = true;
+			else if (!strcmp(name, "Py_IsNone"))
+				out->is_none = true;
 		}
 	}
-	err = out->runtime && out->code_type ? 0 : -ENOENT;
+	err = out->code_type ? 0 : -ENOENT;	/* _PyRuntime: 3.7+ */
 	/* Py_Version, a const in the file: read through the PT_LOAD that holds it. */
 	for (size_t i = 0; !err && out->version_vaddr && i < nph; i++) {
 		GElf_Phdr ph;
@@ -232,6 +242,15 @@ out:
 		elf_end(elf);
 	close(fd);
 	return err;
+}
+
+/* Before 3.11 (no Py_Version) the version is the file's name's: its exports must agree, the
+ * functions each version added, as they are what tells 3.9 from 3.10 (whose frames differ). */
+static bool exports_agree(const struct interp_file *f, unsigned int major, unsigned int minor)
+{
+	if (major != 3 || minor < 9 || minor > 10)
+		return true;	/* refused anyway, or told by Py_Version */
+	return f->frame_getcode && f->is_none == (minor == 10);
 }
 
 /* "python3.11", "libpython3.11.so.1.0": the version a file's name says. */
@@ -260,33 +279,82 @@ static int read_remote(int pid, uint64_t addr, void *buf, size_t len)
 	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
 }
 
+/* The thread id a thread state holds is one a thread can have: a pid namespace's tid (below
+ * the kernel's PID_MAX_LIMIT), or pthread_self(), a pointer. */
+static bool thread_id_plausible(const struct py_layout *l, uint64_t id)
+{
+	if (l->walk.thread_id_kind == GM_PY_TID_NATIVE)
+		return id > 0 && id <= (1u << 22);
+	return id >= 4096 && id < (1ull << 47) && !(id & 7);
+}
+
 /* The live process agrees with the layout: PyCode_Type is the type named "code", and a running
- * interpreter's first thread points back at it. An interpreter not started yet passes; the
- * BPF side checks each walk. NULL or why not. */
+ * interpreter's first thread points back at it and holds a thread id. An interpreter not
+ * started yet passes. Frames are not looked at here (a running thread changes them under
+ * us): the BPF side checks each frame's code object of every new stack. NULL or why not. */
 static const char *check_live(int pid, const struct py_layout *l, uint64_t runtime,
 			      uint64_t code_type)
 {
-	uint64_t name_ptr = 0, interp = 0, tstate = 0, back = 0;
+	const struct gm_py_offsets *w = &l->walk;
+	uint64_t name_ptr = 0, interp = 0, tstate = 0, back = 0, tid = 0;
 	char name[8] = { 0 };
 
-	if (read_remote(pid, code_type + 24, &name_ptr, 8) ||
+	if (read_remote(pid, code_type + l->type_name, &name_ptr, 8) ||
 	    read_remote(pid, name_ptr, name, 5) || strcmp(name, "code"))
 		return "PyCode_Type is not the type \"code\"";
-	if (read_remote(pid, runtime + l->walk.runtime_interp_head, &interp, 8))
+	if (read_remote(pid, runtime + w->runtime_interp_head, &interp, 8))
 		return "_PyRuntime cannot be read";
 	if (!interp)
 		return NULL;
-	if (read_remote(pid, interp + l->walk.interp_threads_head, &tstate, 8))
+	if (read_remote(pid, interp + w->interp_threads_head, &tstate, 8))
 		return "the interpreter cannot be read";
-	if (tstate && (read_remote(pid, tstate + l->walk.tstate_interp, &back, 8) || back != interp))
+	if (!tstate)
+		return NULL;
+	if (read_remote(pid, tstate + w->tstate_interp, &back, 8) || back != interp)
 		return "the first thread state does not point back at its interpreter";
+	if (read_remote(pid, tstate + w->tstate_thread_id, &tid, 8) || !thread_id_plausible(l, tid))
+		return "the first thread state holds no thread id";
 	return NULL;
 }
 
-static void refuse(struct python *py, int pid, const char *module, const char *why)
+/* 3.13+: the offsets of the process's own _Py_DebugOffsets, over the version's table. NULL
+ * or why not. */
+static const char *live_layout(int pid, uint64_t runtime, struct py_layout *l)
 {
-	(*py->refused)++;
-	p_debug("PID %d: no Python frames from %s: %s", pid, module, why);
+	uint8_t buf[PY_DEBUG_OFFSETS_LEN];
+	const char *why = NULL;
+	struct py_layout base = *l;
+
+	if (read_remote(pid, runtime, buf, sizeof(buf)))
+		return "_PyRuntime cannot be read";
+	if (py_layout_from_debug(buf, sizeof(buf), &base, l, &why))
+		return why;
+	return NULL;
+}
+
+static void count_refusal(struct python *py, struct py_interp *pi)
+{
+	if (pi->refused && pi->traced && !pi->refusal_counted) {
+		pi->refusal_counted = true;
+		(*py->refused)++;
+	}
+}
+
+static void refuse(struct python *py, struct py_interp *pi, const char *module, const char *why)
+{
+	pi->refused = true;
+	count_refusal(py, pi);
+	p_debug("PID %d: no Python frames from %s: %s", pi->pid, module, why);
+}
+
+void python_on_traced(struct python *py, int pid)
+{
+	struct py_interp *pi = find_interp(py, pid);
+
+	if (pi) {
+		pi->traced = true;
+		count_refusal(py, pi);
+	}
 }
 
 /* Examines one mapped file; true when it is an interpreter (registered or refused). */
@@ -295,7 +363,8 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 {
 	struct gm_py_proc val = { .state = GM_PY_ON };
 	unsigned int major = 0, minor = 0;
-	const struct py_layout *l;
+	const struct py_layout *table;
+	struct py_layout l;
 	struct interp_file f;
 	uint64_t bias = 0, lowest = UINT64_MAX;
 	__u32 key = (__u32)pi->pid;
@@ -310,49 +379,63 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 		major = f.version_hex >> 24;
 		minor = (f.version_hex >> 16) & 0xff;
 	} else if (!version_from_name(m->path, &major, &minor)) {
-		refuse(py, pi->pid, m->path, "its version is not known");
+		refuse(py, pi, m->path, "its version is not known");
+		return true;
+	} else if (!exports_agree(&f, major, minor)) {
+		refuse(py, pi, m->path, "its exports are not those of the version its name says");
 		return true;
 	}
-	l = py_layout_find(major, minor);
-	if (!l) {
-		char why_v[64];
+	table = py_layout_find(major, minor);
+	if (!table || !f.runtime) {
+		char why_v[80];
 
 		snprintf(why_v, sizeof(why_v), "Python %u.%u has no offsets in this gpumem "
-			 "(3.11 has)", major, minor);
-		refuse(py, pi->pid, m->path, why_v);
+			 "(3.9 to 3.13 have)", major, minor);
+		refuse(py, pi, m->path, why_v);
 		return true;
 	}
+#ifndef __x86_64__
+	if (table->walk.thread_id_kind == GM_PY_TID_PTHREAD) {
+		refuse(py, pi, m->path, "its thread ids are pthread_self(), known on x86-64 only");
+		return true;
+	}
+#endif
+	l = *table;
 	if (f.dyn) {
 		for (size_t i = 0; i < mm->count; i++)
 			if (!strcmp(mm->maps[i].path, m->path) && mm->maps[i].start < lowest &&
 			    mm->maps[i].pgoff == 0)
 				lowest = mm->maps[i].start;
 		if (lowest == UINT64_MAX) {
-			refuse(py, pi->pid, m->path, "its load address is not known");
+			refuse(py, pi, m->path, "its load address is not known");
 			return true;
 		}
 		bias = lowest - f.first_load;
 	}
 	val.runtime = f.runtime + bias;
 	val.code_type = f.code_type + bias;
-	val.off = l->walk;
-	why = check_live(pi->pid, l, val.runtime, val.code_type);
+	why = l.debug_offsets ? live_layout(pi->pid, val.runtime, &l) : NULL;
+	if (!why)
+		why = check_live(pi->pid, &l, val.runtime, val.code_type);
+	val.off = l.walk;
 	if (why) {
-		refuse(py, pi->pid, m->path, why);
+		refuse(py, pi, m->path, why);
 		return true;
 	}
 	if (py->procs_fd < 0 ||
 	    (!py->read_only && bpf_map_update_elem(py->procs_fd, &key, &val, BPF_ANY))) {
-		refuse(py, pi->pid, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
+		refuse(py, pi, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
 							       : "the py_procs map is full");
 		return true;
 	}
-	pi->layout = l;
+	pi->layout = xcalloc(1, sizeof(*pi->layout));
+	*pi->layout = l;
 	pi->code_type = val.code_type;
 	pi->module = xstrdup(m->path);
 	pi->registered = true;
-	p_debug("PID %d: Python %u.%u frames from %s (_PyRuntime at 0x%llx)", pi->pid, major,
-		minor, m->path, (unsigned long long)val.runtime);
+	p_debug("PID %d: Python %u.%u frames from %s (_PyRuntime at 0x%llx%s)", pi->pid, major,
+		minor, m->path, (unsigned long long)val.runtime,
+		l.debug_offsets ? ", offsets from its _Py_DebugOffsets" : "");
 	return true;
 }
 
@@ -373,13 +456,29 @@ void python_examine(struct python *py, int pid, const struct module_map *mm)
 		if (m->exec && could_be_interpreter(m->path) && examine_module(py, pi, mm, m))
 			return;
 	}
+	/* No interpreter mapped (yet: at exec, before the loader maps libpython): examined
+	 * again when the process is next seen. */
+	interp_free(pi);
+	py->ninterps--;
 }
 
 void python_on_exec(struct python *py, int pid)
 {
-	struct module_map mm = { 0 };
+	struct py_interp *pi = find_interp(py, pid);
+	bool traced = pi && pi->traced;	/* the same process, another image */
 
 	forget(py, pid);
+	python_examine_pid(py, pid);
+	if (traced)
+		python_on_traced(py, pid);
+}
+
+void python_examine_pid(struct python *py, int pid)
+{
+	struct module_map mm = { 0 };
+
+	if (find_interp(py, pid))
+		return;
 	if (module_map_read(pid, &mm) == 0)
 		python_examine(py, pid, &mm);
 	module_map_free(&mm);
@@ -463,7 +562,7 @@ static void name_stack(struct python *py, struct py_interp *pi, struct py_named 
 		if (f->file)
 			continue;	/* named at an earlier try */
 		f->code = st->code[i];
-		f->entry = st->instr[i] & GM_PY_INSTR_ENTRY;
+		f->entry = (st->instr[i] & GM_PY_INSTR_ENTRY) || pi->layout->frame_per_eval;
 		f->line = -1;
 		if (py_read_code(pi->pid, f->code, pi->code_type, pi->layout, &code)) {
 			nm->complete = false;
@@ -472,8 +571,7 @@ static void name_stack(struct python *py, struct py_interp *pi, struct py_named 
 		f->file = intern(&py->names, code.file);
 		f->qualname = intern(&py->names, code.qualname);
 		if (instr != GM_PY_INSTR_NONE)
-			f->line = py_line_of(code.linetable, code.nlinetable, code.firstlineno,
-					     (int)instr * 2);
+			f->line = py_code_line(pi->layout, &code, instr);
 		py_code_free(&code);
 	}
 }

@@ -20,6 +20,11 @@ struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused, 
 void python_free(struct python *py);
 /* pid exec'd: whatever it ran before is forgotten, and its new program examined. */
 void python_on_exec(struct python *py, int pid);
+/* pid opened a CUDA library or made its first call (a target is held at both): examined now
+ * if it was not, its interpreter mapped by then (at exec, a shared libpython is not yet). */
+void python_examine_pid(struct python *py, int pid);
+/* pid allocates: a refusal of its interpreter now counts in python_refused. */
+void python_on_traced(struct python *py, int pid);
 /* pid's module map was read: examined once, if it was not at exec. */
 void python_examine(struct python *py, int pid, const struct module_map *mm);
 /* A new Python stack: its code objects named now, while the process lives. */

@@ -280,6 +280,12 @@ void state_on_exec_python(struct state *s, const struct gm_file_event *e)
 		python_on_exec(s->py, (int)e->pid);
 }
 
+void state_on_lib_open_python(struct state *s, const struct gm_file_event *e)
+{
+	if (s->py)
+		python_examine_pid(s->py, (int)e->pid);
+}
+
 void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e)
 {
 	if (s->py)
@@ -499,6 +505,10 @@ void state_on_process_new(struct state *s, const struct gm_call_event *e)
 	}
 	if (!p->comm[0])
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
+	if (s->py && p->alive)
+		python_examine_pid(s->py, p->pid);
+	if (s->py)
+		python_on_traced(s->py, p->pid);
 }
 
 static const struct dwarf_stack *dwarf_stack_of(const struct proc_rec *p, int32_t stack_id)

@@ -190,8 +190,9 @@ uint64_t state_purge_orphans(struct state *s);
 void state_count(const struct state *s, size_t *living, size_t *ended);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
-/* A process exec'd: is it CPython now? (python.h) */
+/* A process exec'd, or opened a CUDA library: is it CPython now? (python.h) */
 void state_on_exec_python(struct state *s, const struct gm_file_event *e);
+void state_on_lib_open_python(struct state *s, const struct gm_file_event *e);
 /* A new Python stack: its code objects are named while the process lives. */
 void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e);
 /* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
