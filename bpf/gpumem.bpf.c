@@ -155,7 +155,7 @@ struct {
 
 static __always_inline bool is_gpu_kind(__u32 kind)
 {
-	return kind != GM_KIND_HOST;
+	return gm_kind_is_gpu(kind);
 }
 
 /* --cgroup, --container, --pod: the cgroups (with everything below them) to trace. */
@@ -229,8 +229,7 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 	key->tgid = tgid;
 	key->gen = rec->gen;
 	key->pad = 0;
-	key->space = GM_COOKIE_SHAPE(rec->cookie) == GM_SHAPE_VMM_RELEASE ? GM_SPACE_VMM_HANDLE
-									  : GM_SPACE_ADDR;
+	key->space = GM_COOKIE_SPACE(rec->cookie);
 	key->addr = rec->addr;
 }
 
@@ -253,7 +252,8 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
 				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
-				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes);
+				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes,
+				      __s32 device);
 static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 					  const struct gm_alloc_info *info);
 static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec,
@@ -288,13 +288,27 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 		count(GM_CNT_UNKNOWN_FREES);
 		if (stream)
 			emit_call(GM_REC_UNKNOWN_FREE, rec, tgid, tid, stack_id, -1, 0, rec->addr,
-				  0, 0, 0);
+				  0, 0, 0, GM_DEVICE_UNKNOWN);
 		return;
 	}
 	total = account_free(tgid, rec->gen, &info);
 	if (stream)
 		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, -1, info.kind, rec->addr,
-			  info.size, 0, total);
+			  info.size, 0, total, info.device);
+}
+
+/* The calling thread's record, made at its first call; NULL for a process not traced. */
+static __always_inline struct gm_inflight *thread_record(__u32 tgid)
+{
+	struct gm_inflight *rec;
+
+	if (!wanted(tgid))
+		return NULL;
+	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
+				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!rec)
+		count(GM_CNT_INFLIGHT_FULL);
+	return rec;
 }
 
 /* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
@@ -305,16 +319,10 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx), cookie;
-	struct gm_inflight *rec;
+	struct gm_inflight *rec = thread_record(id >> 32);
 
-	if (!wanted(id >> 32))
+	if (!rec)
 		return 0;
-	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
-				   BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!rec) {
-		count(GM_CNT_INFLIGHT_FULL);
-		return 0;
-	}
 	cookie = bpf_get_attach_cookie(ctx);
 	if (inside_call(rec, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
@@ -355,6 +363,313 @@ int BPF_KPROBE(enter_free, __u64 addr)
 	return call_enter(ctx, 0, 0, 0, 0, addr);
 }
 
+/* ---- Arrays: the size is the one the caller's descriptor asks for ---- */
+
+/* acc *= v, false past GM_MAX_ARRAY_BYTES: what a traced process passes is never trusted. */
+static __always_inline bool mul_bounded(__u64 *acc, __u64 v)
+{
+	if (v && *acc > GM_MAX_ARRAY_BYTES / v)
+		return false;
+	*acc *= v;
+	return true;
+}
+
+/* Bytes of an element of a cudaChannelFormatDesc: its channels' bits, each 0..64. */
+static __always_inline __u64 channel_desc_bytes(__u64 desc)
+{
+	__s32 d[5] = {};
+	__u32 bits = 0;
+
+	if (!desc || bpf_probe_read_user(d, GM_CHAN_DESC_BYTES, (void *)desc))
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		if (d[i] < 0 || d[i] > 64)
+			return 0;
+		bits += d[i];
+	}
+	return bits % 8 ? 0 : bits / 8;
+}
+
+/* Bytes of an element of a driver array: its CUarray_format's size times NumChannels (1, 2, 4).
+ * Formats of other sizes (block-compressed, YUV planar...) are not sized. */
+static __always_inline __u64 driver_element_bytes(__u32 format, __u32 channels)
+{
+	__u64 bytes;
+
+	switch (format) {
+	case 0x01: case 0x08:			/* UNSIGNED_INT8, SIGNED_INT8 */
+		bytes = 1;
+		break;
+	case 0x02: case 0x09: case 0x10:	/* UNSIGNED_INT16, SIGNED_INT16, HALF */
+		bytes = 2;
+		break;
+	case 0x03: case 0x0a: case 0x20:	/* UNSIGNED_INT32, SIGNED_INT32, FLOAT */
+		bytes = 4;
+		break;
+	default:
+		return 0;
+	}
+	if (channels != 1 && channels != 2 && channels != 4)
+		return 0;
+	return bytes * channels;
+}
+
+/* The rule: every mip level l holds max(1, width >> l) x max(1, height >> l) x
+ * max(1, depth >> l) elements (a layered array keeps its depth, its layer count, at every
+ * level); height and depth 0 are 1 (1D, 2D arrays). 0: not sized. */
+static __always_inline __u64 array_bytes(__u64 elem, __u64 width, __u64 height, __u64 depth,
+					 __u32 levels, bool layered)
+{
+	__u64 total = 0;
+
+	if (!elem || !width || !levels || levels > GM_MAX_MIP_LEVELS)
+		return 0;
+	height = height ? height : 1;
+	depth = depth ? depth : 1;
+	for (__u32 l = 0; l < GM_MAX_MIP_LEVELS; l++) {
+		__u64 level = elem, w = width >> l, h = height >> l, d = layered ? depth : depth >> l;
+
+		if (l >= levels)
+			break;
+		if (!mul_bounded(&level, w ? w : 1) || !mul_bounded(&level, h ? h : 1) ||
+		    !mul_bounded(&level, d ? d : 1))
+			return 0;
+		total += level;
+		if (total > GM_MAX_ARRAY_BYTES)
+			return 0;
+	}
+	return total;
+}
+
+/* A cudaExtent {width, height, depth} passed by value: in memory, above the return address. */
+static __always_inline bool read_extent(struct pt_regs *ctx, __u64 ext[3])
+{
+	return bpf_probe_read_user(ext, 3 * sizeof(__u64), (void *)(PT_REGS_SP(ctx) + 8)) == 0;
+}
+
+/* Every array shape (and cudaMalloc3D) has its own descriptor: sized here, at entry, while the
+ * caller's descriptor is what it passed. For arrays, height says whether the descriptor was
+ * sized (1) or not (0: held with 0 bytes, counted at a successful return). */
+SEC("uprobe")
+int BPF_KPROBE(enter_array, void *out, void *desc, __u64 a2, __u64 a3, __u64 a4)
+{
+	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
+	__u64 d[5] = {}, ext[3] = {}, bytes = 0, elem;
+
+	(void)a4;
+	switch (shape) {
+	case GM_SHAPE_MALLOC3D: {
+		__u64 rows;
+
+		if (!read_extent(ctx, ext))
+			ext[0] = 0;
+		rows = ext[1] ? ext[1] : 1;
+		if (!mul_bounded(&rows, ext[2] ? ext[2] : 1))
+			rows = 0;
+		/* pitch (offset 8 of the cudaPitchedPtr) x rows, read at return */
+		return call_enter(ctx, (__u64)out, (__u64)out + 8, ext[0], rows, 0);
+	}
+	case GM_SHAPE_ARRAY_RT:
+		bytes = array_bytes(channel_desc_bytes((__u64)desc), (__u64)a2, a3, 0, 1, false);
+		break;
+	case GM_SHAPE_ARRAY3D_RT:
+		if (read_extent(ctx, ext))
+			bytes = array_bytes(channel_desc_bytes((__u64)desc), ext[0], ext[1], ext[2],
+					    1, a2 & GM_ARRAY_LAYERED);
+		break;
+	case GM_SHAPE_MIPMAP_RT:
+		if (read_extent(ctx, ext))
+			bytes = array_bytes(channel_desc_bytes((__u64)desc), ext[0], ext[1], ext[2],
+					    (__u32)a2, a3 & GM_ARRAY_LAYERED);
+		break;
+	case GM_SHAPE_ARRAY_DRV:
+		if (desc && !bpf_probe_read_user(d, GM_ARRAY_DESC_BYTES, desc)) {
+			elem = driver_element_bytes((__u32)d[2], (__u32)(d[2] >> 32));
+			bytes = array_bytes(elem, d[0], d[1], 0, 1, false);
+		}
+		break;
+	case GM_SHAPE_ARRAY3D_DRV:
+	case GM_SHAPE_MIPMAP_DRV:
+		if (desc && !bpf_probe_read_user(d, GM_ARRAY3D_DESC_BYTES, desc)) {
+			elem = driver_element_bytes((__u32)d[3], (__u32)(d[3] >> 32));
+			bytes = array_bytes(elem, d[0], d[1], d[2],
+					    shape == GM_SHAPE_MIPMAP_DRV ? (__u32)a2 : 1,
+					    d[4] & GM_ARRAY_LAYERED);
+		}
+		break;
+	default:
+		return 0;
+	}
+	return call_enter(ctx, (__u64)out, 0, bytes, bytes ? 1 : 0, 0);
+}
+
+static __always_inline bool is_array_shape(__u32 shape)
+{
+	return shape >= GM_SHAPE_ARRAY_RT && shape <= GM_SHAPE_MIPMAP_DRV;
+}
+
+/* ---- Contexts: which one each thread has current, and the device of each ---- */
+
+/* The devices of the contexts processes created or retained (cuCtxCreate,
+ * cuDevicePrimaryCtxRetain), and which are primary. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GM_MAX_CONTEXTS);
+	__type(key, struct gm_ctx_key);
+	__type(value, struct gm_ctx_info);
+} ctx_infos SEC(".maps");
+
+static __always_inline bool is_ctx_shape(__u32 shape)
+{
+	return shape >= GM_SHAPE_CTX_SET && shape <= GM_SHAPE_CTX_RETAIN;
+}
+
+static __always_inline bool is_teardown_shape(__u32 shape)
+{
+	return shape >= GM_SHAPE_CTX_DESTROY && shape <= GM_SHAPE_DEVICE_RESET;
+}
+
+static __always_inline void ctx_push(struct gm_inflight *rec, __u64 ctx)
+{
+	__u32 d = rec->ctx_depth;
+
+	if (d < GM_CTX_DEPTH)
+		rec->ctx_stack[d & (GM_CTX_DEPTH - 1)] = ctx;
+	if (d < 0xffff)
+		rec->ctx_depth = d + 1;
+}
+
+/* Followed at the entry of each call, nested ones too (the runtime sets contexts inside its
+ * own calls), assuming it succeeds (cudaSetDevice, cuCtxCreate and the retain are taken at a
+ * successful return): what a failing set, push or pop leaves is the driver's error to report,
+ * and the next call on the thread sets it right. */
+static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u64 a0, __u64 a1,
+				      __u64 a2, __u64 a3)
+{
+	__u32 d = rec->ctx_depth;
+
+	switch (shape) {
+	case GM_SHAPE_CTX_SET:
+		if (!a0) {
+			if (d)
+				rec->ctx_depth = d - 1;
+		} else if (!d) {
+			ctx_push(rec, a0);
+		} else if (d <= GM_CTX_DEPTH) {
+			rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] = a0;
+		}
+		break;
+	case GM_SHAPE_CTX_PUSH:
+		ctx_push(rec, a0);
+		break;
+	case GM_SHAPE_CTX_POP:
+		if (d)
+			rec->ctx_depth = d - 1;
+		break;
+	case GM_SHAPE_SET_DEVICE:	/* at its return: a device that does not exist fails */
+		rec->set_device = (__s32)a0;
+		rec->set_device_pending = 1;
+		break;
+	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V4:
+	case GM_SHAPE_CTX_RETAIN:
+		rec->ctx_out = a0;
+		rec->ctx_out_shape = shape;
+		rec->ctx_out_device = (__s32)(shape == GM_SHAPE_CTX_CREATE	 ? a2
+					      : shape == GM_SHAPE_CTX_CREATE_V4 ? a3
+										: a1);
+		break;
+	}
+}
+
+SEC("uprobe")
+int BPF_KPROBE(enter_ctx, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
+{
+	struct gm_inflight *rec = thread_record(bpf_get_current_pid_tgid() >> 32);
+
+	if (!rec)
+		return 0;
+	identify_process(rec);
+	ctx_enter(rec, GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)), a0, a1, a2, a3);
+	return 0;
+}
+
+/* cuCtxCreate made a context current on the thread; both it and cuDevicePrimaryCtxRetain say
+ * whose device it is. */
+static __always_inline void ctx_return(struct gm_inflight *rec, __u32 tgid, __u32 shape,
+				       __s32 rc)
+{
+	struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen };
+	struct gm_ctx_info info = { .device = rec->ctx_out_device };
+	__u64 out = rec->ctx_out;
+
+	if (shape == GM_SHAPE_SET_DEVICE) {
+		__u64 primary = GM_CTX_PRIMARY | (__u32)rec->set_device;
+		__u32 d = rec->ctx_depth;
+
+		if (!rec->set_device_pending)
+			return;
+		rec->set_device_pending = 0;
+		if (rc != 0)
+			return;
+		rec->rt_device = rec->set_device;
+		if (!d)
+			ctx_push(rec, primary);
+		else if (d <= GM_CTX_DEPTH)
+			rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] = primary;
+		return;
+	}
+
+	if (!out || rec->ctx_out_shape != shape)
+		return;
+	rec->ctx_out = 0;
+	if (rc != 0 || bpf_probe_read_user(&key.ctx, sizeof(key.ctx), (void *)out) || !key.ctx)
+		return;
+	info.primary = shape == GM_SHAPE_CTX_RETAIN;
+	if (bpf_map_update_elem(&ctx_infos, &key, &info, BPF_ANY))
+		count(GM_CNT_CTX_MAP_FULL);
+	if (shape != GM_SHAPE_CTX_RETAIN)
+		ctx_push(rec, key.ctx);
+}
+
+/* The context an allocation is charged to, and its device: the thread's current one, a
+ * primary context as GM_CTX_PRIMARY | device; none seen: the runtime's device's primary. */
+static __always_inline __u64 current_ctx(struct gm_inflight *rec, __u32 tgid, __s32 *device)
+{
+	struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen };
+	struct gm_ctx_info *info;
+	__u32 d = rec->ctx_depth;
+
+	*device = rec->rt_device;
+	if (!d)
+		return GM_CTX_PRIMARY | (__u32)rec->rt_device;
+	if (d > GM_CTX_DEPTH) {
+		*device = GM_DEVICE_UNKNOWN;
+		return 0;
+	}
+	key.ctx = rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)];
+	if (key.ctx & GM_CTX_PRIMARY) {
+		*device = (__s32)(__u32)key.ctx;
+		return key.ctx;
+	}
+	info = bpf_map_lookup_elem(&ctx_infos, &key);
+	if (!info) {
+		*device = GM_DEVICE_UNKNOWN;
+		return key.ctx;
+	}
+	*device = info->device;
+	return info->primary ? GM_CTX_PRIMARY | (__u32)info->device : key.ctx;
+}
+
+/* The device a failed allocation asked memory of. */
+static __always_inline __s32 failed_device(struct gm_inflight *rec, __u32 tgid)
+{
+	__s32 device;
+
+	current_ctx(rec, tgid, &device);
+	return device;
+}
+
 /* The process's pid as its own pid namespace numbers it (what `ps` shows in its container). */
 static __always_inline __u64 namespace_pid(void)
 {
@@ -367,20 +682,36 @@ static __always_inline __u64 namespace_pid(void)
 	return (__u64)up.nr;
 }
 
+/* A new process's first record is built here, off the 512-byte BPF stack: per thread, as
+ * py_scratch is (a per-CPU buffer would be shared with a program that preempts us). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct gm_proc_stats);
+} proc_init SEC(".maps");
+
 static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 							 const struct gm_inflight *rec, __u64 now)
 {
 	struct gm_proc_key key = { .tgid = tgid, .gen = rec->gen };
-	struct gm_proc_stats *ps, init = {};
+	struct gm_proc_stats *ps, *init;
 
 	ps = bpf_map_lookup_elem(&procs, &key);
 	if (ps)
 		return ps;
-	init.first_seen_ns = now;
-	init.cgroup_id = bpf_get_current_cgroup_id();
-	init.ns_pid = namespace_pid();
-	init.start_ns = rec->start_ns;
-	if (bpf_map_update_elem(&procs, &key, &init, BPF_NOEXIST) == 0) {
+	init = bpf_task_storage_get(&proc_init, bpf_get_current_task_btf(), 0,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!init) {
+		count(GM_CNT_PROC_MAP_FULL);
+		return NULL;
+	}
+	__builtin_memset(init, 0, sizeof(*init));
+	init->first_seen_ns = now;
+	init->cgroup_id = bpf_get_current_cgroup_id();
+	init->ns_pid = namespace_pid();
+	init->start_ns = rec->start_ns;
+	if (bpf_map_update_elem(&procs, &key, init, BPF_NOEXIST) == 0) {
 		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 		if (e) {
@@ -394,7 +725,7 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 			e->gen = rec->gen;
 			e->start_ns = rec->start_ns;
 			e->time_ns = now;
-			e->cgroup_id = init.cgroup_id;
+			e->cgroup_id = init->cgroup_id;
 			bpf_get_current_comm(e->comm, sizeof(e->comm));
 			bpf_ringbuf_submit(e, 0);
 		} else {
@@ -433,6 +764,21 @@ static __always_inline void raise_max(__u64 *peak_at, __u64 now_bytes)
 	}
 }
 
+/* A process's GPU bytes on one device (the last slot: a device not known). */
+static __always_inline void add_gpu_bytes(struct gm_proc_stats *ps, __s32 device, __u64 delta)
+{
+	__u32 slot = device >= 0 && device < GM_MAX_GPUS ? (__u32)device : GM_MAX_GPUS;
+
+	if (slot > GM_MAX_GPUS)
+		return;
+	__sync_fetch_and_add(&ps->gpu_bytes[slot], delta);
+}
+
+static __always_inline __u32 event_gpu(__s32 device)
+{
+	return device >= 0 ? (__u32)device + 1 : 0;
+}
+
 static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes)
 {
 	raise_max(&ps->peak_bytes, now_bytes);
@@ -442,7 +788,7 @@ static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes
 static __always_inline void emit_record(__u32 type, __u64 cookie, const struct gm_inflight *rec,
 					__u32 tgid, __u32 tid, __s32 stack_id, __s32 py_stack_id,
 					__u32 kind, __u64 addr, __u64 size, __s32 error,
-					__u64 process_bytes, __u64 tensor_bytes)
+					__u64 process_bytes, __u64 tensor_bytes, __s32 device)
 {
 	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -468,15 +814,18 @@ static __always_inline void emit_record(__u32 type, __u64 cookie, const struct g
 	e->start_ns = rec->start_ns;
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	e->tensor_bytes = tensor_bytes;
+	e->gpu = event_gpu(device);
+	e->pad = 0;
 	bpf_ringbuf_submit(e, 0);
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
 				      __u32 tid, __s32 stack_id, __s32 py_stack_id, __u32 kind,
-				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes)
+				      __u64 addr, __u64 size, __s32 error, __u64 process_bytes,
+				      __s32 device)
 {
 	emit_record(type, rec->cookie, rec, tgid, tid, stack_id, py_stack_id, kind, addr, size,
-		    error, process_bytes, 0);
+		    error, process_bytes, 0, device);
 }
 
 /* ---- User stacks ---- */
@@ -1077,6 +1426,7 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	}
 	if (!is_gpu_kind(info->kind))
 		return ps->current_bytes;
+	add_gpu_bytes(ps, info->device, -info->size);
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
 }
 
@@ -1190,8 +1540,10 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (new_site && stack_mode == GM_STACKS_DWARF && stack_id >= 0)
 		emit_stack_copy(ctx, tgid, rec->gen, tid, stack_id);
 
+	if (shape == GM_SHAPE_IMPORT)
+		size = 0;	/* another process's memory: its size is not in the handle */
 	if (rc != 0) {
-		if (shape == GM_SHAPE_ALLOC_PITCH)
+		if (shape == GM_SHAPE_ALLOC_PITCH || shape == GM_SHAPE_MALLOC3D)
 			size = rec->size * rec->height;	/* requested, unpadded */
 		__u64 tensors = 0;
 
@@ -1203,18 +1555,25 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
 		emit_record(GM_REC_ALLOC_FAILED, rec->cookie, rec, tgid, tid, stack_id, py_stack_id,
-			    kind, 0, size, rc, total, tensors);
+			    kind, 0, size, rc, total, tensors, failed_device(rec, tgid));
 		return;
 	}
 
-	if (shape == GM_SHAPE_ALLOC_PITCH) {
+	if (shape == GM_SHAPE_ALLOC_PITCH || shape == GM_SHAPE_MALLOC3D) {
 		__u64 pitch = 0;
 
 		bpf_probe_read_user(&pitch, sizeof(pitch), (void *)rec->out_pitch);
-		size = pitch * rec->height;
+		size = pitch;
+		if (!mul_bounded(&size, rec->height))
+			size = 0;
 	}
-	bpf_probe_read_user(&addr, sizeof(addr), (void *)rec->out_ptr);
-	akey.space = shape == GM_SHAPE_VMM_CREATE ? GM_SPACE_VMM_HANDLE : GM_SPACE_ADDR;
+	if (is_array_shape(shape) && !rec->height)
+		count(GM_CNT_UNSIZED_ARRAYS);
+	if (shape == GM_SHAPE_REGISTER)
+		addr = rec->out_ptr;	/* the caller's own range */
+	else
+		bpf_probe_read_user(&addr, sizeof(addr), (void *)rec->out_ptr);
+	akey.space = GM_COOKIE_SPACE(rec->cookie);
 	akey.addr = addr;
 	info.size = size;
 	info.time_ns = now;
@@ -1223,6 +1582,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
+	info.ctx = current_ctx(rec, tgid, &info.device);
 	if (!insert_live(&akey, &info))
 		return;
 	if (ss)
@@ -1232,6 +1592,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (ps) {
 		if (is_gpu_kind(kind)) {
 			total = __sync_fetch_and_add(&ps->current_bytes, size) + size;
+			add_gpu_bytes(ps, info.device, size);
 			raise_peak(ps, total);
 		} else {
 			total = ps->current_bytes;
@@ -1239,7 +1600,80 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	}
 	if (stream_calls())
 		emit_call(GM_REC_ALLOC, rec, tgid, tid, stack_id, py_stack_id, kind, addr, size, 0,
-			  total);
+			  total, info.device);
+}
+
+/* What a context's teardown releases: that process's allocations of that context, but
+ * async ones (they belong to their pool, which outlives a context: cudaDeviceReset's rule) and
+ * tensors (PyTorch's to free). */
+struct release_walk {
+	__u32 tgid, gen;
+	__u64 ctx;
+	__u64 released;
+};
+
+static long release_one(struct bpf_map *map, struct gm_alloc_key *key, struct gm_alloc_info *val,
+			struct release_walk *w)
+{
+	struct gm_alloc_key k;
+	struct gm_alloc_info info;
+
+	(void)map;
+	if (key->tgid != w->tgid || key->gen != w->gen || val->ctx != w->ctx ||
+	    key->space == GM_SPACE_TENSOR || val->kind == GM_KIND_ASYNC)
+		return 0;
+	k = *key;
+	info = *val;
+	if (bpf_map_delete_elem(&allocs, &k) == 0) {
+		account_free(w->tgid, w->gen, &info);
+		w->released++;
+	}
+	return 0;
+}
+
+/* One walk of the allocation map (these calls are rare), verified on its own: a global
+ * function, so the walk's callback is not explored again along every path of call_return.
+ * The released allocations are counted in GM_CNT_CTX_RELEASED. */
+__noinline int release_context(__u32 tgid, __u32 gen, __u64 ctx)
+{
+	struct release_walk w = { .tgid = tgid, .gen = gen, .ctx = ctx };
+	__u32 k = GM_CNT_CTX_RELEASED;
+	__u64 *v;
+
+	if (!ctx)
+		return 0;
+	bpf_for_each_map_elem(&allocs, release_one, &w, 0);
+	/* No branch on the count: a count the verifier must track exactly would keep it from
+	 * ever seeing two runs of the callback as the same. */
+	v = bpf_map_lookup_elem(&counters, &k);
+	if (v)
+		*v += w.released;
+	return 0;
+}
+
+/* cuCtxDestroy, cuDevicePrimaryCtxReset, cudaDeviceReset returned success: the driver freed
+ * what the context held. */
+static __noinline void teardown_return(struct gm_inflight *rec, __u32 tgid, __u32 shape)
+{
+	struct release_walk w = { .tgid = tgid, .gen = rec->gen };
+
+	if (shape == GM_SHAPE_CTX_DESTROY) {
+		struct gm_ctx_key key = { .tgid = tgid, .gen = rec->gen, .ctx = rec->addr };
+		struct gm_ctx_info *info = bpf_map_lookup_elem(&ctx_infos, &key);
+
+		__u32 d = rec->ctx_depth;
+
+		w.ctx = info && info->primary ? GM_CTX_PRIMARY | (__u32)info->device : rec->addr;
+		bpf_map_delete_elem(&ctx_infos, &key);
+		/* The driver pops a destroyed context that is current on the calling thread. */
+		if (d && d <= GM_CTX_DEPTH && rec->ctx_stack[(d - 1) & (GM_CTX_DEPTH - 1)] == rec->addr)
+			rec->ctx_depth = d - 1;
+	} else if (shape == GM_SHAPE_PRIMARY_RESET) {
+		w.ctx = GM_CTX_PRIMARY | (__u32)rec->addr;
+	} else {
+		w.ctx = GM_CTX_PRIMARY | (__u32)rec->rt_device;
+	}
+	release_context(tgid, rec->gen, w.ctx);
 }
 
 /* One return program for every shape but the frees (which have none). A return whose stack
@@ -1251,12 +1685,25 @@ SEC("uretprobe")
 int BPF_KRETPROBE(call_return, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
 	struct gm_inflight *rec;
 
 	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
-	if (!rec || !rec->sp || rec->entry_only || PT_REGS_SP(ctx) <= rec->sp)
+	if (!rec)
+		return 0;
+	if (is_ctx_shape(shape)) {	/* followed at entry and return, nested or not */
+		ctx_return(rec, id >> 32, shape, (__s32)ret);
+		return 0;
+	}
+	if (!rec->sp || rec->entry_only || PT_REGS_SP(ctx) <= rec->sp)
 		return 0;
 	rec->sp = 0;
+	shape = GM_COOKIE_SHAPE(rec->cookie);
+	if (is_teardown_shape(shape)) {
+		if ((__s32)ret == 0)
+			teardown_return(rec, id >> 32, shape);
+		return 0;
+	}
 	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate));
 	return 0;
 }
@@ -1296,6 +1743,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = skey.kind;
 	info.layer = GM_LAYER_TENSOR;
+	info.device = GM_DEVICE_UNKNOWN;	/* never released with a context: PyTorch frees it */
 	if (!insert_live(&akey, &info))
 		return;
 	if (ss)
@@ -1307,7 +1755,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	}
 	if (stream_calls())
 		emit_record(GM_REC_ALLOC, cookie, rec, tgid, tid, skey.stack_id, py_stack_id,
-			    skey.kind, ptr, size, 0, reserved, tensors);
+			    skey.kind, ptr, size, 0, reserved, tensors, GM_DEVICE_UNKNOWN);
 }
 
 /* The thread's record, for its process's generation and its Python thread state only: a
@@ -1390,7 +1838,8 @@ int BPF_USDT(tensor_free, __u64 ptr)
 	}
 	if (stream_calls())
 		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,
-			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors);
+			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors,
+			    GM_DEVICE_UNKNOWN);
 	return 0;
 }
 
@@ -1480,6 +1929,29 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, _
 	bpf_iter_task_vma_destroy(&it);
 }
 
+static long forget_one(struct bpf_map *map, struct gm_ctx_key *key, struct gm_ctx_info *val,
+		       struct gm_proc_key *ended)
+{
+	struct gm_ctx_key k;
+
+	(void)map;
+	(void)val;
+	if (key->tgid != ended->tgid || key->gen != ended->gen)
+		return 0;
+	k = *key;
+	bpf_map_delete_elem(&ctx_infos, &k);
+	return 0;
+}
+
+/* An ended process's contexts are forgotten with it (a walk of at most GM_MAX_CONTEXTS). */
+__noinline int forget_contexts(__u32 tgid, __u32 gen)
+{
+	struct gm_proc_key ended = { .tgid = tgid, .gen = gen };
+
+	bpf_for_each_map_elem(&ctx_infos, forget_one, &ended, 0);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
@@ -1494,6 +1966,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	key.gen = gm_proc_gen(start_ns);
 	if (!bpf_map_lookup_elem(&procs, &key) && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
+	forget_contexts(tgid, key.gen);
 	emit_module_map(p, tgid, key.gen);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

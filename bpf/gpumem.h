@@ -17,8 +17,13 @@
  * loaded with. 7: processes keep their tensor bytes and peak; call records carry the process's
  * tensor bytes (tensor events are streamed). 8: frame-pointer stacks walked by gpumem (a hash
  * map of struct gm_user_stack, not a stack-trace map); frees accounted at their entry, with no
- * return probe. 9: Python offsets for 3.9-3.13 (thread id kind, data stack, frame reads). */
-#define GM_LAYOUT_VERSION 9
+ * return probe. 9: Python offsets for 3.9-3.13 (thread id kind, data stack, frame reads).
+ * 10: the cookie carries the allocation's space (arrays, registered host memory, VMM mappings
+ * and reservations, IPC imports have spaces of their own); kinds that are not memory (mapped,
+ * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
+ * thread's current context); allocations carry their context and device, processes their GPU
+ * bytes per device, call records their device. */
+#define GM_LAYOUT_VERSION 10
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -43,15 +48,30 @@ enum gm_layer {
 	GM_LAYER_TENSOR = 2,	/* PyTorch's caching allocator (USDT probes) */
 };
 
-/* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned) does not. */
+/* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned or registered)
+ * does not. The kinds from GM_KIND_MEMORY_COUNT on are no memory of the process's own: VMM
+ * mappings of physical memory already counted at cuMemCreate, reserved address ranges, and
+ * memory imported from another process through IPC (its exporter holds the bytes). They are
+ * kept and shown apart, never added to a total of memory. */
 enum gm_kind {
 	GM_KIND_DEVICE = 0,
 	GM_KIND_MANAGED = 1,
 	GM_KIND_HOST = 2,
 	GM_KIND_ASYNC = 3,
 	GM_KIND_VMM = 4,
-	GM_KIND_COUNT = 5,
+	GM_KIND_MEMORY_COUNT = 5,	/* by_kind, recordings: the kinds of memory */
+	GM_KIND_VMM_MAPPED = 5,		/* cuMemMap: a handle's memory mapped at an address */
+	GM_KIND_VMM_RESERVED = 6,	/* cuMemAddressReserve: address space, no memory */
+	GM_KIND_IPC_IMPORTED = 7,	/* cudaIpcOpenMemHandle: another process's memory */
+	GM_KIND_COUNT = 8,
 };
+
+/* The kinds whose bytes are the process's GPU memory (current_bytes, peak_bytes). */
+static inline int gm_kind_is_gpu(__u32 kind)
+{
+	return kind == GM_KIND_DEVICE || kind == GM_KIND_MANAGED || kind == GM_KIND_ASYNC ||
+	       kind == GM_KIND_VMM;
+}
 
 /* The argument layout of a probed function; one BPF entry program per shape. */
 enum gm_shape {
@@ -61,7 +81,66 @@ enum gm_shape {
 	GM_SHAPE_VMM_CREATE = 3,	/* (out_handle, size, ...) */
 	GM_SHAPE_VMM_RELEASE = 4,	/* (handle) */
 	GM_SHAPE_TENSOR = 5,		/* USDT pytorch:malloc(ptr, device, size, stream) */
+	/* Arrays, sized at entry from the descriptor the caller passes (gm_array_bytes rule in
+	 * the BPF side: the requested size, never the driver's padded footprint). */
+	GM_SHAPE_ARRAY_RT = 6,		/* cudaMallocArray(out, chan_desc*, width, height) */
+	GM_SHAPE_ARRAY3D_RT = 7,	/* cudaMalloc3DArray(out, chan_desc*, extent on stack) */
+	GM_SHAPE_MIPMAP_RT = 8,		/* cudaMallocMipmappedArray(out, chan_desc*, extent,
+					 * levels, flags) */
+	GM_SHAPE_ARRAY_DRV = 9,		/* cuArrayCreate_v2(out, CUDA_ARRAY_DESCRIPTOR*) */
+	GM_SHAPE_ARRAY3D_DRV = 10,	/* cuArray3DCreate_v2(out, CUDA_ARRAY3D_DESCRIPTOR*) */
+	GM_SHAPE_MIPMAP_DRV = 11,	/* cuMipmappedArrayCreate(out, 3D desc*, levels) */
+	GM_SHAPE_MALLOC3D = 12,		/* cudaMalloc3D(cudaPitchedPtr*, extent on stack):
+					 * pitch x height x depth */
+	GM_SHAPE_REGISTER = 13,		/* (addr, size, ...): the caller's range, no out-pointer
+					 * (cudaHostRegister, cuMemMap) */
+	GM_SHAPE_IMPORT = 14,		/* (out_ptr, handle by value, flags): size unknown */
+	/* The thread's current context (entry program enter_ctx, whatever the nesting). */
+	GM_SHAPE_CTX_SET = 15,		/* cuCtxSetCurrent(ctx): replaces the top; NULL pops */
+	GM_SHAPE_CTX_PUSH = 16,		/* cuCtxPushCurrent_v2(ctx) */
+	GM_SHAPE_CTX_POP = 17,		/* cuCtxPopCurrent_v2(out) */
+	GM_SHAPE_SET_DEVICE = 18,	/* cudaSetDevice(dev): that device's primary context */
+	GM_SHAPE_CTX_CREATE = 19,	/* cuCtxCreate_v2(out, flags, dev): pushed at return */
+	GM_SHAPE_CTX_CREATE_V4 = 20,	/* cuCtxCreate_v4(out, params, flags, dev) */
+	GM_SHAPE_CTX_RETAIN = 21,	/* cuDevicePrimaryCtxRetain(out, dev): learnt as primary */
+	/* Teardown: what the context held is released at a successful return (outermost call). */
+	GM_SHAPE_CTX_DESTROY = 22,	/* cuCtxDestroy_v2(ctx) */
+	GM_SHAPE_PRIMARY_RESET = 23,	/* cuDevicePrimaryCtxReset_v2(dev) */
+	GM_SHAPE_DEVICE_RESET = 24,	/* cudaDeviceReset(): the thread's device's primary,
+					 * async allocations kept (they outlive it) */
+	GM_SHAPE_COUNT = 25,
 };
+
+/* A context as allocations carry it: the driver's CUcontext, or, for a device's primary
+ * context (whatever pointer the driver gives it: the runtime's cudaSetDevice names none),
+ * GM_CTX_PRIMARY | device. A user-space pointer never has the top bit. */
+#define GM_CTX_PRIMARY (1ull << 63)
+#define GM_CTX_DEPTH 8			/* contexts pushed per thread that are followed */
+#define GM_MAX_CONTEXTS 4096		/* contexts whose device is known, every process */
+#define GM_DEVICE_UNKNOWN (-1)
+#define GM_MAX_GPUS 16			/* devices counted apart per process; others: unknown */
+
+struct gm_ctx_key {
+	__u32 tgid;
+	__u32 gen;
+	__u64 ctx;		/* CUcontext */
+};
+
+struct gm_ctx_info {
+	__s32 device;
+	__u32 primary;		/* 1: the device's primary context (cuDevicePrimaryCtxRetain) */
+};
+
+/* Array descriptors, as the x86-64 ABI lays out NVIDIA's structs (cuda.h, driver_types.h). */
+#define GM_CHAN_DESC_BYTES 20		/* cudaChannelFormatDesc: int x, y, z, w; enum f */
+#define GM_ARRAY_DESC_BYTES 24		/* CUDA_ARRAY_DESCRIPTOR: Width, Height, Format,
+					 * NumChannels */
+#define GM_ARRAY3D_DESC_BYTES 40	/* CUDA_ARRAY3D_DESCRIPTOR: Width, Height, Depth, Format,
+					 * NumChannels, Flags */
+#define GM_ARRAY_LAYERED 0x01		/* CUDA_ARRAY3D_LAYERED, cudaArrayLayered: depth is
+					 * layers, never halved by a mip level */
+#define GM_MAX_MIP_LEVELS 32		/* more levels than any 2^32-wide array has: unsized */
+#define GM_MAX_ARRAY_BYTES (1ull << 48)	/* a descriptor asking for more is not believed */
 
 /* The attach cookie of every probe: which probe-table row fired. */
 #define GM_COOKIE(api, kind, layer, shape)                                                     \
@@ -70,12 +149,21 @@ enum gm_shape {
 #define GM_COOKIE_KIND(c) ((__u32)(((c) >> 16) & 0xff))
 #define GM_COOKIE_LAYER(c) ((__u32)(((c) >> 24) & 0xff))
 #define GM_COOKIE_SHAPE(c) ((__u32)(((c) >> 32) & 0xff))
+#define GM_COOKIE_SPACE(c) ((__u32)(((c) >> 40) & 0xff))
+/* A row whose allocations live in a space other than device addresses. */
+#define GM_COOKIE_IN(api, kind, layer, shape, space)                                           \
+	(GM_COOKIE(api, kind, layer, shape) | ((__u64)(space) << 40))
 
 /* Address spaces of live allocations: device addresses and VMM handles never collide. */
 enum gm_space {
 	GM_SPACE_ADDR = 0,
 	GM_SPACE_VMM_HANDLE = 1,
 	GM_SPACE_TENSOR = 2,	/* PyTorch tensors, carved out of cudaMalloc'd segments */
+	GM_SPACE_ARRAY = 3,	/* CUarray, CUmipmappedArray, cudaArray_t handles */
+	GM_SPACE_HOST_REGISTERED = 4,	/* cudaHostRegister'd ranges, by their start */
+	GM_SPACE_VMM_MAP = 5,	/* cuMemMap'd ranges, by their start */
+	GM_SPACE_VMM_RESERVE = 6,	/* cuMemAddressReserve'd ranges, by their start */
+	GM_SPACE_IPC = 7,	/* addresses cudaIpcOpenMemHandle gave */
 };
 
 /* Loss and health counters, one per-CPU slot each; userspace sums them. */
@@ -99,6 +187,11 @@ enum gm_counter {
 	GM_CNT_PY_MISMATCH,		/* interpreters whose live state did not match the
 					 * offsets: Python frames disabled for that process */
 	GM_CNT_UNKNOWN_TENSOR_FREES,	/* pytorch:free of a tensor never seen allocated */
+	GM_CNT_UNSIZED_ARRAYS,		/* arrays whose descriptor could not be read or sized:
+					 * held with 0 bytes */
+	GM_CNT_CTX_RELEASED,		/* allocations released by a context's teardown */
+	GM_CNT_CTX_MAP_FULL,		/* a context's device not recorded: its allocations'
+					 * device unknown */
 	GM_CNT_COUNT,
 };
 
@@ -126,7 +219,8 @@ struct gm_alloc_info {
 	__u8 kind;
 	__u8 layer;
 	__s32 py_stack_id;	/* negative: no Python frames */
-	__u32 pad;
+	__s32 device;		/* the device of its context; GM_DEVICE_UNKNOWN */
+	__u64 ctx;		/* its context (GM_CTX_PRIMARY | device for a primary one) */
 };
 
 struct gm_inflight {
@@ -148,6 +242,20 @@ struct gm_inflight {
 	__u64 start_ns;
 	/* The thread's CPython thread state, found once by native thread id; 0: none known. */
 	__u64 py_tstate;
+	/* The thread's current contexts, as the driver stacks them (the top is current); past
+	 * GM_CTX_DEPTH, pushes are counted in ctx_depth but not kept. */
+	__u64 ctx_stack[GM_CTX_DEPTH];
+	__u32 ctx_depth;
+	__s32 rt_device;	/* cudaSetDevice's; 0 until it is called, as in the runtime */
+	/* cuCtxCreate, cuDevicePrimaryCtxRetain in flight (apart from the accounting's record:
+	 * the runtime makes them inside its own calls): where the context is written, and its
+	 * device. */
+	__u64 ctx_out;
+	__s32 ctx_out_device;
+	__u32 ctx_out_shape;
+	/* cudaSetDevice in flight: its device, made current at a successful return. */
+	__s32 set_device;
+	__u32 set_device_pending;
 };
 
 /* The generation is in the key, not only in the value: an address the pid's new process is
@@ -209,6 +317,9 @@ struct gm_proc_stats {
 	 * most it held at once: running totals of the tensor programs, never part of the above. */
 	__u64 tensor_bytes;
 	__u64 tensor_peak_bytes;
+	/* Its GPU memory (current_bytes) per device 0..GM_MAX_GPUS-1; the last slot: on a device
+	 * not known (a context never seen created or retained) or beyond GM_MAX_GPUS. */
+	__u64 gpu_bytes[GM_MAX_GPUS + 1];
 };
 
 /* PyTorch tensors (the caching allocator's USDT probes pytorch:malloc and pytorch:free) are
@@ -256,6 +367,8 @@ struct gm_call_event {
 				 * still gets its container */
 	__u64 tensor_bytes;	/* the process's PyTorch tensor bytes after a tensor event
 				 * (layer GM_LAYER_TENSOR) or at a failure; else 0 */
+	__u32 gpu;		/* the device of the allocation + 1; 0: not known */
+	__u32 pad;
 };
 
 /* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry

@@ -34,7 +34,7 @@ endif
 
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
-	$(TESTS_OUT)/samepid $(TESTS_OUT)/real_nvidia $(TESTS_OUT)/driver_loop
+	$(TESTS_OUT)/samepid $(TESTS_OUT)/apis $(TESTS_OUT)/real_nvidia $(TESTS_OUT)/driver_loop
 # <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
 TESTS_HAVE_SDT := $(shell echo '\#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 ifeq ($(TESTS_HAVE_SDT),1)
@@ -108,6 +108,11 @@ $(TESTS_LIB)/libc10_cuda.so: tests/mock/c10_cuda.c $(TESTS_LIB)/libcudart.so.13
 		-L$(TESTS_LIB) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN'
 
 $(TESTS_OUT)/workload: tests/workloads/workload.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
+	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
+		-L$(TESTS_LIB) -lcudart -lcuda -lpthread -Wl,-rpath,'$$ORIGIN/lib'
+
+# Arrays, registered host memory, VMM mappings and reservations, IPC (test_apis.py).
+$(TESTS_OUT)/apis: tests/workloads/apis.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
 		-L$(TESTS_LIB) -lcudart -lcuda -lpthread -Wl,-rpath,'$$ORIGIN/lib'
 

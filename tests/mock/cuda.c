@@ -22,17 +22,44 @@
  *   failed ones included). GPUMEM_MOCK_FAIL_SIZE=N: allocations of N bytes or more fail.
  * - Injected failures return CUDA_ERROR_OUT_OF_MEMORY (2); freeing an unknown address or
  *   handle returns CUDA_ERROR_INVALID_VALUE (1); freeing 0 or NULL returns 0 and does nothing.
- * - One device, ordinal 0 ("gpumem mock GPU", compute capability 8.0, GPUMEM_MOCK_DEVICE_BYTES of
- *   memory), with one primary context; each thread has its own stack of current contexts.
+ * - GPUMEM_MOCK_DEVICES devices (default 1, at most 8; "gpumem mock GPU", compute capability
+ *   8.0, GPUMEM_MOCK_DEVICE_BYTES of memory, shared by all), each with one primary context;
+ *   each thread has its own stack of current contexts.
  * - Device memory gets a host-side copy at the first memcpy or memset into its block, so data
  *   copied in comes back out; a copy that runs past a live block returns CUDA_ERROR_INVALID_VALUE.
- * - IPC is not supported (CUDA_ERROR_NOT_SUPPORTED, 801).
+ * - Arrays (cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate) get handles counting
+ *   up from GM_FIRST_ARRAY and count their requested bytes on the GPU side: element bytes
+ *   (format x channels) x width x height x depth, summed over mip levels (each dimension
+ *   halved per level, at least 1; a layered array's depth is its layers and stays).
+ * - cuMemHostRegister_v2 registers the caller's range (host side, never GPU); registering a
+ *   start twice is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (712), unregistering what is not
+ *   registered CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED (713).
+ * - cuMemAddressReserve hands out address ranges from GM_VA_BASE (no memory); cuMemMap maps a
+ *   live handle's memory at a reserved address (no memory either: the handle holds it);
+ *   cuMemUnmap and cuMemAddressFree take them back (unknown ones: CUDA_ERROR_INVALID_VALUE).
+ * - IPC: cuIpcGetMemHandle writes the device address and its size into the handle; opening
+ *   one (in any process) gives an address from GM_IPC_BASE, no memory of the opener's own;
+ *   cuIpcCloseMemHandle closes it. A handle not made by cuIpcGetMemHandle is
+ *   CUDA_ERROR_INVALID_VALUE.
+ * - Every allocation call (arrays, registrations, reservations, mappings and IPC opens too)
+ *   counts for GPUMEM_MOCK_FAIL_AFTER and GPUMEM_MOCK_FAIL_SIZE.
+ * - Contexts: each block belongs to the calling thread's current context (the primary one when
+ *   none is current). cuCtxCreate_v2/_v4 make a context and push it; cuCtxDestroy_v2 frees what
+ *   it holds and pops it where it is current (destroying the primary context, or one never made,
+ *   is CUDA_ERROR_INVALID_CONTEXT); cuDevicePrimaryCtxReset_v2 frees what the primary context
+ *   holds. Async allocations belong to their pool, not to a context: a teardown keeps them.
  */
 #define GM_DEVICE_BASE 0x7e0000000000ULL
 #define GM_DEVICE_ALIGN 512ULL
 #define GM_PITCH_ALIGN 512ULL
 #define GM_HOST_ALIGN 4096ULL
 #define GM_FIRST_HANDLE 0x1000ULL
+#define GM_FIRST_ARRAY 0x5a0000000000ULL
+#define GM_VA_BASE 0x7f0000000000ULL
+#define GM_IPC_BASE 0x7d0000000000ULL
+#define GM_VA_ALIGN (2ULL << 20)
+#define GM_IPC_MAGIC "gpumem-mock-ipc"
+#define GM_MAX_MIP_LEVELS 32
 #define GM_DEFAULT_CAPACITY (80ULL << 30)
 #define GM_DRIVER_VERSION 13000
 #define GM_DEVICE_NAME "gpumem mock GPU"
@@ -48,10 +75,43 @@ enum block_kind {
 	BLOCK_MANAGED,	/* host memory counted on the GPU side */
 	BLOCK_HOST,	/* pinned host memory */
 	BLOCK_HANDLE,	/* cuMemCreate handle */
+	BLOCK_ARRAY,	/* CUarray or CUmipmappedArray handle */
+	BLOCK_REGISTERED,	/* the caller's host range, page-locked */
+	BLOCK_RESERVED,	/* reserved address range: no memory */
+	BLOCK_MAPPED,	/* a handle mapped at a reserved address: the handle's memory */
+	BLOCK_IMPORTED,	/* another process's memory, opened through IPC */
 };
+
+/* The one device, its primary context and the contexts cuCtxCreate makes (never freed, so a
+ * destroyed context's pointer is never handed out again); each thread's stack of current
+ * contexts. */
+struct CUctx_st {
+	CUdevice device;
+	bool primary;
+	bool live;
+};
+
+#define GM_MAX_DEVICES 8
+static struct CUctx_st primary_ctxs[GM_MAX_DEVICES] = {
+	{ 0, true, true }, { 1, true, true }, { 2, true, true }, { 3, true, true },
+	{ 4, true, true }, { 5, true, true }, { 6, true, true }, { 7, true, true },
+};
+static __thread CUcontext ctx_stack[GM_CTX_STACK_DEPTH];
+static __thread unsigned int ctx_depth;
+
+#define GM_MAX_CONTEXTS 64
+static CUcontext made_contexts[GM_MAX_CONTEXTS];	/* under mock_lock */
+static unsigned int nmade_contexts;
+
+static CUcontext current_ctx(void)
+{
+	return ctx_depth ? ctx_stack[ctx_depth - 1] : &primary_ctxs[0];
+}
 
 struct block {
 	uint64_t key;		/* address or handle */
+	CUcontext ctx;		/* whose teardown frees it */
+	bool async;		/* from a pool: no teardown frees it */
 	size_t bytes;		/* as accounted: requested size, pitch x height for pitch */
 	size_t rounded;		/* address space taken, for BLOCK_DEVICE */
 	enum block_kind kind;
@@ -75,6 +135,7 @@ struct size_class {
 };
 
 struct mock_config {
+	uint64_t devices;	/* GPUMEM_MOCK_DEVICES, 1 to GM_MAX_DEVICES */
 	uint64_t capacity;
 	bool fail_after_set;
 	uint64_t fail_after;
@@ -86,10 +147,14 @@ static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static struct mock_config config;
 
 static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct block_table device_table, host_table, handle_table;
+static struct block_table device_table, host_table, handle_table, array_table, registered_table,
+	reserved_table, mapped_table, import_table;
 static struct size_class *size_classes[GM_SIZE_CLASS_BUCKETS];
 static uint64_t next_device_addr = GM_DEVICE_BASE;
 static uint64_t next_handle = GM_FIRST_HANDLE;
+static uint64_t next_array = GM_FIRST_ARRAY;
+static uint64_t next_va = GM_VA_BASE;
+static uint64_t next_import = GM_IPC_BASE;
 static uint64_t alloc_calls;
 static uint64_t gpu_bytes_in_use;
 
@@ -112,6 +177,9 @@ static void read_config(void)
 {
 	if (!env_u64("GPUMEM_MOCK_DEVICE_BYTES", &config.capacity))
 		config.capacity = GM_DEFAULT_CAPACITY;
+	if (!env_u64("GPUMEM_MOCK_DEVICES", &config.devices) || !config.devices ||
+	    config.devices > GM_MAX_DEVICES)
+		config.devices = 1;
 	config.fail_after_set = env_u64("GPUMEM_MOCK_FAIL_AFTER", &config.fail_after);
 	config.fail_size_set = env_u64("GPUMEM_MOCK_FAIL_SIZE", &config.fail_size);
 }
@@ -234,7 +302,14 @@ static int device_range_give_back(uint64_t addr, size_t rounded)
 
 static bool kind_on_gpu(enum block_kind kind)
 {
-	return kind != BLOCK_HOST;
+	return kind == BLOCK_DEVICE || kind == BLOCK_MANAGED || kind == BLOCK_HANDLE ||
+	       kind == BLOCK_ARRAY;
+}
+
+/* Kinds whose key the caller chooses (a range of its own, an address it reserved). */
+static bool key_given(enum block_kind kind)
+{
+	return kind == BLOCK_REGISTERED || kind == BLOCK_MAPPED;
 }
 
 static struct block_table *table_for(enum block_kind kind)
@@ -244,9 +319,32 @@ static struct block_table *table_for(enum block_kind kind)
 		return &host_table;
 	case BLOCK_HANDLE:
 		return &handle_table;
+	case BLOCK_ARRAY:
+		return &array_table;
+	case BLOCK_REGISTERED:
+		return &registered_table;
+	case BLOCK_RESERVED:
+		return &reserved_table;
+	case BLOCK_MAPPED:
+		return &mapped_table;
+	case BLOCK_IMPORTED:
+		return &import_table;
 	default:
 		return &device_table;
 	}
+}
+
+/* The live block with this key, or NULL; under mock_lock. */
+static struct block *table_find(const struct block_table *table, uint64_t key)
+{
+	struct block *b;
+
+	if (!table->nbuckets)
+		return NULL;
+	for (b = table->buckets[hash_u64(key, table->nbuckets)]; b; b = b->next)
+		if (b->key == key)
+			return b;
+	return NULL;
 }
 
 /* Decides, under mock_lock, whether an allocation call fails by injection. */
@@ -263,7 +361,8 @@ static bool injected_failure(size_t bytes, enum block_kind kind)
 	return false;
 }
 
-/* The one allocation path: returns the new block's address or handle in *key. */
+/* The one allocation path: returns the new block's address or handle in *key (for the kinds
+ * whose key the caller gives, *key is that key). */
 static CUresult mock_alloc(enum block_kind kind, size_t bytes, uint64_t *key)
 {
 	struct block *b;
@@ -277,10 +376,17 @@ static CUresult mock_alloc(enum block_kind kind, size_t bytes, uint64_t *key)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	b->kind = kind;
 	b->bytes = bytes;
+	b->ctx = current_ctx();
 
 	pthread_mutex_lock(&mock_lock);
 	if (injected_failure(bytes, kind))
 		goto out_free_block;
+	if (key_given(kind) && table_find(table_for(kind), *key)) {
+		pthread_mutex_unlock(&mock_lock);
+		free(b);
+		return kind == BLOCK_REGISTERED ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+						: CUDA_ERROR_INVALID_VALUE;
+	}
 	switch (kind) {
 	case BLOCK_DEVICE:
 		b->rounded = round_up(bytes, GM_DEVICE_ALIGN);
@@ -288,6 +394,22 @@ static CUresult mock_alloc(enum block_kind kind, size_t bytes, uint64_t *key)
 		break;
 	case BLOCK_HANDLE:
 		b->key = next_handle++;
+		break;
+	case BLOCK_ARRAY:
+		b->key = next_array;
+		next_array += GM_DEVICE_ALIGN;
+		break;
+	case BLOCK_RESERVED:
+		b->key = next_va;
+		next_va += round_up(bytes, GM_VA_ALIGN);
+		break;
+	case BLOCK_IMPORTED:
+		b->key = next_import;
+		next_import += round_up(bytes, GM_VA_ALIGN);
+		break;
+	case BLOCK_REGISTERED:
+	case BLOCK_MAPPED:
+		b->key = *key;
 		break;
 	case BLOCK_MANAGED:
 	case BLOCK_HOST:
@@ -406,18 +528,11 @@ static CUresult mock_memset(uint64_t dst, unsigned char value, size_t len)
 	return to ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The one device and its primary context; each thread's stack of current contexts. */
-struct CUctx_st {
-	CUdevice device;
-};
-
-static struct CUctx_st primary_ctx = { .device = 0 };
-static __thread CUcontext ctx_stack[GM_CTX_STACK_DEPTH];
-static __thread unsigned int ctx_depth;
 
 static bool valid_device(CUdevice dev)
 {
-	return dev == 0;
+	pthread_once(&config_once, read_config);
+	return dev >= 0 && (uint64_t)dev < config.devices;
 }
 
 static int device_attribute(CUdevice_attribute attrib)
@@ -544,10 +659,18 @@ static __attribute__((noinline)) CUresult impl_mem_alloc_async(CUdeviceptr *dptr
 							       CUmemoryPool pool, CUstream stream,
 							       enum stream_variant variant)
 {
+	CUresult rc;
+
 	(void)pool;
 	(void)stream;
 	(void)variant;
-	return impl_mem_alloc(dptr, bytes);
+	rc = impl_mem_alloc(dptr, bytes);
+	if (rc == CUDA_SUCCESS) {
+		pthread_mutex_lock(&mock_lock);
+		table_find(&device_table, *dptr)->async = true;
+		pthread_mutex_unlock(&mock_lock);
+	}
+	return rc;
 }
 
 static __attribute__((noinline)) CUresult impl_mem_create(CUmemGenericAllocationHandle *handle,
@@ -589,6 +712,346 @@ static __attribute__((noinline)) CUresult impl_mem_release(CUmemGenericAllocatio
 	return mock_free(&handle_table, handle);
 }
 
+/* Bytes of an array element: the format's size times the channels (1, 2 or 4); 0: not one the
+ * mock knows. */
+static size_t element_bytes(CUarray_format format, unsigned int channels)
+{
+	size_t bytes;
+
+	switch ((int)format) {
+	case CU_AD_FORMAT_UNSIGNED_INT8:
+	case CU_AD_FORMAT_SIGNED_INT8:
+		bytes = 1;
+		break;
+	case CU_AD_FORMAT_UNSIGNED_INT16:
+	case CU_AD_FORMAT_SIGNED_INT16:
+	case CU_AD_FORMAT_HALF:
+		bytes = 2;
+		break;
+	case CU_AD_FORMAT_UNSIGNED_INT32:
+	case CU_AD_FORMAT_SIGNED_INT32:
+	case CU_AD_FORMAT_FLOAT:
+		bytes = 4;
+		break;
+	case CU_AD_FORMAT_NV12:
+		bytes = 1;	/* accepted, as the driver does: a format gpumem does not size */
+		break;
+	default:
+		return 0;
+	}
+	if (channels != 1 && channels != 2 && channels != 4)
+		return 0;
+	return bytes * channels;
+}
+
+/* Requested bytes of an array, over its mip levels; 0 for a descriptor the driver refuses. */
+static uint64_t array_bytes(size_t elem, size_t width, size_t height, size_t depth,
+			    unsigned int levels, bool layered)
+{
+	uint64_t total = 0;
+
+	if (!elem || !width || !levels || levels > GM_MAX_MIP_LEVELS || width > (1u << 20) ||
+	    height > (1u << 20) || depth > (1u << 20))
+		return 0;
+	height = height ? height : 1;
+	depth = depth ? depth : 1;
+	for (unsigned int l = 0; l < levels; l++) {
+		uint64_t w = width >> l, h = height >> l, d = layered ? depth : depth >> l;
+
+		total += (uint64_t)elem * (w ? w : 1) * (h ? h : 1) * (d ? d : 1);
+	}
+	return total;
+}
+
+static CUresult array_alloc(uint64_t bytes, uint64_t *key)
+{
+	return bytes ? mock_alloc(BLOCK_ARRAY, bytes, key) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static __attribute__((noinline)) CUresult impl_array_create(CUarray *out,
+							    const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	uint64_t key;
+	CUresult rc;
+
+	if (!out || !d)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = array_alloc(array_bytes(element_bytes(d->Format, d->NumChannels), d->Width,
+				     d->Height, 0, 1, false), &key);
+	if (rc == CUDA_SUCCESS)
+		*out = (CUarray)(uintptr_t)key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_array3d_create(CUarray *out,
+							      const CUDA_ARRAY3D_DESCRIPTOR *d,
+							      unsigned int levels, bool mipmapped)
+{
+	uint64_t key;
+	CUresult rc;
+
+	if (!out || !d)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = array_alloc(array_bytes(element_bytes(d->Format, d->NumChannels), d->Width,
+				     d->Height, d->Depth, mipmapped ? levels : 1,
+				     d->Flags & CUDA_ARRAY3D_LAYERED), &key);
+	if (rc == CUDA_SUCCESS)
+		*out = (CUarray)(uintptr_t)key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_mipmapped_create(CUmipmappedArray *out,
+								const CUDA_ARRAY3D_DESCRIPTOR *d,
+								unsigned int levels)
+{
+	CUarray array = NULL;
+	CUresult rc;
+
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = impl_array3d_create(&array, d, levels, true);
+	if (rc == CUDA_SUCCESS)
+		*out = (CUmipmappedArray)array;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_array_destroy(uint64_t handle, bool mipmapped)
+{
+	(void)mipmapped;
+	return handle ? mock_free(&array_table, handle) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static __attribute__((noinline)) CUresult impl_host_register(void *p, size_t bytes,
+							     unsigned int flags)
+{
+	uint64_t key = (uintptr_t)p;
+
+	(void)flags;
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mock_alloc(BLOCK_REGISTERED, bytes, &key);
+}
+
+static __attribute__((noinline)) CUresult impl_host_unregister(void *p)
+{
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mock_free(&registered_table, (uintptr_t)p) == CUDA_SUCCESS
+		       ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+static __attribute__((noinline)) CUresult impl_address_reserve(CUdeviceptr *ptr, size_t bytes)
+{
+	uint64_t key;
+	CUresult rc;
+
+	if (!ptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_RESERVED, bytes, &key);
+	if (rc == CUDA_SUCCESS)
+		*ptr = key;
+	return rc;
+}
+
+/* A reservation is freed whole, with the size it was made with. */
+static __attribute__((noinline)) CUresult impl_address_free(CUdeviceptr ptr, size_t bytes)
+{
+	struct block *b;
+
+	pthread_mutex_lock(&mock_lock);
+	b = table_find(&reserved_table, ptr);
+	pthread_mutex_unlock(&mock_lock);
+	if (!ptr || !b || b->bytes != bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mock_free(&reserved_table, ptr);
+}
+
+/* Whether [addr, addr + bytes) lies in one reservation; under mock_lock. */
+static bool reserved_range(uint64_t addr, size_t bytes)
+{
+	for (size_t i = 0; i < reserved_table.nbuckets; i++)
+		for (struct block *b = reserved_table.buckets[i]; b; b = b->next)
+			if (addr >= b->key && bytes <= b->bytes && addr - b->key <= b->bytes - bytes)
+				return true;
+	return false;
+}
+
+static __attribute__((noinline)) CUresult impl_mem_map(CUdeviceptr ptr, size_t bytes,
+						       size_t offset,
+						       CUmemGenericAllocationHandle handle)
+{
+	struct block *h;
+	uint64_t key = ptr;
+	bool ok;
+
+	pthread_mutex_lock(&mock_lock);
+	h = table_find(&handle_table, handle);
+	ok = h && bytes && offset <= h->bytes && bytes <= h->bytes - offset &&
+	     reserved_range(ptr, bytes);
+	pthread_mutex_unlock(&mock_lock);
+	if (!ok)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mock_alloc(BLOCK_MAPPED, bytes, &key);
+}
+
+static __attribute__((noinline)) CUresult impl_mem_unmap(CUdeviceptr ptr, size_t bytes)
+{
+	(void)bytes;
+	return ptr ? mock_free(&mapped_table, ptr) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* What the mock writes into an IPC handle: the exporter's address and size. */
+struct ipc_payload {
+	char magic[16];
+	uint64_t dptr;
+	uint64_t bytes;
+};
+
+static __attribute__((noinline)) CUresult impl_ipc_get(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+	struct ipc_payload pl = { .magic = GM_IPC_MAGIC, .dptr = dptr };
+	struct block *b;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mock_lock);
+	b = table_find(&device_table, dptr);
+	if (b)
+		pl.bytes = b->bytes;
+	pthread_mutex_unlock(&mock_lock);
+	if (!b)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(handle, 0, sizeof(*handle));
+	memcpy(handle, &pl, sizeof(pl));
+	return CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult impl_ipc_open(CUdeviceptr *pdptr,
+							const CUipcMemHandle *handle)
+{
+	struct ipc_payload pl;
+	uint64_t key;
+	CUresult rc;
+
+	if (!pdptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&pl, handle, sizeof(pl));
+	if (memcmp(pl.magic, GM_IPC_MAGIC, sizeof(GM_IPC_MAGIC)) || !pl.bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = mock_alloc(BLOCK_IMPORTED, pl.bytes, &key);
+	if (rc == CUDA_SUCCESS)
+		*pdptr = key;
+	return rc;
+}
+
+static __attribute__((noinline)) CUresult impl_ipc_close(CUdeviceptr dptr)
+{
+	return dptr ? mock_free(&import_table, dptr) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Frees every block of ctx but async ones, in every table: what the driver does when a
+ * context goes. */
+static void release_context(CUcontext ctx)
+{
+	struct block_table *tables[] = { &device_table, &host_table, &handle_table, &array_table,
+					 &registered_table, &reserved_table, &mapped_table,
+					 &import_table };
+
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		for (;;) {
+			uint64_t key = 0;
+			bool found = false;
+
+			pthread_mutex_lock(&mock_lock);
+			for (size_t i = 0; !found && i < tables[t]->nbuckets; i++)
+				for (struct block *b = tables[t]->buckets[i]; b && !found; b = b->next)
+					if (b->ctx == ctx && !b->async) {
+						key = b->key;
+						found = true;
+					}
+			pthread_mutex_unlock(&mock_lock);
+			if (!found)
+				break;
+			mock_free(tables[t], key);
+		}
+	}
+}
+
+/* Whether ctx is the primary context or one cuCtxCreate made and nobody destroyed: a pointer
+ * the caller passes is never dereferenced before this says so. */
+static bool ctx_live(CUcontext ctx)
+{
+	bool live = ctx >= primary_ctxs && ctx < primary_ctxs + GM_MAX_DEVICES;
+
+	pthread_mutex_lock(&mock_lock);
+	for (unsigned int i = 0; !live && i < nmade_contexts; i++)
+		live = made_contexts[i] == ctx && ctx->live;
+	pthread_mutex_unlock(&mock_lock);
+	return live;
+}
+
+static __attribute__((noinline)) CUresult impl_ctx_create(CUcontext *pctx, CUdevice dev)
+{
+	CUcontext ctx;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (ctx_depth == GM_CTX_STACK_DEPTH)
+		return CUDA_ERROR_INVALID_VALUE;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ctx->device = dev;
+	ctx->live = true;
+	pthread_mutex_lock(&mock_lock);
+	if (nmade_contexts == GM_MAX_CONTEXTS) {
+		pthread_mutex_unlock(&mock_lock);
+		free(ctx);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	made_contexts[nmade_contexts++] = ctx;
+	pthread_mutex_unlock(&mock_lock);
+	ctx_stack[ctx_depth++] = ctx;
+	*pctx = ctx;
+	return CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult impl_primary_retain(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pctx = &primary_ctxs[dev];
+	return CUDA_SUCCESS;
+}
+
+/* Replaces the top of the stack; NULL empties that slot, as the driver does. */
+static __attribute__((noinline)) CUresult impl_ctx_set_current(CUcontext ctx)
+{
+	if (ctx && !ctx_live(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ctx) {
+		if (ctx_depth)
+			ctx_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (!ctx_depth)
+		ctx_depth = 1;
+	ctx_stack[ctx_depth - 1] = ctx;
+	return CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult impl_primary_reset(CUdevice dev)
+{
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	release_context(&primary_ctxs[dev]);
+	return CUDA_SUCCESS;
+}
+
 /* Private entry points: the same behaviour, at addresses no exported symbol names. */
 static CUresult priv_mem_alloc_host(void **pp, size_t bytes)
 {
@@ -627,6 +1090,27 @@ static CUresult priv_mem_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
 	return impl_mem_free_async(dptr, stream, STREAM_PER_THREAD);
 }
 
+static CUresult priv_array3d_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	return impl_array3d_create(out, d, 1, false);
+}
+
+static CUresult priv_array_destroy(CUarray a)
+{
+	return impl_array_destroy((uintptr_t)a, false);
+}
+
+static CUresult priv_mipmapped_destroy(CUmipmappedArray a)
+{
+	return impl_array_destroy((uintptr_t)a, true);
+}
+
+static CUresult priv_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags)
+{
+	(void)flags;
+	return impl_ipc_open(pdptr, &handle);
+}
+
 static const struct gm_mock_driver_api private_table = {
 	.init = impl_init,
 	.mem_alloc = impl_mem_alloc,
@@ -642,6 +1126,19 @@ static const struct gm_mock_driver_api private_table = {
 	.mem_free_host = impl_mem_free_host,
 	.mem_free_async = priv_mem_free_async,
 	.mem_free_async_ptsz = priv_mem_free_async_ptsz,
+	.array_create = impl_array_create,
+	.array3d_create = priv_array3d_create,
+	.mipmapped_array_create = impl_mipmapped_create,
+	.array_destroy = priv_array_destroy,
+	.mipmapped_array_destroy = priv_mipmapped_destroy,
+	.mem_host_register = impl_host_register,
+	.mem_host_unregister = impl_host_unregister,
+	.ipc_get_mem_handle = impl_ipc_get,
+	.ipc_open_mem_handle = priv_ipc_open,
+	.ipc_close_mem_handle = impl_ipc_close,
+	.primary_ctx_retain = impl_primary_retain,
+	.ctx_set_current = impl_ctx_set_current,
+	.primary_ctx_reset = impl_primary_reset,
 };
 
 /* Exported API. Each begins with push %rbp like NVIDIA's (checked by check_prologues.sh). */
@@ -677,6 +1174,12 @@ static const char *error_text(CUresult error, bool name)
 		return name ? "CUDA_ERROR_INVALID_DEVICE" : "invalid device ordinal";
 	case 201:
 		return name ? "CUDA_ERROR_INVALID_CONTEXT" : "invalid device context";
+	case 712:
+		return name ? "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"
+			    : "part or all of the requested memory range is already mapped";
+	case 713:
+		return name ? "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
+			    : "pointer does not correspond to a registered memory region";
 	case 801:
 		return name ? "CUDA_ERROR_NOT_SUPPORTED" : "operation not supported";
 	default:
@@ -809,13 +1312,90 @@ GM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	return impl_mem_release(handle);
 }
 
+GM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+				       CUdeviceptr addr, unsigned long long flags)
+{
+	gm_keep_frame();
+	(void)alignment;
+	(void)addr;
+	(void)flags;
+	return impl_address_reserve(ptr, size);
+}
+
+GM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	gm_keep_frame();
+	return impl_address_free(ptr, size);
+}
+
+GM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+			    CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	gm_keep_frame();
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return impl_mem_map(ptr, size, offset, handle);
+}
+
+GM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	gm_keep_frame();
+	return impl_mem_unmap(ptr, size);
+}
+
+GM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+	gm_keep_frame();
+	return impl_host_register(p, bytesize, Flags);
+}
+
+GM_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+	gm_keep_frame();
+	return impl_host_unregister(p);
+}
+
+GM_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+	gm_keep_frame();
+	return impl_array_create(pHandle, pAllocateArray);
+}
+
+GM_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle,
+				      const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+	gm_keep_frame();
+	return impl_array3d_create(pHandle, pAllocateArray, 1, false);
+}
+
+GM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+					  const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+					  unsigned int numMipmapLevels)
+{
+	gm_keep_frame();
+	return impl_mipmapped_create(pHandle, pMipmappedArrayDesc, numMipmapLevels);
+}
+
+GM_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+	gm_keep_frame();
+	return impl_array_destroy((uintptr_t)hArray, false);
+}
+
+GM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+	gm_keep_frame();
+	return impl_array_destroy((uintptr_t)hMipmappedArray, true);
+}
+
 /* Device, context, copies and IPC: what a ctypes binding such as numba's asks for at start. */
 GM_EXPORT CUresult cuDeviceGetCount(int *count)
 {
 	gm_keep_frame();
 	if (!count)
 		return CUDA_ERROR_INVALID_VALUE;
-	*count = 1;
+	pthread_once(&config_once, read_config);
+	*count = (int)config.devices;
 	return CUDA_SUCCESS;
 }
 
@@ -891,11 +1471,38 @@ GM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 GM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	gm_keep_frame();
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(dev))
-		return CUDA_ERROR_INVALID_DEVICE;
-	*pctx = &primary_ctx;
+	return impl_primary_retain(pctx, dev);
+}
+
+GM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	gm_keep_frame();
+	(void)flags;
+	return impl_ctx_create(pctx, dev);
+}
+
+GM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+				  unsigned int flags, CUdevice dev)
+{
+	gm_keep_frame();
+	(void)flags;
+	if (ctxCreateParams)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return impl_ctx_create(pctx, dev);
+}
+
+/* Frees what ctx holds; popped from this thread's stack where it is the top. */
+GM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	gm_keep_frame();
+	if (!ctx || !ctx_live(ctx) || ctx->primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&mock_lock);
+	ctx->live = false;
+	pthread_mutex_unlock(&mock_lock);
+	release_context(ctx);
+	if (ctx_depth && ctx_stack[ctx_depth - 1] == ctx)
+		ctx_depth--;
 	return CUDA_SUCCESS;
 }
 
@@ -908,13 +1515,13 @@ GM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 GM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
 	gm_keep_frame();
-	return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+	return impl_primary_reset(dev);
 }
 
 GM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
 	gm_keep_frame();
-	if (ctx != &primary_ctx)
+	if (!ctx || !ctx_live(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ctx_depth == GM_CTX_STACK_DEPTH)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -942,21 +1549,10 @@ GM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
-/* Replaces the top of the stack; NULL empties that slot, as the driver does. */
 GM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
 	gm_keep_frame();
-	if (ctx && ctx != &primary_ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!ctx) {
-		if (ctx_depth)
-			ctx_depth--;
-		return CUDA_SUCCESS;
-	}
-	if (!ctx_depth)
-		ctx_depth = 1;
-	ctx_stack[ctx_depth - 1] = ctx;
-	return CUDA_SUCCESS;
+	return impl_ctx_set_current(ctx);
 }
 
 GM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
@@ -1044,26 +1640,21 @@ GM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
 GM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	gm_keep_frame();
-	(void)pHandle;
-	(void)dptr;
-	return CUDA_ERROR_NOT_SUPPORTED;
+	return impl_ipc_get(pHandle, dptr);
 }
 
 GM_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
 					 unsigned int Flags)
 {
 	gm_keep_frame();
-	(void)pdptr;
-	(void)handle;
 	(void)Flags;
-	return CUDA_ERROR_NOT_SUPPORTED;
+	return impl_ipc_open(pdptr, &handle);
 }
 
 GM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
 	gm_keep_frame();
-	(void)dptr;
-	return CUDA_ERROR_NOT_SUPPORTED;
+	return impl_ipc_close(dptr);
 }
 
 GM_EXPORT const struct gm_mock_driver_api *cuMockGetPrivateTable(void)

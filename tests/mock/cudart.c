@@ -21,6 +21,7 @@ static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static struct gm_mock_driver_api driver;
 static bool driver_ready;
 static __thread cudaError_t last_error;
+static __thread int current_device;	/* cudaSetDevice's, 0 until then */
 
 static bool load_exported(void *lib)
 {
@@ -42,6 +43,19 @@ static bool load_exported(void *lib)
 		{ "cuMemFreeHost", (void **)&driver.mem_free_host },
 		{ "cuMemFreeAsync", (void **)&driver.mem_free_async },
 		{ "cuMemFreeAsync_ptsz", (void **)&driver.mem_free_async_ptsz },
+		{ "cuArrayCreate_v2", (void **)&driver.array_create },
+		{ "cuArray3DCreate_v2", (void **)&driver.array3d_create },
+		{ "cuMipmappedArrayCreate", (void **)&driver.mipmapped_array_create },
+		{ "cuArrayDestroy", (void **)&driver.array_destroy },
+		{ "cuMipmappedArrayDestroy", (void **)&driver.mipmapped_array_destroy },
+		{ "cuMemHostRegister_v2", (void **)&driver.mem_host_register },
+		{ "cuMemHostUnregister", (void **)&driver.mem_host_unregister },
+		{ "cuIpcGetMemHandle", (void **)&driver.ipc_get_mem_handle },
+		{ "cuIpcOpenMemHandle_v2", (void **)&driver.ipc_open_mem_handle },
+		{ "cuIpcCloseMemHandle", (void **)&driver.ipc_close_mem_handle },
+		{ "cuDevicePrimaryCtxRetain", (void **)&driver.primary_ctx_retain },
+		{ "cuCtxSetCurrent", (void **)&driver.ctx_set_current },
+		{ "cuDevicePrimaryCtxReset_v2", (void **)&driver.primary_ctx_reset },
 	};
 
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -101,6 +115,15 @@ static cudaError_t runtime_result(CUresult rc)
 		break;
 	case CUDA_ERROR_NOT_INITIALIZED:
 		err = cudaErrorInitializationError;
+		break;
+	case CUDA_ERROR_INVALID_DEVICE:
+		err = cudaErrorInvalidDevice;
+		break;
+	case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+		err = cudaErrorHostMemoryAlreadyRegistered;
+		break;
+	case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
+		err = cudaErrorHostMemoryNotRegistered;
 		break;
 	default:
 		err = cudaErrorUnknown;
@@ -275,6 +298,253 @@ GM_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 	return runtime_result(driver.mem_free_async_ptsz((uintptr_t)devPtr, hStream));
 }
 
+/* A channel description as the driver's format and channel count: equal channels of 8, 16 or
+ * 32 bits, signed, unsigned or float (16-bit float is half). */
+static CUresult driver_format(const struct cudaChannelFormatDesc *d, CUarray_format *format,
+			      unsigned int *channels)
+{
+	static const struct {
+		enum cudaChannelFormatKind kind;
+		int bits;
+		CUarray_format format;
+	} formats[] = {
+		{ cudaChannelFormatKindSigned, 8, CU_AD_FORMAT_SIGNED_INT8 },
+		{ cudaChannelFormatKindSigned, 16, CU_AD_FORMAT_SIGNED_INT16 },
+		{ cudaChannelFormatKindSigned, 32, CU_AD_FORMAT_SIGNED_INT32 },
+		{ cudaChannelFormatKindUnsigned, 8, CU_AD_FORMAT_UNSIGNED_INT8 },
+		{ cudaChannelFormatKindUnsigned, 16, CU_AD_FORMAT_UNSIGNED_INT16 },
+		{ cudaChannelFormatKindUnsigned, 32, CU_AD_FORMAT_UNSIGNED_INT32 },
+		{ cudaChannelFormatKindFloat, 16, CU_AD_FORMAT_HALF },
+		{ cudaChannelFormatKindFloat, 32, CU_AD_FORMAT_FLOAT },
+	};
+	int bits[4], n = 0;
+
+	if (!d)
+		return CUDA_ERROR_INVALID_VALUE;
+	bits[0] = d->x;
+	bits[1] = d->y;
+	bits[2] = d->z;
+	bits[3] = d->w;
+	while (n < 4 && bits[n])
+		n++;
+	for (int i = 1; i < 4; i++)
+		if ((i < n && bits[i] != bits[0]) || (i >= n && bits[i]))
+			return CUDA_ERROR_INVALID_VALUE;
+	if (n == 3 || n == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*channels = (unsigned int)n;
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		if (formats[i].kind == d->f && formats[i].bits == bits[0]) {
+			*format = formats[i].format;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult array3d_desc(const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
+			     unsigned int flags, CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->Width = extent.width;
+	d->Height = extent.height;
+	d->Depth = extent.depth;
+	d->Flags = flags & cudaArrayLayered ? CUDA_ARRAY3D_LAYERED : 0;
+	return driver_format(desc, &d->Format, &d->NumChannels);
+}
+
+GM_EXPORT cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+				      size_t width, size_t height, unsigned int flags)
+{
+	CUDA_ARRAY_DESCRIPTOR d = { .Width = width, .Height = height };
+	CUarray handle = NULL;
+	CUresult rc;
+
+	gm_keep_frame();
+	(void)flags;
+	if (!have_driver())
+		return no_driver();
+	if (!array)
+		return runtime_result(CUDA_ERROR_INVALID_VALUE);
+	rc = driver_format(desc, &d.Format, &d.NumChannels);
+	if (rc == CUDA_SUCCESS)
+		rc = driver.array_create(&handle, &d);
+	if (rc == CUDA_SUCCESS)
+		*array = (cudaArray_t)handle;
+	return runtime_result(rc);
+}
+
+GM_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t *array,
+					const struct cudaChannelFormatDesc *desc,
+					struct cudaExtent extent, unsigned int flags)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d;
+	CUarray handle = NULL;
+	CUresult rc;
+
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (!array)
+		return runtime_result(CUDA_ERROR_INVALID_VALUE);
+	rc = array3d_desc(desc, extent, flags, &d);
+	if (rc == CUDA_SUCCESS)
+		rc = driver.array3d_create(&handle, &d);
+	if (rc == CUDA_SUCCESS)
+		*array = (cudaArray_t)handle;
+	return runtime_result(rc);
+}
+
+GM_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
+					       const struct cudaChannelFormatDesc *desc,
+					       struct cudaExtent extent, unsigned int numLevels,
+					       unsigned int flags)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d;
+	CUmipmappedArray handle = NULL;
+	CUresult rc;
+
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (!mipmappedArray)
+		return runtime_result(CUDA_ERROR_INVALID_VALUE);
+	rc = array3d_desc(desc, extent, flags, &d);
+	if (rc == CUDA_SUCCESS)
+		rc = driver.mipmapped_array_create(&handle, &d, numLevels);
+	if (rc == CUDA_SUCCESS)
+		*mipmappedArray = (cudaMipmappedArray_t)handle;
+	return runtime_result(rc);
+}
+
+/* Rows of width bytes, height x depth of them, each padded to the driver's pitch. */
+GM_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+	size_t rows = (extent.height ? extent.height : 1) * (extent.depth ? extent.depth : 1);
+	CUdeviceptr dptr = 0;
+	size_t pitch = 0;
+	CUresult rc;
+
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (!pitchedDevPtr)
+		return runtime_result(CUDA_ERROR_INVALID_VALUE);
+	rc = driver.mem_alloc_pitch(&dptr, &pitch, extent.width, rows, GM_PITCH_ELEMENT_BYTES);
+	if (rc == CUDA_SUCCESS) {
+		pitchedDevPtr->ptr = (void *)(uintptr_t)dptr;
+		pitchedDevPtr->pitch = pitch;
+		pitchedDevPtr->xsize = extent.width;
+		pitchedDevPtr->ysize = extent.height;
+	}
+	return runtime_result(rc);
+}
+
+GM_EXPORT cudaError_t cudaFreeArray(cudaArray_t array)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (!array)
+		return cudaSuccess;
+	return runtime_result(driver.array_destroy((CUarray)array));
+}
+
+GM_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (!mipmappedArray)
+		return cudaSuccess;
+	return runtime_result(driver.mipmapped_array_destroy((CUmipmappedArray)mipmappedArray));
+}
+
+GM_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	return runtime_result(driver.mem_host_register(ptr, size, flags));
+}
+
+GM_EXPORT cudaError_t cudaHostUnregister(void *ptr)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	return runtime_result(driver.mem_host_unregister(ptr));
+}
+
+GM_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	return runtime_result(driver.ipc_get_mem_handle((CUipcMemHandle *)handle,
+							(uintptr_t)devPtr));
+}
+
+GM_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
+					   unsigned int flags)
+{
+	CUipcMemHandle h;
+	CUdeviceptr dptr = 0;
+	CUresult rc;
+
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	if (!devPtr)
+		return runtime_result(CUDA_ERROR_INVALID_VALUE);
+	memcpy(&h, &handle, sizeof(h));
+	rc = driver.ipc_open_mem_handle(&dptr, h, flags);
+	return device_result(rc, dptr, devPtr);
+}
+
+GM_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	return runtime_result(driver.ipc_close_mem_handle((uintptr_t)devPtr));
+}
+
+/* The device's primary context, made current on the thread. */
+GM_EXPORT cudaError_t cudaSetDevice(int device)
+{
+	CUcontext ctx = NULL;
+	CUresult rc;
+
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	rc = driver.primary_ctx_retain(&ctx, device);
+	if (rc == CUDA_SUCCESS)
+		rc = driver.ctx_set_current(ctx);
+	if (rc == CUDA_SUCCESS)
+		current_device = device;
+	return runtime_result(rc);
+}
+
+GM_EXPORT cudaError_t cudaGetDevice(int *device)
+{
+	gm_keep_frame();
+	if (!device)
+		return cudaErrorInvalidValue;
+	*device = current_device;
+	return cudaSuccess;
+}
+
+/* The thread's device's primary context is reset: what it held is freed. */
+GM_EXPORT cudaError_t cudaDeviceReset(void)
+{
+	gm_keep_frame();
+	if (!have_driver())
+		return no_driver();
+	return runtime_result(driver.primary_ctx_reset(current_device));
+}
+
 GM_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
 	gm_keep_frame();
@@ -315,6 +585,12 @@ GM_EXPORT const char *cudaGetErrorName(cudaError_t error)
 		return "cudaErrorInitializationError";
 	case cudaErrorInsufficientDriver:
 		return "cudaErrorInsufficientDriver";
+	case cudaErrorInvalidDevice:
+		return "cudaErrorInvalidDevice";
+	case cudaErrorHostMemoryAlreadyRegistered:
+		return "cudaErrorHostMemoryAlreadyRegistered";
+	case cudaErrorHostMemoryNotRegistered:
+		return "cudaErrorHostMemoryNotRegistered";
 	case cudaErrorUnknown:
 		return "cudaErrorUnknown";
 	default:

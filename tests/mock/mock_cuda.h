@@ -10,6 +10,10 @@
 #include "cuda_mock_types.h"
 #endif
 
+/* The ABI every driver still exports that the Toolkit declares only for its own build (cuda.h
+ * maps cuCtxCreate to _v4). */
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+
 /* The per-thread-default-stream entry points have the same types as the legacy ones; the
  * headers declare them only under CUDA_API_PER_THREAD_DEFAULT_STREAM, which renames the rest. */
 __typeof__(cuMemAllocAsync) cuMemAllocAsync_ptsz;
@@ -38,6 +42,19 @@ struct gm_mock_driver_api {
 	__typeof__(cuMemFreeHost) *mem_free_host;
 	__typeof__(cuMemFreeAsync) *mem_free_async;
 	__typeof__(cuMemFreeAsync_ptsz) *mem_free_async_ptsz;
+	__typeof__(cuArrayCreate_v2) *array_create;
+	__typeof__(cuArray3DCreate_v2) *array3d_create;
+	__typeof__(cuMipmappedArrayCreate) *mipmapped_array_create;
+	__typeof__(cuArrayDestroy) *array_destroy;
+	__typeof__(cuMipmappedArrayDestroy) *mipmapped_array_destroy;
+	__typeof__(cuMemHostRegister_v2) *mem_host_register;
+	__typeof__(cuMemHostUnregister) *mem_host_unregister;
+	__typeof__(cuIpcGetMemHandle) *ipc_get_mem_handle;
+	__typeof__(cuIpcOpenMemHandle_v2) *ipc_open_mem_handle;
+	__typeof__(cuIpcCloseMemHandle) *ipc_close_mem_handle;
+	__typeof__(cuDevicePrimaryCtxRetain) *primary_ctx_retain;
+	__typeof__(cuCtxSetCurrent) *ctx_set_current;
+	__typeof__(cuDevicePrimaryCtxReset_v2) *primary_ctx_reset;
 };
 
 const struct gm_mock_driver_api *cuMockGetPrivateTable(void);

@@ -18,36 +18,72 @@
 /* DESIGN.md "Probe table", written out independently of userspace/probes.c. Frees carry no
  * kind that anything reads, so their kind is not checked. */
 static const struct probe_def design_table[] = {
-	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
-	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
-	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
-	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaFree", RT, GM_SHAPE_FREE, 0 },
-	{ "cudaFreeHost", RT, GM_SHAPE_FREE, 0 },
-	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, 0 },
-	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, 0 },
-	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
-	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
-	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
-	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, 0 },
-	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, 0 },
-	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, 0 },
-	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, 0 },
-	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM },
-	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
+	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaFree", RT, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cudaFreeHost", RT, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
 	/* DESIGN.md "Python call sites and PyTorch tensors": a USDT probe, not a symbol. */
-	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE },
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* README "Probe table": every allocation API (issue 13 item 3). */
+	{ "cudaMallocArray", RT, GM_SHAPE_ARRAY_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMalloc3DArray", RT, GM_SHAPE_ARRAY3D_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMallocMipmappedArray", RT, GM_SHAPE_MIPMAP_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaFreeArray", RT, GM_SHAPE_FREE, 0, GM_SPACE_ARRAY },
+	{ "cudaFreeMipmappedArray", RT, GM_SHAPE_FREE, 0, GM_SPACE_ARRAY },
+	{ "cudaMalloc3D", RT, GM_SHAPE_MALLOC3D, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuArrayCreate_v2", DRV, GM_SHAPE_ARRAY_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuArray3DCreate_v2", DRV, GM_SHAPE_ARRAY3D_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuMipmappedArrayCreate", DRV, GM_SHAPE_MIPMAP_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuArrayDestroy", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ARRAY },
+	{ "cuMipmappedArrayDestroy", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ARRAY },
+	{ "cudaHostRegister", RT, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cudaHostUnregister", RT, GM_SHAPE_FREE, 0, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostRegister_v2", DRV, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostRegister", DRV, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostUnregister", DRV, GM_SHAPE_FREE, 0, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemMap", DRV, GM_SHAPE_REGISTER, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "cuMemUnmap", DRV, GM_SHAPE_FREE, 0, GM_SPACE_VMM_MAP },
+	{ "cuMemAddressReserve", DRV, GM_SHAPE_ALLOC, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	{ "cuMemAddressFree", DRV, GM_SHAPE_FREE, 0, GM_SPACE_VMM_RESERVE },
+	{ "cudaIpcOpenMemHandle", RT, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cudaIpcCloseMemHandle", RT, GM_SHAPE_FREE, 0, GM_SPACE_IPC },
+	{ "cuIpcOpenMemHandle_v2", DRV, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cuIpcCloseMemHandle", DRV, GM_SHAPE_FREE, 0, GM_SPACE_IPC },
+	/* Contexts: followed per thread, and what a teardown releases. */
+	{ "cudaSetDevice", RT, GM_SHAPE_SET_DEVICE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxSetCurrent", DRV, GM_SHAPE_CTX_SET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxPushCurrent_v2", DRV, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxPopCurrent_v2", DRV, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v2", DRV, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v4", DRV, GM_SHAPE_CTX_CREATE_V4, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuDevicePrimaryCtxRetain", DRV, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaDeviceReset", RT, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxDestroy_v2", DRV, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuDevicePrimaryCtxReset_v2", DRV, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 #define DESIGN_COUNT (sizeof(design_table) / sizeof(design_table[0]))
 
@@ -59,11 +95,11 @@ static const struct probe_def *design_row(const char *symbol)
 	return NULL;
 }
 
-static void test_table_holds_exactly_the_28_design_symbols_and_the_tensor_row(void **state)
+static void test_table_holds_exactly_the_62_design_symbols_and_the_tensor_row(void **state)
 {
 	(void)state;
-	assert_int_equal(DESIGN_COUNT, 29);
-	assert_int_equal(probe_count, 29);
+	assert_int_equal(DESIGN_COUNT, 63);
+	assert_int_equal(probe_count, 63);
 	for (unsigned int i = 0; i < probe_count; i++) {
 		if (!design_row(probe_table[i].symbol))
 			fail_msg("probe table row %u (%s) is not in DESIGN.md", i,
@@ -98,10 +134,13 @@ static void test_each_row_has_design_layer_shape_and_kind(void **state)
 			fail_msg("%s: shape %d, want %d", p->symbol, p->shape, want->shape);
 		if (p->shape != GM_SHAPE_FREE && p->kind != want->kind)
 			fail_msg("%s: kind %d, want %d", p->symbol, p->kind, want->kind);
+		/* A free looks where its allocation was put: a handle never meets an address. */
+		if (p->space != want->space)
+			fail_msg("%s: space %d, want %d", p->symbol, p->space, want->space);
 	}
 }
 
-static void test_table_splits_13_runtime_and_15_driver_rows(void **state)
+static void test_table_splits_25_runtime_and_37_driver_rows(void **state)
 {
 	unsigned int runtime = 0, driver = 0, allocs = 0, frees = 0, pitch = 0;
 
@@ -113,11 +152,11 @@ static void test_table_splits_13_runtime_and_15_driver_rows(void **state)
 		frees += probe_table[i].shape == GM_SHAPE_FREE;
 		pitch += probe_table[i].shape == GM_SHAPE_ALLOC_PITCH;
 	}
-	assert_int_equal(runtime, 13);
-	assert_int_equal(driver, 15);
-	assert_int_equal(allocs, 16);
+	assert_int_equal(runtime, 25);
+	assert_int_equal(driver, 37);
+	assert_int_equal(allocs, 17);
 	assert_int_equal(pitch, 2);
-	assert_int_equal(frees, 8);
+	assert_int_equal(frees, 18);
 }
 
 static void test_probe_find_returns_the_row_of_each_symbol(void **state)
@@ -130,14 +169,15 @@ static void test_probe_find_returns_the_row_of_each_symbol(void **state)
 	assert_int_equal(probe_find("cudaMalloc"), 0);
 	assert_int_equal(probe_find("cuMemRelease"), 27);
 	assert_int_equal(probe_find("cuMemAlloc"), -1);	/* the v1 ABI is not probed */
-	assert_int_equal(probe_find("cudaMallocArray"), -1);
+	assert_int_equal(probe_find("cudaMallocArray"), 29);
+	assert_int_equal(probe_find("cuArrayCreate"), -1);	/* v1: 32-bit descriptor fields */
 	assert_int_equal(probe_find("cudamalloc"), -1);
 	assert_int_equal(probe_find(""), -1);
 	assert_int_equal(probe_find("pytorch:malloc"), 28);
 	assert_true(probe_is_tensor(28));
 	assert_false(probe_is_tensor(0));
 	assert_false(probe_is_tensor(29));
-	assert_string_equal(probe_api_name(29), "unknown");
+	assert_string_equal(probe_api_name(63), "unknown");
 	assert_string_equal(probe_api_name(0xffff), "unknown");
 }
 
@@ -146,9 +186,10 @@ static void test_cookie_round_trips_every_row(void **state)
 	(void)state;
 	for (unsigned int api = 0; api < probe_count; api++) {
 		const struct probe_def *p = &probe_table[api];
-		__u64 c = GM_COOKIE(api, p->kind, p->layer, p->shape);
+		__u64 c = probe_cookie(api);
 
 		assert_int_equal(GM_COOKIE_API(c), api);
+		assert_int_equal(GM_COOKIE_SPACE(c), p->space);
 		assert_int_equal(GM_COOKIE_KIND(c), p->kind);
 		assert_int_equal(GM_COOKIE_LAYER(c), p->layer);
 		assert_int_equal(GM_COOKIE_SHAPE(c), p->shape);
@@ -168,6 +209,10 @@ static void test_cookie_fields_do_not_overlap_at_their_maximum(void **state)
 	c = GM_COOKIE(27, GM_KIND_VMM, GM_LAYER_DRIVER, GM_SHAPE_VMM_RELEASE);
 	assert_int_equal(c, 0x040104001bULL);
 	assert_int_equal(GM_COOKIE(0, 0, 0, 0), 0);
+	c = GM_COOKIE_IN(0xffff, 0xff, 0xff, 0xff, 0xff);
+	assert_int_equal(c, 0xffffffffffffULL);
+	assert_int_equal(GM_COOKIE_SPACE(c), 0xff);
+	assert_int_equal(GM_COOKIE_SHAPE(c), 0xff);
 }
 
 static void test_kind_and_layer_names(void **state)
@@ -178,6 +223,12 @@ static void test_kind_and_layer_names(void **state)
 	assert_string_equal(kind_name(GM_KIND_HOST), "host");
 	assert_string_equal(kind_name(GM_KIND_ASYNC), "async");
 	assert_string_equal(kind_name(GM_KIND_VMM), "vmm");
+	assert_string_equal(kind_name(GM_KIND_VMM_MAPPED), "vmm_mapped");
+	assert_string_equal(kind_name(GM_KIND_VMM_RESERVED), "vmm_reserved");
+	assert_string_equal(kind_name(GM_KIND_IPC_IMPORTED), "ipc_imported");
+	for (unsigned int k = 0; k < GM_KIND_COUNT; k++)	/* memory of the GPU, or not */
+		assert_int_equal(gm_kind_is_gpu(k), k == GM_KIND_DEVICE || k == GM_KIND_MANAGED ||
+						     k == GM_KIND_ASYNC || k == GM_KIND_VMM);
 	assert_string_equal(kind_name(GM_KIND_COUNT), "unknown");
 	assert_string_equal(kind_name(0xffffffffu), "unknown");
 	assert_string_equal(probe_layer_name(GM_LAYER_RUNTIME), "runtime");
@@ -275,10 +326,10 @@ static void test_error_names_are_those_of_nvidias_libraries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table_holds_exactly_the_28_design_symbols_and_the_tensor_row),
+		cmocka_unit_test(test_table_holds_exactly_the_62_design_symbols_and_the_tensor_row),
 		cmocka_unit_test(test_table_has_no_duplicate_symbols),
 		cmocka_unit_test(test_each_row_has_design_layer_shape_and_kind),
-		cmocka_unit_test(test_table_splits_13_runtime_and_15_driver_rows),
+		cmocka_unit_test(test_table_splits_25_runtime_and_37_driver_rows),
 		cmocka_unit_test(test_probe_find_returns_the_row_of_each_symbol),
 		cmocka_unit_test(test_cookie_round_trips_every_row),
 		cmocka_unit_test(test_cookie_fields_do_not_overlap_at_their_maximum),

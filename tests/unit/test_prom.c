@@ -307,7 +307,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 25);
+	assert_int_equal(count_prefix(text, "# TYPE "), 28);	/* with VMM mapped, reserved and per-GPU memory */
 	free(text);
 }
 

@@ -12,7 +12,7 @@
 struct bpf_object;
 struct bpf_map;
 
-#define PIN_FILE_PROGS 4	/* uprobe_multi links per attached file: one per program */
+#define PIN_FILE_PROGS 6	/* uprobe_multi links per attached file: one per program */
 
 /* dir/name into buf; -ENAMETOOLONG when it does not fit. */
 int pin_path(char *buf, size_t len, const char *dir, const char *name);

@@ -83,6 +83,8 @@ static void use_uprobe_multi(struct gpumem_bpf *skel)
 	bpf_program__set_expected_attach_type(skel->progs.enter_alloc, ATTACH_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(skel->progs.enter_alloc_pitch, ATTACH_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(skel->progs.enter_free, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_array, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_ctx, ATTACH_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(skel->progs.call_return, ATTACH_UPROBE_MULTI);
 }
 
@@ -504,6 +506,8 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 		.enter_alloc = t->skel->progs.enter_alloc,
 		.enter_alloc_pitch = t->skel->progs.enter_alloc_pitch,
 		.enter_free = t->skel->progs.enter_free,
+		.enter_array = t->skel->progs.enter_array,
+		.enter_ctx = t->skel->progs.enter_ctx,
 		.call_return = t->skel->progs.call_return,
 		.tensor_malloc = t->skel->progs.tensor_malloc,
 		.tensor_free = t->skel->progs.tensor_free,

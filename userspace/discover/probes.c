@@ -21,36 +21,76 @@
 #define DRV GM_LAYER_DRIVER
 
 const struct probe_def probe_table[] = {
-	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
-	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
-	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
-	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cudaFree", RT, GM_SHAPE_FREE, GM_KIND_DEVICE },
-	{ "cudaFreeHost", RT, GM_SHAPE_FREE, GM_KIND_HOST },
-	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE },
-	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE },
-	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED },
-	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST },
-	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC },
-	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE },
-	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, GM_KIND_HOST },
-	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC },
-	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM },
-	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM },
+	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaMallocPitch", RT, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaMallocManaged", RT, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "cudaMallocHost", RT, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaHostAlloc", RT, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaMallocAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocFromPoolAsync", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaMallocFromPoolAsync_ptsz", RT, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaFree", RT, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cudaFreeHost", RT, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cudaFreeAsync", RT, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cudaFreeAsync_ptsz", RT, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAlloc_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemAllocPitch_v2", DRV, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemAllocManaged", DRV, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "cuMemAllocHost_v2", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemHostAlloc", DRV, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemAllocAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocFromPoolAsync", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemAllocFromPoolAsync_ptsz", DRV, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemFree_v2", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuMemFreeHost", DRV, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "cuMemFreeAsync", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
 	/* Not a symbol: the USDT probes of PyTorch's caching allocator (its tensors' sites). */
-	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE },
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* Arrays: device memory, keyed by handle in a space of their own. */
+	{ "cudaMallocArray", RT, GM_SHAPE_ARRAY_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMalloc3DArray", RT, GM_SHAPE_ARRAY3D_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMallocMipmappedArray", RT, GM_SHAPE_MIPMAP_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaFreeArray", RT, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaFreeMipmappedArray", RT, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cudaMalloc3D", RT, GM_SHAPE_MALLOC3D, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuArrayCreate_v2", DRV, GM_SHAPE_ARRAY_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuArray3DCreate_v2", DRV, GM_SHAPE_ARRAY3D_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuMipmappedArrayCreate", DRV, GM_SHAPE_MIPMAP_DRV, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuArrayDestroy", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "cuMipmappedArrayDestroy", DRV, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	/* Host memory the caller allocated, page-locked: host kind, by the range's start. */
+	{ "cudaHostRegister", RT, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cudaHostUnregister", RT, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostRegister_v2", DRV, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostRegister", DRV, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "cuMemHostUnregister", DRV, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	/* VMM: mappings of memory counted at cuMemCreate, and reserved address space. */
+	{ "cuMemMap", DRV, GM_SHAPE_REGISTER, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "cuMemUnmap", DRV, GM_SHAPE_FREE, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "cuMemAddressReserve", DRV, GM_SHAPE_ALLOC, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	{ "cuMemAddressFree", DRV, GM_SHAPE_FREE, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	/* IPC: another process's memory, opened here. */
+	{ "cudaIpcOpenMemHandle", RT, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cudaIpcCloseMemHandle", RT, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cuIpcOpenMemHandle_v2", DRV, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "cuIpcCloseMemHandle", DRV, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	/* The thread's current context, and the device of each context (no allocation). */
+	{ "cudaSetDevice", RT, GM_SHAPE_SET_DEVICE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxSetCurrent", DRV, GM_SHAPE_CTX_SET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxPushCurrent_v2", DRV, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxPopCurrent_v2", DRV, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v2", DRV, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v4", DRV, GM_SHAPE_CTX_CREATE_V4, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuDevicePrimaryCtxRetain", DRV, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* Teardown: what the context held is released. */
+	{ "cudaDeviceReset", RT, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxDestroy_v2", DRV, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuDevicePrimaryCtxReset_v2", DRV, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
 
@@ -103,10 +143,19 @@ const char *kind_name(unsigned int kind)
 	static const char *const names[GM_KIND_COUNT] = {
 		[GM_KIND_DEVICE] = "device", [GM_KIND_MANAGED] = "managed",
 		[GM_KIND_HOST] = "host",     [GM_KIND_ASYNC] = "async",
-		[GM_KIND_VMM] = "vmm",
+		[GM_KIND_VMM] = "vmm",       [GM_KIND_VMM_MAPPED] = "vmm_mapped",
+		[GM_KIND_VMM_RESERVED] = "vmm_reserved",
+		[GM_KIND_IPC_IMPORTED] = "ipc_imported",
 	};
 
 	return kind < GM_KIND_COUNT ? names[kind] : "unknown";
+}
+
+uint64_t probe_cookie(unsigned int api)
+{
+	const struct probe_def *p = &probe_table[api];
+
+	return GM_COOKIE_IN(api, p->kind, p->layer, p->shape, p->space);
 }
 
 int probe_find(const char *symbol)
@@ -140,6 +189,9 @@ const char *cuda_error_name(unsigned int layer, int error)
 		{ 304, "cudaErrorOperatingSystem", "CUDA_ERROR_OPERATING_SYSTEM" },
 		{ 400, "cudaErrorInvalidResourceHandle", "CUDA_ERROR_INVALID_HANDLE" },
 		{ 700, "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS" },
+		{ 712, "cudaErrorHostMemoryAlreadyRegistered",
+		  "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED" },
+		{ 713, "cudaErrorHostMemoryNotRegistered", "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED" },
 		{ 801, "cudaErrorNotSupported", "CUDA_ERROR_NOT_SUPPORTED" },
 		{ 802, "cudaErrorSystemNotReady", "CUDA_ERROR_SYSTEM_NOT_READY" },
 		{ 803, "cudaErrorSystemDriverMismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" },
@@ -162,7 +214,7 @@ struct attached_file {
 	char *path;
 	struct bpf_link **links;	/* perf-event uprobes, one per probe */
 	unsigned int nlinks;
-	int multi_fds[4];		/* uprobe_multi links: one per program */
+	int multi_fds[PIN_FILE_PROGS];	/* uprobe_multi links: one per program */
 	struct bpf_link *tensor_links[2];	/* USDT pytorch:malloc, pytorch:free */
 	unsigned int ntensor_links;
 	unsigned int nmulti;
@@ -239,14 +291,37 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 	switch (shape) {
 	case GM_SHAPE_ALLOC:
 	case GM_SHAPE_VMM_CREATE:
+	case GM_SHAPE_REGISTER:
+	case GM_SHAPE_IMPORT:
 		return pp->enter_alloc;
+	case GM_SHAPE_ARRAY_RT:
+	case GM_SHAPE_ARRAY3D_RT:
+	case GM_SHAPE_MIPMAP_RT:
+	case GM_SHAPE_ARRAY_DRV:
+	case GM_SHAPE_ARRAY3D_DRV:
+	case GM_SHAPE_MIPMAP_DRV:
+	case GM_SHAPE_MALLOC3D:
+		return pp->enter_array;
 	case GM_SHAPE_ALLOC_PITCH:
 		return pp->enter_alloc_pitch;
 	case GM_SHAPE_FREE:
 	case GM_SHAPE_VMM_RELEASE:
+	case GM_SHAPE_CTX_DESTROY:
+	case GM_SHAPE_PRIMARY_RESET:
+	case GM_SHAPE_DEVICE_RESET:
 		return pp->enter_free;
+	case GM_SHAPE_CTX_SET:
+	case GM_SHAPE_CTX_PUSH:
+	case GM_SHAPE_CTX_POP:
+	case GM_SHAPE_SET_DEVICE:
+	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V4:
+	case GM_SHAPE_CTX_RETAIN:
+		return pp->enter_ctx;
 	case GM_SHAPE_TENSOR:
 		return NULL;	/* USDT: attach_tensor_probes() */
+	case GM_SHAPE_COUNT:
+		break;
 	}
 	return NULL;
 }
@@ -264,7 +339,7 @@ static int attach_one(const struct probe_programs *pp, struct attached_file *f, 
 	struct bpf_link *entry, *ret;
 	int err;
 
-	opts.bpf_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
+	opts.bpf_cookie = probe_cookie(api);
 	entry = bpf_program__attach_uprobe_opts(entry_program(pp, p->shape), -1, f->path,
 						f->offsets[api], &opts);
 	if (!entry)
@@ -292,7 +367,7 @@ static int pinned_link(const struct probe_programs *pp, struct attached_file *f,
 		       const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
 {
 	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
-					pp->call_return };
+					pp->call_return, pp->enter_array, pp->enter_ctx };
 	char name[PATH_MAX];
 	int fd, err;
 
@@ -327,7 +402,7 @@ static void unpin_new(const struct probe_programs *pp, const struct attached_fil
 static int attach_multi(const struct probe_programs *pp, struct attached_file *f)
 {
 	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
-					pp->call_return };
+					pp->call_return, pp->enter_array, pp->enter_ctx };
 	__u64 offsets[ARRAY_SIZE(probe_table)], cookies[ARRAY_SIZE(probe_table)];
 
 	for (unsigned int i = 0; i < ARRAY_SIZE(progs); i++) {
@@ -343,7 +418,7 @@ static int attach_multi(const struct probe_programs *pp, struct attached_file *f
 			if (ret ? !has_return_probe(p->shape) : entry_program(pp, p->shape) != progs[i])
 				continue;
 			offsets[cnt] = f->offsets[api];
-			cookies[cnt++] = GM_COOKIE(api, p->kind, p->layer, p->shape);
+			cookies[cnt++] = probe_cookie(api);
 		}
 		if (!cnt)
 			continue;

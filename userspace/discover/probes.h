@@ -12,6 +12,7 @@ struct probe_def {
 	enum gm_layer layer;
 	enum gm_shape shape;
 	enum gm_kind kind;	/* of what an allocation holds; unused for frees */
+	enum gm_space space;	/* where its allocations are keyed (a free: where it looks) */
 };
 
 /* The api id carried in cookies and events is the row's index. */
@@ -32,6 +33,8 @@ bool probe_is_tensor(unsigned int api);
 const char *probe_api_name(unsigned int api);
 const char *probe_layer_name(unsigned int layer);
 const char *kind_name(unsigned int kind);
+/* The attach cookie of row api: api, kind, layer, shape and space. */
+uint64_t probe_cookie(unsigned int api);
 /* Index of symbol in the table, or -1. */
 int probe_find(const char *symbol);
 /* A name for a CUDA return code ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY"). */
@@ -43,6 +46,8 @@ struct attached_file;
 /* The programs a probe-table row attaches, lent by the tracer (which owns them). */
 struct probe_programs {
 	struct bpf_program *enter_alloc, *enter_alloc_pitch, *enter_free, *call_return;
+	struct bpf_program *enter_array;	/* descriptor-sized arrays, cudaMalloc3D */
+	struct bpf_program *enter_ctx;		/* the thread's current context */
 	struct bpf_program *tensor_malloc, *tensor_free;	/* USDT; NULL: not attached */
 	bool multi;	/* in uprobe_multi links (else one perf-event link per probe) */
 	/* The agent's pins (pin.h): each link is pinned by the file's device and inode, and a

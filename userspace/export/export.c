@@ -48,9 +48,10 @@ const char *export_frame_name(const struct snap_frame *f, char *buf, size_t len)
 	return buf;
 }
 
+/* Mappings, reservations and imports are no memory: left out as host memory is. */
 bool export_kind_is_gpu(uint32_t kind)
 {
-	return kind != GM_KIND_HOST;
+	return gm_kind_is_gpu(kind);
 }
 
 void export_process_name(char *buf, size_t len, const char *comm, int pid,

@@ -215,13 +215,15 @@ static bool sampled_out(const struct recorder *r, const struct gm_call_event *e)
 	return h % r->opt.sample_events != 0;
 }
 
-/* The live map's key: the process row and the address space (VMM handles and PyTorch's
- * tensors, which lie inside the segments, apart). forget() reads the row back. */
+/* The live map's key: the process row and the address space (VMM handles, mappings and
+ * reservations of one address, imports and PyTorch's tensors, which lie inside the segments,
+ * apart: the kind stands for the space). forget() reads the row back (REC_LIVE_SPACE_BITS). */
 static uint64_t live_key(const struct rec_proc *p, const struct gm_call_event *e)
 {
-	uint64_t space = e->layer == GM_LAYER_TENSOR ? 2 : e->kind == GM_KIND_VMM;
+	uint64_t space = e->layer == GM_LAYER_TENSOR ? GM_KIND_COUNT
+			 : e->kind < GM_KIND_COUNT  ? e->kind : 0;
 
-	return p->id << 2 | space;
+	return p->id << REC_LIVE_SPACE_BITS | space;
 }
 
 /* What an event refers to beyond its own columns: its site, and a free's allocation. */

@@ -57,6 +57,10 @@ struct rec_proc {
 	size_t nsites;
 };
 
+/* The live-allocation map's key is the process row << REC_LIVE_SPACE_BITS | its address space
+ * (a kind, or GM_KIND_COUNT for tensors). */
+#define REC_LIVE_SPACE_BITS 4
+_Static_assert(GM_KIND_COUNT < (1 << REC_LIVE_SPACE_BITS), "every space fits its bits");
 #define REC_NAMES_WRITTEN (1u << 31)	/* identity: the OCI names were written */
 
 struct recorder {

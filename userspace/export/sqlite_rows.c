@@ -370,7 +370,7 @@ static void forget(struct recorder *r, const struct idmap *sites_of, const struc
 
 		for (size_t i = 0; of->n && i < m->cap;) {
 			struct idmap_slot *s = &m->slots[i];
-			uint64_t proc = pass ? s->k1 >> 2 : s->k1 & 0xffffffffull;
+			uint64_t proc = pass ? s->k1 >> REC_LIVE_SPACE_BITS : s->k1 & 0xffffffffull;
 
 			/* A deletion shifts a later entry into slot i: look at i again. */
 			if (s->k1 && idmap_find(of, proc, 0) && idmap_del(m, s->k1, s->k2, NULL))

@@ -86,11 +86,11 @@ static void proc_sample(struct recorder *r, struct rec_proc *rp, const struct sn
 	sqlite3_bind_int64(st, 7, (int64_t)n.free_count);
 	sqlite3_bind_int64(st, 8, (int64_t)n.alloc_bytes_total);
 	sqlite3_bind_int64(st, 9, (int64_t)n.failed_count);
-	for (int k = 0; k < GM_KIND_COUNT; k++)
+	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* a column per memory kind */
 		sqlite3_bind_int64(st, 10 + k, (int64_t)n.by_kind[k]);
-	sqlite3_bind_int64(st, 10 + GM_KIND_COUNT, (int64_t)n.tensor_bytes);
-	sqlite3_bind_int64(st, 11 + GM_KIND_COUNT, (int64_t)n.tensor_allocs);
-	sqlite3_bind_int64(st, 12 + GM_KIND_COUNT, (int64_t)n.tensor_peak_bytes);
+	sqlite3_bind_int64(st, 10 + GM_KIND_MEMORY_COUNT, (int64_t)n.tensor_bytes);
+	sqlite3_bind_int64(st, 11 + GM_KIND_MEMORY_COUNT, (int64_t)n.tensor_allocs);
+	sqlite3_bind_int64(st, 12 + GM_KIND_MEMORY_COUNT, (int64_t)n.tensor_peak_bytes);
 	rec_step(r, ST_PROC_SAMPLE);
 }
 

@@ -202,7 +202,7 @@ static int fill_lookups(sqlite3 *db)
 	for (unsigned int k = 0; rc == SQLITE_OK && k < GM_KIND_COUNT; k++) {
 		sqlite3_bind_int(st, 1, (int)k);
 		sqlite3_bind_text(st, 2, kind_name(k), -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 3, k != GM_KIND_HOST);
+		sqlite3_bind_int(st, 3, gm_kind_is_gpu(k));
 		rc = sqlite3_step(st) == SQLITE_DONE ? sqlite3_reset(st) : sqlite3_errcode(db);
 	}
 	sqlite3_finalize(st);

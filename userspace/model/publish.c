@@ -72,6 +72,7 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 	if (p->have_stats) {
 		out->st = p->st;
 		out->tensor = p->tensor;
+		out->imported_allocs = p->imported_allocs;
 		out->valid |= SP_STATS;
 		copy_sites(s, p, out);
 	}

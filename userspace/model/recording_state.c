@@ -46,9 +46,9 @@ static void read_proc_sample(sqlite3_stmt *st, struct rproc *p)
 	v->free_count = col_u64(st, 4);
 	v->alloc_bytes_total = col_u64(st, 5);
 	v->failed_count = col_u64(st, 6);
-	for (int k = 0; k < GM_KIND_COUNT; k++)
+	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* what a recording keeps */
 		v->by_kind[k] = col_u64(st, 7 + k);
-	v->tensor_peak_bytes = col_u64(st, 7 + GM_KIND_COUNT);
+	v->tensor_peak_bytes = col_u64(st, 7 + GM_KIND_MEMORY_COUNT);
 	p->has_stats = true;
 }
 
@@ -179,7 +179,7 @@ static void sum_sites(struct rproc *p)
 		st->alloc_bytes_total += ss->st.alloc_bytes_total;
 		if (ss->kind < GM_KIND_COUNT)
 			st->by_kind[ss->kind] += ss->st.current_bytes;
-		if (ss->kind != GM_KIND_HOST)
+		if (gm_kind_is_gpu(ss->kind))
 			st->current_allocs += ss->st.current_allocs;
 	}
 }

@@ -91,6 +91,9 @@ struct snap_proc {
 	struct gm_site_stats tensor;	/* the sums of tensor_sites */
 	struct snap_site *tensor_sites;	/* by current bytes; st counts tensors */
 	size_t ntensor_sites;
+	/* IPC imports held now: another process's memory, of a size the handle does not say
+	 * (st.by_kind[GM_KIND_IPC_IMPORTED] stays 0). Live only: recordings do not keep it. */
+	uint64_t imported_allocs;
 };
 
 struct snap_failure {

@@ -965,6 +965,7 @@ static void sum_sites(struct proc_rec *p)
 	st->current_allocs = st->alloc_count = st->free_count = st->alloc_bytes_total = 0;
 	memset(st->by_kind, 0, sizeof(st->by_kind));
 	memset(&p->tensor, 0, sizeof(p->tensor));
+	p->other_allocs = p->imported_allocs = 0;
 	for (size_t i = 0; i < p->nsites; i++) {
 		const struct site_rec *ss = &p->sites[i];
 
@@ -983,9 +984,13 @@ static void sum_sites(struct proc_rec *p)
 		st->alloc_bytes_total += ss->st.alloc_bytes_total;
 		if (ss->key.kind < GM_KIND_COUNT)
 			st->by_kind[ss->key.kind] += ss->st.current_bytes;
-		if (ss->key.kind != GM_KIND_HOST) {
+		if (gm_kind_is_gpu(ss->key.kind)) {
 			st->current_allocs += ss->st.current_allocs;
 			gpu_bytes += ss->st.current_bytes;
+		} else {
+			p->other_allocs += ss->st.current_allocs;
+			if (ss->key.kind == GM_KIND_IPC_IMPORTED)
+				p->imported_allocs += ss->st.current_allocs;
 		}
 	}
 	if (p->no_proc_entry) {
@@ -1008,7 +1013,7 @@ static bool holds_allocations(struct proc_rec *const *ending, size_t nending)
 
 		if (!p->reaping || !p->have_stats)
 			continue;
-		if (p->st.current_allocs || p->st.by_kind[GM_KIND_HOST] || p->tensor.current_allocs)
+		if (p->st.current_allocs || p->other_allocs || p->tensor.current_allocs)
 			return true;
 	}
 	return false;

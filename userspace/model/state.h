@@ -78,6 +78,8 @@ struct proc_rec {
 	size_t nnamed;
 	struct gm_proc_stats st;
 	struct gm_site_stats tensor;	/* PyTorch tensors: the sums of their sites */
+	uint64_t other_allocs;		/* live entries of the kinds that are no GPU memory */
+	uint64_t imported_allocs;	/* of those, IPC imports (their size is unknown) */
 	struct site_rec *sites;	/* by key (site_cmp), for the walk over allocations; tensor
 				 * sites (probe_is_tensor) among them */
 	size_t nsites;

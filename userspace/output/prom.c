@@ -49,7 +49,7 @@ void prom_proc_labels(const struct snap_proc *p, struct proc_labels *pl)
 
 static bool is_gpu_kind(unsigned int kind)
 {
-	return kind < GM_KIND_COUNT && kind != GM_KIND_HOST;
+	return gm_kind_is_gpu(kind);
 }
 
 /* ---- processes ---- */
@@ -63,6 +63,13 @@ static const struct proc_family {
 	  "Page-locked host memory the process holds now (cudaMallocHost, cudaHostAlloc, "
 	  "cuMemAllocHost); never part of its GPU memory.",
 	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_HOST]) },
+	{ "gpumem_process_vmm_mapped_bytes", GAUGE,
+	  "Bytes the process has mapped with cuMemMap: views of physical memory counted at "
+	  "cuMemCreate (kind vmm), never added to it.",
+	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_VMM_MAPPED]) },
+	{ "gpumem_process_vmm_reserved_bytes", GAUGE,
+	  "Virtual address space the process reserved with cuMemAddressReserve: no memory.",
+	  offsetof(struct gm_proc_stats, by_kind[GM_KIND_VMM_RESERVED]) },
 	{ "gpumem_process_live_allocations", GAUGE,
 	  "GPU allocations the process holds now (host pinned ones not included).",
 	  offsetof(struct gm_proc_stats, current_allocs) },
@@ -129,6 +136,34 @@ static void write_process_memory(FILE *out, const struct snapshot *s)
 	}
 }
 
+/* GPU memory per device; gpu="unknown": on a device gpumem did not see the context of. */
+static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
+{
+	struct proc_labels pl;
+	char gpu[16];
+
+	prom_family(out, "gpumem_process_gpu_memory_bytes", GAUGE,
+		    "GPU memory the process holds now on each device (gpu), every kind of "
+		    "gpumem_process_memory_bytes; devices it holds nothing on have no series.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!prom_proc_shown(s, i))
+			continue;
+		prom_proc_labels(&s->procs[i], &pl);
+		pl.ls.n++;
+		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+			if (!s->procs[i].st.gpu_bytes[g])
+				continue;
+			if (g < GM_MAX_GPUS)
+				snprintf(gpu, sizeof(gpu), "%u", g);
+			else
+				snprintf(gpu, sizeof(gpu), "unknown");
+			pl.ls.l[pl.ls.n - 1] = (struct prom_label){ "gpu", gpu };
+			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls,
+				    s->procs[i].st.gpu_bytes[g]);
+		}
+	}
+}
+
 static void write_processes(FILE *out, const struct snapshot *s)
 {
 	struct proc_labels pl;
@@ -140,6 +175,7 @@ static void write_processes(FILE *out, const struct snapshot *s)
 		    "Processes alive that made an allocation call gpumem accounted.");
 	prom_sample(out, "gpumem_processes", NULL, shown);
 	write_process_memory(out, s);
+	write_process_gpu_memory(out, s);
 	for (size_t f = 0; f < ARRAY_SIZE(proc_families); f++) {
 		const struct proc_family *pf = &proc_families[f];
 
@@ -322,6 +358,7 @@ static const struct {
 	{ GM_CNT_STALE_INFLIGHT, "stale_inflight" },
 	{ GM_CNT_FAILED_FREES, "failed_frees" },
 	{ GM_CNT_HOLDS, "holds" },
+	{ GM_CNT_CTX_RELEASED, "ctx_released_allocs" },
 };
 
 static void write_counters(FILE *out, const struct snapshot *s)

@@ -140,8 +140,8 @@ static size_t proc_rows(const struct snap_proc *p, bool host, bool tensor, struc
 	for (size_t i = 0; i < nsites; i++) {
 		const struct snap_site *ss = &sites[i];
 
-		if ((ss->kind == GM_KIND_HOST) != host)
-			continue;
+		if (ss->kind >= GM_KIND_MEMORY_COUNT || (ss->kind == GM_KIND_HOST) != host)
+			continue;	/* mappings, reservations, imports are no memory */
 		prom_site_text(ss->stack, rows[n].site, sizeof(rows[n].site));
 		/* Every unknown value has one label text ("unknown"): one key for all of them. */
 		rows[n].api = ss->api < probe_count ? ss->api : UINT32_MAX;

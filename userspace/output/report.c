@@ -186,6 +186,10 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
 	jw_kv_string(w, "kind", event_kind_name(e));
 	jw_kv_u64(w, "size", e->size);
+	if (e->gpu)	/* the device + 1 */
+		jw_kv_u64(w, "gpu", e->gpu - 1);
+	else
+		jw_kv_null(w, "gpu");
 	jw_kv_i64(w, "error", e->error);
 	if (e->type == GM_REC_ALLOC_FAILED)
 		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));
@@ -284,6 +288,10 @@ static const struct {
 	  "and container names are unknown (-v names it)" },
 	{ false, GM_CNT_UNKNOWN_TENSOR_FREES, "unknown_tensor_frees",
 	  "PyTorch tensor allocated before gpumem attached" },
+	{ false, GM_CNT_CTX_MAP_FULL, "ctx_map_full",
+	  "more live contexts than gpumem follows: their allocations' device is unknown" },
+	{ false, GM_CNT_UNSIZED_ARRAYS, "unsized_arrays",
+	  "an array's descriptor was unreadable or of a format gpumem cannot size: held as 0 bytes" },
 };
 
 size_t loss_count(void)

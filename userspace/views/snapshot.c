@@ -19,6 +19,25 @@ static void site_json(struct json_writer *w, const struct snap_proc *p, const st
 	jw_object_end(w);
 }
 
+/* GPU memory per device, the devices that hold any; "gpu": null, a device not known. */
+static void by_gpu_json(struct json_writer *w, const struct gm_proc_stats *st)
+{
+	jw_key(w, "by_gpu");
+	jw_array_begin(w);
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		if (!st->gpu_bytes[g])
+			continue;
+		jw_object_begin(w);
+		if (g < GM_MAX_GPUS)
+			jw_kv_u64(w, "gpu", g);
+		else
+			jw_kv_null(w, "gpu");
+		jw_kv_u64(w, "bytes", st->gpu_bytes[g]);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+}
+
 static void process_json(struct json_writer *w, const struct snap_proc *p)
 {
 	const struct gm_proc_stats *st = &p->st;
@@ -45,9 +64,14 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	jw_kv_u64(w, "failed_count", st->failed_count);
 	jw_key(w, "by_kind");
 	jw_object_begin(w);
-	for (unsigned int k = 0; k < GM_KIND_COUNT; k++)
+	for (unsigned int k = 0; k < GM_KIND_MEMORY_COUNT; k++)
 		jw_kv_u64(w, kind_name(k), st->by_kind[k]);
 	jw_object_end(w);
+	/* What is no memory of the process's own, never in by_kind nor current_bytes. */
+	jw_kv_u64(w, "vmm_mapped_bytes", st->by_kind[GM_KIND_VMM_MAPPED]);
+	jw_kv_u64(w, "vmm_reserved_bytes", st->by_kind[GM_KIND_VMM_RESERVED]);
+	jw_kv_u64(w, "ipc_imported_allocs", p->imported_allocs);
+	by_gpu_json(w, st);
 	jw_key(w, "sites");
 	jw_array_begin(w);
 	for (size_t i = 0; i < p->nsites; i++)
@@ -105,6 +129,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 	jw_kv_u64(w, "failed_frees", snap->counters[GM_CNT_FAILED_FREES]);
 	jw_kv_u64(w, "replaced_allocs", snap->counters[GM_CNT_REPLACED_ALLOCS]);
 	jw_kv_u64(w, "holds", snap->counters[GM_CNT_HOLDS]);
+	jw_kv_u64(w, "ctx_released_allocs", snap->counters[GM_CNT_CTX_RELEASED]);
 	jw_kv_u64(w, "map_procs", snap->map_procs);
 	jw_kv_u64(w, "map_sites", snap->map_sites);
 	if (snap->map_allocs_valid)
@@ -219,6 +244,21 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 	}
 }
 
+/* VMM mappings, reserved address space, IPC imports: shown apart from the memory, when any. */
+static void beside_text(struct session *s, const struct snap_proc *p)
+{
+	bool exact = s->opt->exact_bytes;
+	char mapped[32], reserved[32];
+
+	if (!p->st.by_kind[GM_KIND_VMM_MAPPED] && !p->st.by_kind[GM_KIND_VMM_RESERVED] &&
+	    !p->imported_allocs)
+		return;
+	fmt_size(mapped, sizeof(mapped), p->st.by_kind[GM_KIND_VMM_MAPPED], exact);
+	fmt_size(reserved, sizeof(reserved), p->st.by_kind[GM_KIND_VMM_RESERVED], exact);
+	fprintf(s->out, "        not memory of its own: %s vmm mapped, %s address space reserved, "
+		"%llu IPC imports\n", mapped, reserved, (unsigned long long)p->imported_allocs);
+}
+
 static void snapshot_text(struct session *s, const struct snapshot *snap)
 {
 	bool exact = s->opt->exact_bytes;
@@ -237,6 +277,7 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 			peak, host, p->st.alloc_count, p->st.free_count, p->st.failed_count,
 			p->alive ? "alive" : "ended");
 		names_text(s, &p->container);
+		beside_text(s, p);
 		sites_text(s, p);
 		tensors_text(s, p);
 	}
