@@ -521,7 +521,8 @@ struct {
 
 static __always_inline bool is_ctx_shape(__u32 shape)
 {
-	return shape >= GM_SHAPE_CTX_SET && shape <= GM_SHAPE_CTX_RETAIN;
+	return (shape >= GM_SHAPE_CTX_SET && shape <= GM_SHAPE_CTX_RETAIN) ||
+	       shape == GM_SHAPE_CTX_CREATE_V3;
 }
 
 static __always_inline bool is_teardown_shape(__u32 shape)
@@ -544,7 +545,7 @@ static __always_inline void ctx_push(struct gm_inflight *rec, __u64 ctx)
  * successful return): what a failing set, push or pop leaves is the driver's error to report,
  * and the next call on the thread sets it right. */
 static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u64 a0, __u64 a1,
-				      __u64 a2, __u64 a3)
+				      __u64 a2, __u64 a3, __u64 a4)
 {
 	__u32 d = rec->ctx_depth;
 
@@ -571,11 +572,13 @@ static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u6
 		rec->set_device_pending = 1;
 		break;
 	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V3:
 	case GM_SHAPE_CTX_CREATE_V4:
 	case GM_SHAPE_CTX_RETAIN:
 		rec->ctx_out = a0;
 		rec->ctx_out_shape = shape;
 		rec->ctx_out_device = (__s32)(shape == GM_SHAPE_CTX_CREATE	 ? a2
+					      : shape == GM_SHAPE_CTX_CREATE_V3 ? a4
 					      : shape == GM_SHAPE_CTX_CREATE_V4 ? a3
 										: a1);
 		break;
@@ -583,14 +586,14 @@ static __always_inline void ctx_enter(struct gm_inflight *rec, __u32 shape, __u6
 }
 
 SEC("uprobe")
-int BPF_KPROBE(enter_ctx, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
+int BPF_KPROBE(enter_ctx, __u64 a0, __u64 a1, __u64 a2, __u64 a3, __u64 a4)
 {
 	struct gm_inflight *rec = thread_record(bpf_get_current_pid_tgid() >> 32);
 
 	if (!rec)
 		return 0;
 	identify_process(rec);
-	ctx_enter(rec, GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)), a0, a1, a2, a3);
+	ctx_enter(rec, GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)), a0, a1, a2, a3, a4);
 	return 0;
 }
 

@@ -108,7 +108,9 @@ enum gm_shape {
 	GM_SHAPE_PRIMARY_RESET = 23,	/* cuDevicePrimaryCtxReset_v2(dev) */
 	GM_SHAPE_DEVICE_RESET = 24,	/* cudaDeviceReset(): the thread's device's primary,
 					 * async allocations kept (they outlive it) */
-	GM_SHAPE_COUNT = 25,
+	GM_SHAPE_CTX_CREATE_V3 = 25,	/* cuCtxCreate_v3(out, affinity, n, flags, dev): what
+					 * cuGetProcAddress("cuCtxCreate") gives from 11.4 */
+	GM_SHAPE_COUNT = 26,
 };
 
 /* A context as allocations carry it: the driver's CUcontext, or, for a device's primary

@@ -5,6 +5,7 @@ gpumem records of it, exactly."""
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -194,17 +195,17 @@ def test_nvidia_runtime_over_the_real_driver_records_its_failures_once(version):
 
 def proc_address_request(symbol):
     """What a runtime asks cuGetProcAddress for to reach symbol: the name without _ptsz and
-    _v2, per-thread default stream (2) for _ptsz, else the legacy stream (1)."""
+    _vN, per-thread default stream (2) for _ptsz, else the legacy stream (1)."""
     flags = 1
     base = symbol
     if base.endswith("_ptsz"):
         base, flags = base[:-len("_ptsz")], 2
-    if base.endswith("_v2"):
-        base = base[:-len("_v2")]
-    return base, flags
+    return re.sub(r"_v[0-9]+$", "", base), flags
 
 
 def test_cugetprocaddress_hands_out_the_exports_gpumem_probes(driver_run):
+    """Whatever version of an API cuGetProcAddress hands out for a name (cuCtxCreate gives
+    _v3 from 11.4, the _v2 allocation APIs their _v2), it is an export gpumem probes."""
     attached = attached_probes(driver_run.report, REAL_LIBCUDA)
     requests = []
     for symbol in attached:
@@ -219,12 +220,20 @@ def test_cugetprocaddress_hands_out_the_exports_gpumem_probes(driver_run):
     assert done.returncode == 0, done.stderr
     rows = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("proc ")]
     assert len(rows) == len(requests)
-    for name, version, flags, rc, status, got, export, dlsym in rows:
+    probed = {}     # the address of each attached export, by the name asked for
+    for name, version, flags, rc, status, got, export, dlsym in rows[:-1]:
+        probed.setdefault((name, flags), set()).add(dlsym)
+    for name, version, flags, rc, status, got, export, dlsym in rows[:-1]:
         assert (rc, status) == ("0", "0"), f"cuGetProcAddress({name}, {version}, {flags})"
-        assert got == dlsym and got != "(nil)", f"{name}@{version} gave {got}, {export} {dlsym}"
+        assert got != "(nil)" and got in probed[(name, flags)], \
+            f"{name}@{version} gave {got}, not one of {sorted(probed[(name, flags)])}"
     old = rows[-1]
     v2 = next(r for r in rows if r[6] == "cuMemAlloc_v2")
     assert old[5] != v2[5] and "cuMemAlloc" not in attached
+    # The context a 11.4+ caller makes through cuGetProcAddress is _v3's: probed.
+    ctx = [r for r in rows if r[0] == "cuCtxCreate"]
+    v3 = next(r[7] for r in ctx if r[6] == "cuCtxCreate_v3")
+    assert {r[5] for r in ctx} == {v3}
 
 
 def nvml_init_of_the_real_library():

@@ -1481,6 +1481,18 @@ GM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
 	return impl_ctx_create(pctx, dev);
 }
 
+/* CUDA 11.4's, with execution-affinity parameters (none here): what cuGetProcAddress hands
+ * out for "cuCtxCreate" from 11.4 on. */
+GM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
+				  int numParams, unsigned int flags, CUdevice dev)
+{
+	gm_keep_frame();
+	(void)flags;
+	if (paramsArray || numParams)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return impl_ctx_create(pctx, dev);
+}
+
 GM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
 				  unsigned int flags, CUdevice dev)
 {

@@ -13,6 +13,8 @@
 /* The ABI every driver still exports that the Toolkit declares only for its own build (cuda.h
  * maps cuCtxCreate to _v4). */
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+			unsigned int flags, CUdevice dev);
 
 /* The per-thread-default-stream entry points have the same types as the legacy ones; the
  * headers declare them only under CUDA_API_PER_THREAD_DEFAULT_STREAM, which renames the rest. */

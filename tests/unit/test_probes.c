@@ -79,6 +79,7 @@ static const struct probe_def design_table[] = {
 	{ "cuCtxPushCurrent_v2", DRV, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxPopCurrent_v2", DRV, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxCreate_v2", DRV, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v3", DRV, GM_SHAPE_CTX_CREATE_V3, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxCreate_v4", DRV, GM_SHAPE_CTX_CREATE_V4, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuDevicePrimaryCtxRetain", DRV, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cudaDeviceReset", RT, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
@@ -95,11 +96,11 @@ static const struct probe_def *design_row(const char *symbol)
 	return NULL;
 }
 
-static void test_table_holds_exactly_the_62_design_symbols_and_the_tensor_row(void **state)
+static void test_table_holds_exactly_the_63_design_symbols_and_the_tensor_row(void **state)
 {
 	(void)state;
-	assert_int_equal(DESIGN_COUNT, 63);
-	assert_int_equal(probe_count, 63);
+	assert_int_equal(DESIGN_COUNT, 64);
+	assert_int_equal(probe_count, 64);
 	for (unsigned int i = 0; i < probe_count; i++) {
 		if (!design_row(probe_table[i].symbol))
 			fail_msg("probe table row %u (%s) is not in DESIGN.md", i,
@@ -140,7 +141,7 @@ static void test_each_row_has_design_layer_shape_and_kind(void **state)
 	}
 }
 
-static void test_table_splits_25_runtime_and_37_driver_rows(void **state)
+static void test_table_splits_25_runtime_and_38_driver_rows(void **state)
 {
 	unsigned int runtime = 0, driver = 0, allocs = 0, frees = 0, pitch = 0;
 
@@ -153,7 +154,7 @@ static void test_table_splits_25_runtime_and_37_driver_rows(void **state)
 		pitch += probe_table[i].shape == GM_SHAPE_ALLOC_PITCH;
 	}
 	assert_int_equal(runtime, 25);
-	assert_int_equal(driver, 37);
+	assert_int_equal(driver, 38);
 	assert_int_equal(allocs, 17);
 	assert_int_equal(pitch, 2);
 	assert_int_equal(frees, 18);
@@ -177,7 +178,7 @@ static void test_probe_find_returns_the_row_of_each_symbol(void **state)
 	assert_true(probe_is_tensor(28));
 	assert_false(probe_is_tensor(0));
 	assert_false(probe_is_tensor(29));
-	assert_string_equal(probe_api_name(63), "unknown");
+	assert_string_equal(probe_api_name(64), "unknown");
 	assert_string_equal(probe_api_name(0xffff), "unknown");
 }
 
@@ -326,10 +327,10 @@ static void test_error_names_are_those_of_nvidias_libraries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table_holds_exactly_the_62_design_symbols_and_the_tensor_row),
+		cmocka_unit_test(test_table_holds_exactly_the_63_design_symbols_and_the_tensor_row),
 		cmocka_unit_test(test_table_has_no_duplicate_symbols),
 		cmocka_unit_test(test_each_row_has_design_layer_shape_and_kind),
-		cmocka_unit_test(test_table_splits_25_runtime_and_37_driver_rows),
+		cmocka_unit_test(test_table_splits_25_runtime_and_38_driver_rows),
 		cmocka_unit_test(test_probe_find_returns_the_row_of_each_symbol),
 		cmocka_unit_test(test_cookie_round_trips_every_row),
 		cmocka_unit_test(test_cookie_fields_do_not_overlap_at_their_maximum),

@@ -405,6 +405,14 @@ GM_CALL_SITE static int ctx_create(CUcontext *c)
 	return rc;
 }
 
+GM_CALL_SITE static int ctx_create_v3(CUcontext *c, CUdevice dev)
+{
+	int rc = cuCtxCreate_v3(c, NULL, 0, 0, dev);
+
+	report("cuCtxCreate_v3", 0, addr_of(*c), rc);
+	return rc;
+}
+
 GM_CALL_SITE static int ctx_destroy(CUcontext c)
 {
 	int rc = cuCtxDestroy_v2(c);
@@ -455,7 +463,8 @@ static int run_contexts(void)
 
 /* ---- devices (GPUMEM_MOCK_DEVICES=2): each thread's own device ----
  * Main: cudaSetDevice(1), 1,000 on GPU 1. A thread starts on GPU 0: 2,000 there, switches to 1:
- * 3,000, back to 0: 4,000. Main, still on 1: 5,000; a context made on GPU 0: 6,000 there;
+ * 3,000, back to 0: 4,000. Main, still on 1: 5,000; a context made on GPU 0 (cuCtxCreate_v3,
+ * its device the fifth argument): 6,000 there;
  * popped: 7,000 on GPU 1 again; cudaSetDevice(7) fails (cudaErrorInvalidDevice) and changes
  * nothing: 8,000 on GPU 1. Held: GPU 0 12,000, GPU 1 24,000. */
 
@@ -489,7 +498,7 @@ static int run_devices(void)
 	if (pthread_create(&thread, NULL, device_thread_main, &thread_rc) ||
 	    pthread_join(thread, NULL) || thread_rc)
 		return 1;
-	if (rt_alloc(&p, 5000) || ctx_create(&made) || drv_alloc(&d0, 6000) ||
+	if (rt_alloc(&p, 5000) || ctx_create_v3(&made, 0) || drv_alloc(&d0, 6000) ||
 	    cuCtxPopCurrent_v2(&popped) || drv_alloc(&d1, 7000))
 		return 1;
 	if (set_device(7) != cudaErrorInvalidDevice)

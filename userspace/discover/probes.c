@@ -85,6 +85,7 @@ const struct probe_def probe_table[] = {
 	{ "cuCtxPushCurrent_v2", DRV, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxPopCurrent_v2", DRV, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxCreate_v2", DRV, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "cuCtxCreate_v3", DRV, GM_SHAPE_CTX_CREATE_V3, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxCreate_v4", DRV, GM_SHAPE_CTX_CREATE_V4, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuDevicePrimaryCtxRetain", DRV, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	/* Teardown: what the context held is released. */
@@ -315,6 +316,7 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 	case GM_SHAPE_CTX_POP:
 	case GM_SHAPE_SET_DEVICE:
 	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V3:
 	case GM_SHAPE_CTX_CREATE_V4:
 	case GM_SHAPE_CTX_RETAIN:
 		return pp->enter_ctx;
