@@ -235,19 +235,22 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 
 /* Inside the call a thread has in flight: below its stack pointer (equal: the same call seen
  * by a second probe on the same code, one file reached under two inodes, overlayfs; taking it
- * again would count it twice). A free's record outlives its call (no return probe), so only
- * a free of the same address below it (the driver's free inside cudaFree), or the same free
- * of it at the same stack pointer, is inside it. */
-static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
-					__u64 addr)
+ * again would count it twice). A free's record outlives its call (no return probe): a call
+ * below it is inside it only while its frame is live, its return address still at its stack
+ * pointer (the driver's cuMemFree_v2 inside cudaFree, the runtime's own calls inside
+ * cudaFree(0)); once it returned, any call is a call of its own, a free of the same address
+ * from the same frame too (another thread may have been handed the address again). A second
+ * probe on a free's code then counts an unknown free, never a lost one. */
+static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp)
 {
+	__u64 ret = 0;
+
 	if (!rec->sp || sp > rec->sp)
 		return false;
 	if (!rec->entry_only)
 		return true;
-	if (!is_free_shape(cookie) || addr != rec->addr)
-		return false;
-	return sp < rec->sp || GM_COOKIE_API(cookie) == GM_COOKIE_API(rec->cookie);
+	return sp < rec->sp && !bpf_probe_read_user(&ret, sizeof(ret), (void *)rec->sp) &&
+	       ret == rec->ret_addr;
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
@@ -277,6 +280,13 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 		return;
 	alloc_key_of(&key, tgid, rec);
 	found = bpf_map_lookup_elem(&allocs, &key);
+	if (found && key.space == GM_SPACE_ADDR &&
+	    (found->kind == GM_KIND_HOST) != (GM_COOKIE_KIND(rec->cookie) == GM_KIND_HOST)) {
+		/* cudaFree of pinned host memory, cudaFreeHost of device memory: refused by the
+		 * driver, and the allocation stays. */
+		count(GM_CNT_FAILED_FREES);
+		return;
+	}
 	if (found) {
 		info = *found;
 		mine = bpf_map_delete_elem(&allocs, &key) == 0;
@@ -324,7 +334,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	if (!rec)
 		return 0;
 	cookie = bpf_get_attach_cookie(ctx);
-	if (inside_call(rec, sp, cookie, addr)) {
+	if (inside_call(rec, sp)) {
 		count(GM_CNT_NESTED_CALLS);
 		return 0;
 	}
@@ -334,6 +344,9 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	rec->cookie = cookie;
 	rec->entry_only = is_free_shape(cookie);
 	rec->time_ns = rec->entry_only ? 0 : bpf_ktime_get_ns();	/* an allocation's age */
+	rec->ret_addr = 0;
+	if (rec->entry_only)
+		bpf_probe_read_user(&rec->ret_addr, sizeof(rec->ret_addr), (void *)sp);
 	rec->out_ptr = out_ptr;
 	rec->out_pitch = out_pitch;
 	rec->size = size;
@@ -887,15 +900,21 @@ static long walk_frame(__u64 i, void *data)
 	__u64 fp = w->fp, off, next, ret, len;
 	__u32 at = (i + 1) & (GM_MAX_STACK_DEPTH - 1);
 
-	if (fp < w->sp || (fp & 7) || fp + 16 > w->hi || fp + 16 < fp)
+	if (fp < w->sp || (fp & 7) || fp + 16 < fp)
 		goto end;
 	off = fp - w->base;
 	if (fp < w->base || off + 16 > w->have) {
-		len = w->hi == ~0ULL ? 16 : w->hi - fp;
+		/* The mapping only sizes the read: past it, or where the window does not read (a
+		 * page not faulted in yet), a frame at a time, so that whether the mapping was
+		 * known never changes a stack. */
+		len = fp + 16 <= w->hi ? w->hi - fp : 16;
 		if (len > GM_STACK_WINDOW)
 			len = GM_STACK_WINDOW;
-		if (bpf_probe_read_user(sc->win, len, (void *)fp))
-			goto end;
+		if (bpf_probe_read_user(sc->win, len, (void *)fp)) {
+			if (len == 16 || bpf_probe_read_user(sc->win, 16, (void *)fp))
+				goto end;
+			len = 16;
+		}
 		w->base = fp;
 		w->have = len;
 		off = 0;
@@ -923,8 +942,8 @@ end:
 }
 
 /* The return addresses from fp up, after first, into st: a zero after the last. Inside the
- * stack mapping [lo, hi) a window is read at once; with hi unknown (~0), a frame at a time,
- * and a read that faults ends the stack, as the kernel's walk ends. */
+ * stack mapping [lo, hi) (hi ~0: not known now) a window is read at once, elsewhere a frame at
+ * a time; a read that faults ends the stack, as the kernel's walk ends. */
 static __always_inline void walk_frames(struct stack_scratch *sc, struct gm_user_stack *st,
 					__u64 first, __u64 sp, __u64 fp, __u64 hi)
 {

@@ -23,7 +23,7 @@
  * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
  * thread's current context); allocations carry their context and device, processes their GPU
  * bytes per device, call records their device. */
-#define GM_LAYOUT_VERSION 10
+#define GM_LAYOUT_VERSION 11
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -180,8 +180,9 @@ enum gm_counter {
 	GM_CNT_INFLIGHT_FULL,		/* call entry not recorded: no memory for its thread record */
 	GM_CNT_NESTED_CALLS,		/* calls inside another probed call (not accounted) */
 	GM_CNT_STALE_INFLIGHT,		/* in-flight records replaced (return never fired) */
-	GM_CNT_FAILED_FREES,		/* 0 since layout 7: a free of a live allocation is
-					 * taken as done at its entry (no return probe) */
+	GM_CNT_FAILED_FREES,		/* frees the driver refuses that gpumem can tell: of a
+					 * live allocation of the other kind (cudaFree of pinned
+					 * host memory, cudaFreeHost of device memory) */
 	GM_CNT_REPLACED_ALLOCS,		/* address allocated again while live: freed unseen */
 	GM_CNT_HOLDS,			/* processes this instance paused (its own targets only) */
 	GM_CNT_PY_STACK_ERRORS,		/* Python stack not recorded (map full or collision):
@@ -235,9 +236,11 @@ struct gm_inflight {
 	__u64 height;		/* pitch allocations */
 	__u64 addr;		/* frees: the address or handle released */
 	/* A free's record: frees are accounted at their entry and have no return probe, so the
-	 * record stays after the call returned, and only a free of the same address below it
-	 * (the driver's free inside cudaFree) counts as inside it. */
+	 * record stays after the call returned. A call below it is inside it only while the
+	 * free's frame is live: while its return address (ret_addr, read at its entry) is still
+	 * at its stack pointer. */
 	__u32 entry_only;
+	__u64 ret_addr;
 	/* The thread's process, read at its first call: a thread never changes process, and
 	 * exec keeps the start time (a thread that execs takes its leader's). 0: not read yet. */
 	__u32 gen;

@@ -240,3 +240,33 @@ def test_command_children_are_followed_each_with_final_numbers():
     assert len(parent["sites"]) == 1
     assert site_by_symbol(parent, "parent_alloc")["current_bytes"] == 8192
     assert_nothing_lost(report)
+
+
+def test_one_address_freed_again_and_again_from_one_frame_is_each_time_a_free():
+    """A consumer thread frees what the main thread hands it, from one frame, with no other
+    CUDA call between its frees; the driver hands the address out again each time. A free has
+    no return probe, so its record outlives it: each free must still be a free of its own,
+    never taken as inside the one before (that one returned)."""
+    run = run_snapshot_c([WORKLOAD, "handoff", 20, 4096])
+    report, rc = run
+    assert rc == 0, run.stderr
+    assert "handoff 20 frees, 20 of one address" in run.stdout
+    proc = only_proc(report)
+    assert counts(proc) == {"current_bytes": 0, "current_allocs": 0, "alloc_count": 20,
+                            "free_count": 20, "alloc_bytes_total": 20 * 4096, "failed_count": 0}
+    # Each runtime call's driver call, the frees' too: inside the free while it runs.
+    assert report["tracer"]["nested_calls"] == 40
+    assert_nothing_lost(report)
+
+
+def test_a_free_of_the_other_kind_is_refused_and_the_memory_stays():
+    """cudaFree of pinned host memory and cudaFreeHost of device memory are refused by the
+    driver: gpumem keeps the allocation (counted in failed_frees) until the right free."""
+    run = run_snapshot_c([WORKLOAD, "wrongfree", 8192])
+    report, rc = run
+    assert rc == 0, run.stderr
+    proc = only_proc(report)
+    assert counts(proc) == {"current_bytes": 0, "current_allocs": 0, "alloc_count": 2,
+                            "free_count": 2, "alloc_bytes_total": 2 * 8192, "failed_count": 0}
+    assert report["tracer"]["failed_frees"] == 2
+    assert_nothing_lost(report)

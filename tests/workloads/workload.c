@@ -523,6 +523,108 @@ static int run_reuse(char **argv)
 	return again == first ? EXIT_OK : EXIT_NOT_REUSED;
 }
 
+/* ---- handoff N SIZE ----
+ * The main thread allocates and hands each buffer to a consumer thread, which frees it from
+ * one frame every time and makes no other CUDA call between its frees; the driver hands the
+ * freed address out again, so the consumer frees one address N times in a row. Each free is
+ * a free of its own (none is inside the one before: that one returned). */
+
+struct handoff {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	void *item;		/* NULL: the slot is empty */
+	uint64_t n;
+	int rc;
+};
+
+GM_CALL_SITE static int handoff_free(void *p)
+{
+	return cudaFree(p) ? -1 : 0;
+}
+
+static void *handoff_consumer(void *arg)
+{
+	struct handoff *h = arg;
+
+	for (uint64_t i = 0; i < h->n; i++) {
+		void *p;
+
+		pthread_mutex_lock(&h->lock);
+		while (!h->item)
+			pthread_cond_wait(&h->cond, &h->lock);
+		p = h->item;
+		h->item = NULL;
+		pthread_cond_broadcast(&h->cond);
+		pthread_mutex_unlock(&h->lock);
+		if (handoff_free(p))
+			h->rc = -1;
+	}
+	return NULL;
+}
+
+GM_CALL_SITE static int handoff_alloc(void **p, size_t size)
+{
+	return cudaMalloc(p, size) ? -1 : 0;
+}
+
+static int run_handoff(char **argv)
+{
+	struct handoff h = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0 };
+	uint64_t size, reused = 0;
+	void *first = NULL;
+	pthread_t consumer;
+
+	if (parse_u64(argv[0], &h.n) || parse_u64(argv[1], &size) || !h.n)
+		return EXIT_USAGE;
+	if (pthread_create(&consumer, NULL, handoff_consumer, &h))
+		return EXIT_UNEXPECTED;
+	for (uint64_t i = 0; i < h.n; i++) {
+		void *p = NULL;
+
+		pthread_mutex_lock(&h.lock);
+		while (h.item)
+			pthread_cond_wait(&h.cond, &h.lock);
+		pthread_mutex_unlock(&h.lock);
+		/* The consumer's last free may still be on its way: wait until it freed, so that
+		 * the driver can hand the address out again. */
+		if (i)
+			usleep(2000);
+		if (handoff_alloc(&p, size))
+			return EXIT_UNEXPECTED;
+		if (!first)
+			first = p;
+		reused += p == first;
+		pthread_mutex_lock(&h.lock);
+		h.item = p;
+		pthread_cond_broadcast(&h.cond);
+		pthread_mutex_unlock(&h.lock);
+	}
+	pthread_join(consumer, NULL);
+	printf("handoff %" PRIu64 " frees, %" PRIu64 " of one address\n", h.n, reused);
+	if (h.rc)
+		return EXIT_UNEXPECTED;
+	return reused == h.n ? EXIT_OK : EXIT_NOT_REUSED;
+}
+
+/* ---- wrongfree SIZE ----
+ * cudaFree of pinned host memory and cudaFreeHost of device memory, which the driver refuses
+ * (the memory stays), each followed by the right free. */
+static int run_wrongfree(char **argv)
+{
+	void *host = NULL, *dev = NULL;
+	uint64_t size;
+
+	if (parse_u64(argv[0], &size))
+		return EXIT_USAGE;
+	if (cudaMallocHost(&host, size) || cudaMalloc(&dev, size))
+		return EXIT_UNEXPECTED;
+	if (cudaFree(host) == cudaSuccess || cudaFreeHost(dev) == cudaSuccess)
+		return EXIT_UNEXPECTED;	/* the mock took what the driver refuses */
+	if (cudaFreeHost(host) || cudaFree(dev))
+		return EXIT_UNEXPECTED;
+	return EXIT_OK;
+}
+
 /* ---- threads T N SIZE ---- */
 
 struct thread_job {
@@ -1148,6 +1250,8 @@ static const struct scenario scenarios[] = {
 	{ "driver", 0, "", run_driver },
 	{ "nested", 2, "N SIZE", run_nested },
 	{ "reuse", 1, "SIZE", run_reuse },
+	{ "handoff", 2, "N SIZE", run_handoff },
+	{ "wrongfree", 1, "SIZE", run_wrongfree },
 	{ "threads", 3, "T N SIZE", run_threads },
 	{ "fail", 2, "SIZE MAX", run_fail },
 	{ "prefree", 2, "N SIZE", run_prefree },
