@@ -233,15 +233,21 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 	key->addr = rec->addr;
 }
 
+/* A second probe on the same code (one file reached under two inodes, overlayfs, probed both
+ * ways) runs in the same trap, right after the first (1 µs missed 3 of 4,000 on a loaded
+ * host). A free of the address handed out again needs the free to return, another thread's
+ * allocation and a handoff: cudaFree waits for the device, tens of µs. */
+#define GM_SAME_TRAP_NS 20000
+
 /* Inside the call a thread has in flight: below its stack pointer (equal: the same call seen
- * by a second probe on the same code, one file reached under two inodes, overlayfs; taking it
- * again would count it twice). A free's record outlives its call (no return probe): a call
- * below it is inside it only while its frame is live, its return address still at its stack
- * pointer (the driver's cuMemFree_v2 inside cudaFree, the runtime's own calls inside
- * cudaFree(0)); once it returned, any call is a call of its own, a free of the same address
- * from the same frame too (another thread may have been handed the address again). A second
- * probe on a free's code then counts an unknown free, never a lost one. */
-static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp)
+ * by a second probe on the same code; taking it again would count it twice). A free's record
+ * outlives its call (no return probe), so only a free of the same address below it, while
+ * the free's frame is live (its return address still at its stack pointer), is inside it: the
+ * driver's cuMemFree_v2 inside cudaFree. Once it returned, a free of that address is a free of
+ * its own, from the same frame too (another thread may have been handed the address again),
+ * but for the second probe of one trap. */
+static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
+					__u64 addr, __u64 now)
 {
 	__u64 ret = 0;
 
@@ -249,8 +255,13 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp)
 		return false;
 	if (!rec->entry_only)
 		return true;
-	return sp < rec->sp && !bpf_probe_read_user(&ret, sizeof(ret), (void *)rec->sp) &&
-	       ret == rec->ret_addr;
+	if (!is_free_shape(cookie) || addr != rec->addr ||
+	    GM_COOKIE_SPACE(cookie) != GM_COOKIE_SPACE(rec->cookie))
+		return false;
+	if (sp == rec->sp)
+		return GM_COOKIE_API(cookie) == GM_COOKIE_API(rec->cookie) &&
+		       now - rec->time_ns < GM_SAME_TRAP_NS;
+	return !bpf_probe_read_user(&ret, sizeof(ret), (void *)rec->sp) && ret == rec->ret_addr;
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
@@ -328,13 +339,14 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 				      __u64 size, __u64 height, __u64 addr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 sp = PT_REGS_SP(ctx), cookie;
+	__u64 sp = PT_REGS_SP(ctx), cookie, now;
 	struct gm_inflight *rec = thread_record(id >> 32);
 
 	if (!rec)
 		return 0;
 	cookie = bpf_get_attach_cookie(ctx);
-	if (inside_call(rec, sp)) {
+	now = bpf_ktime_get_ns();
+	if (inside_call(rec, sp, cookie, addr, now)) {
 		count(GM_CNT_NESTED_CALLS);
 		return 0;
 	}
@@ -343,7 +355,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	rec->sp = sp;
 	rec->cookie = cookie;
 	rec->entry_only = is_free_shape(cookie);
-	rec->time_ns = rec->entry_only ? 0 : bpf_ktime_get_ns();	/* an allocation's age */
+	rec->time_ns = now;	/* an allocation's age; a free's, for a second probe of its trap */
 	rec->ret_addr = 0;
 	if (rec->entry_only)
 		bpf_probe_read_user(&rec->ret_addr, sizeof(rec->ret_addr), (void *)sp);
