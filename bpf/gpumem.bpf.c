@@ -270,6 +270,7 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 				      __s32 device);
 static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 					  const struct gm_alloc_info *info);
+static __noinline void first_call(__u32 tgid, struct gm_inflight *rec, __u64 now);
 static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec,
 					 bool at_entry);
 
@@ -365,6 +366,11 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	rec->height = height;
 	rec->addr = addr;
 	identify_process(rec);
+	/* -c: a new process is held at its first call's entry, not at its return, so that
+	 * userspace has read its maps (a shared libpython, mapped after exec) before the first
+	 * allocation's Python stack is walked. */
+	if (hold_new_procs)
+		first_call(id >> 32, rec, now);
 	if (rec->entry_only)
 		free_enter(ctx, rec, id);
 	return 0;
@@ -764,6 +770,13 @@ static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 	if (!ps)
 		count(GM_CNT_PROC_MAP_FULL);
 	return ps;
+}
+
+/* The process's record, made at its first call (and, with -c, the hold: see call_enter). A
+ * function of its own: inlined into call_enter it outgrew the verifier's view of the stack. */
+static __noinline void first_call(__u32 tgid, struct gm_inflight *rec, __u64 now)
+{
+	proc_stats(tgid, rec, now);
 }
 
 static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key, bool *created)

@@ -90,8 +90,8 @@ def test_probes_sit_past_the_cmpl_on_the_stub_shapes_and_at_the_symbol_otherwise
             assert symbols[api] not in placed, api
             assert any(line.startswith(f"gpumem: {api}: probe at +{shift} ({why})")
                        for line in said), (api, said)
-    if not shift:
-        assert said == [], said
+    # (Where no probe moves, the links above say so for this file; -v's lines name a file by
+    # its descriptor, and a host may have other CUDA libraries whose probes move.)
     # The other probed functions (the runtime's, the C mock's) all start at their symbols.
     assert placed <= {off + shift if api in STUBBED else off for api, off in symbols.items()}
 

@@ -65,6 +65,7 @@ struct python {
 	int procs_fd, stacks_fd;
 	bool read_only;		/* a running agent's maps: it registers, this only names */
 	uint64_t *refused;
+	bool final;		/* the examination at a process's first call: no later one */
 	struct py_interp *interps;
 	size_t ninterps;
 	struct intern names;
@@ -347,6 +348,13 @@ static void refuse(struct python *py, struct py_interp *pi, const char *module, 
 	p_debug("PID %d: no Python frames from %s: %s", pi->pid, module, why);
 }
 
+void python_examine_final(struct python *py, int pid)
+{
+	py->final = true;
+	python_examine_pid(py, pid);
+	py->final = false;
+}
+
 void python_on_traced(struct python *py, int pid)
 {
 	struct py_interp *pi = find_interp(py, pid);
@@ -418,6 +426,12 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 	if (!why)
 		why = check_live(pi->pid, &l, val.runtime, val.code_type);
 	val.off = l.walk;
+	if (why && !py->final) {
+		/* Early (at exec, at a library's open) the loader may not have relocated it yet:
+		 * looked at again at the process's first call, where a mismatch is final. */
+		p_debug("PID %d: %s: %s; looked at again at its first call", pi->pid, m->path, why);
+		return false;
+	}
 	if (why) {
 		refuse(py, pi, m->path, why);
 		return true;

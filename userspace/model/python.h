@@ -23,6 +23,9 @@ void python_on_exec(struct python *py, int pid);
 /* pid opened a CUDA library or made its first call (a target is held at both): examined now
  * if it was not, its interpreter mapped by then (at exec, a shared libpython is not yet). */
 void python_examine_pid(struct python *py, int pid);
+/* python_examine_pid at a process's first call, where a failed check of the live process is
+ * final (earlier ones are tried again then). */
+void python_examine_final(struct python *py, int pid);
 /* pid allocates: a refusal of its interpreter now counts in python_refused. */
 void python_on_traced(struct python *py, int pid);
 /* pid's module map was read: examined once, if it was not at exec. */

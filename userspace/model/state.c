@@ -506,7 +506,7 @@ void state_on_process_new(struct state *s, const struct gm_call_event *e)
 	if (!p->comm[0])
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 	if (s->py && p->alive)
-		python_examine_pid(s->py, p->pid);
+		python_examine_final(s->py, p->pid);
 	if (s->py)
 		python_on_traced(s->py, p->pid);
 }
