@@ -695,15 +695,6 @@ static __always_inline __u64 current_ctx(struct gm_inflight *rec, __u32 tgid, __
 	return info->primary ? GM_CTX_PRIMARY | (__u32)info->device : key.ctx;
 }
 
-/* The device a failed allocation asked memory of. */
-static __always_inline __s32 failed_device(struct gm_inflight *rec, __u32 tgid)
-{
-	__s32 device;
-
-	current_ctx(rec, tgid, &device);
-	return device;
-}
-
 /* The process's pid as its own pid namespace numbers it (what `ps` shows in its container). */
 static __always_inline __u64 namespace_pid(void)
 {
@@ -1475,7 +1466,8 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 {
 	struct gm_site_key skey = { .tgid = tgid, .gen = gen, .stack_id = info->stack_id,
 				    .api = info->api, .kind = info->kind,
-				    .py_stack_id = info->py_stack_id };
+				    .py_stack_id = info->py_stack_id,
+				    .gpu = gm_site_gpu(info->kind, info->layer, info->device) };
 	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
@@ -1599,10 +1591,13 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	__s32 stack_id = user_stack(ctx, rec, false);
 	bool new_site = false;
 
+	/* The context and device it is charged to (a failure: the device it asked of). */
+	info.ctx = current_ctx(rec, tgid, &info.device);
 	skey.stack_id = stack_id;
 	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(rec->cookie);
 	skey.kind = kind;
+	skey.gpu = gm_site_gpu(kind, GM_COOKIE_LAYER(rec->cookie), info.device);
 	ps = proc_stats(tgid, rec, now);
 	ss = site_stats(&skey, &new_site);
 	if (new_site && ps)
@@ -1625,7 +1620,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 		if (ss)
 			__sync_fetch_and_add(&ss->failed_count, 1);
 		emit_record(GM_REC_ALLOC_FAILED, rec->cookie, rec, tgid, tid, stack_id, py_stack_id,
-			    kind, 0, size, rc, total, tensors, failed_device(rec, tgid));
+			    kind, 0, size, rc, total, tensors, info.device);
 		return;
 	}
 
@@ -1652,7 +1647,6 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
-	info.ctx = current_ctx(rec, tgid, &info.device);
 	if (!insert_live(&akey, &info))
 		return;
 	if (ss)
@@ -1797,11 +1791,16 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
 	bool new_site = false;
+	long device = GM_DEVICE_UNKNOWN;
 
+	/* c10's DeviceIndex, an int8: a value out of range is a device not known. */
+	if (bpf_usdt_arg(ctx, 1, &device) || device < 0 || device > 127)
+		device = GM_DEVICE_UNKNOWN;
 	skey.stack_id = user_stack(ctx, rec, false);
 	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(cookie);
 	skey.kind = GM_COOKIE_KIND(cookie);
+	skey.gpu = gm_site_gpu(skey.kind, GM_LAYER_TENSOR, device);
 	ps = proc_stats(tgid, rec, now);
 	ss = site_stats(&skey, &new_site);
 	if (new_site && stack_mode == GM_STACKS_DWARF && skey.stack_id >= 0)
@@ -1813,7 +1812,8 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	info.api = skey.api;
 	info.kind = skey.kind;
 	info.layer = GM_LAYER_TENSOR;
-	info.device = GM_DEVICE_UNKNOWN;	/* never released with a context: PyTorch frees it */
+	info.device = (__s32)device;	/* its site's; never released with a context */
+	info.ctx = 0;
 	if (!insert_live(&akey, &info))
 		return;
 	if (ss)
@@ -1825,7 +1825,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	}
 	if (stream_calls())
 		emit_record(GM_REC_ALLOC, cookie, rec, tgid, tid, skey.stack_id, py_stack_id,
-			    skey.kind, ptr, size, 0, reserved, tensors, GM_DEVICE_UNKNOWN);
+			    skey.kind, ptr, size, 0, reserved, tensors, (__s32)device);
 }
 
 /* The thread's record, for its process's generation and its Python thread state only: a
@@ -1846,8 +1846,8 @@ static __always_inline struct gm_inflight *tensor_thread(__u32 tgid)
 	return rec;
 }
 
-/* pytorch:malloc(ptr, device, size, stream): only the two arguments used are read (each read
- * looks up the probe's argument spec). */
+/* pytorch:malloc(ptr, device, size, stream): the stream is not read (each read looks up the
+ * probe's argument spec); the device is read by tensor_alloc. */
 SEC("usdt")
 int tensor_malloc(struct pt_regs *ctx)
 {

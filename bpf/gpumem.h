@@ -23,7 +23,7 @@
  * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
  * thread's current context); allocations carry their context and device, processes their GPU
  * bytes per device, call records their device. */
-#define GM_LAYOUT_VERSION 11
+#define GM_LAYOUT_VERSION 12
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -71,6 +71,15 @@ static inline int gm_kind_is_gpu(__u32 kind)
 {
 	return kind == GM_KIND_DEVICE || kind == GM_KIND_MANAGED || kind == GM_KIND_ASYNC ||
 	       kind == GM_KIND_VMM;
+}
+
+/* A site's gpu: the device + 1 of the kinds that are GPU memory and of tensors (which live in
+ * it), 0 for the others (host memory, address space, imports) and a device not known. */
+static inline __u32 gm_site_gpu(__u32 kind, __u32 layer, __s32 device)
+{
+	if (device < 0 || (!gm_kind_is_gpu(kind) && layer != GM_LAYER_TENSOR))
+		return 0;
+	return (__u32)device + 1;
 }
 
 /* The argument layout of a probed function; one BPF entry program per shape. */
@@ -287,7 +296,9 @@ struct gm_site_key {
 	__u16 api;		/* the probe table's row, GM_COOKIE_API: 16 bits */
 	__u16 kind;		/* enum gm_kind */
 	__s32 py_stack_id;	/* the Python stack (py_stacks); negative: none */
-	__u32 pad;		/* 0: keys are compared byte for byte */
+	__u32 gpu;		/* gm_site_gpu(): the device + 1 of GPU memory, 0 for host memory
+				 * and a device not known; a stack allocating on two devices is
+				 * two sites */
 };
 _Static_assert(sizeof(struct gm_site_key) == 24, "gm_site_key has no hidden padding");
 _Static_assert(sizeof(struct gm_proc_key) == 8, "gm_proc_key has no hidden padding");

@@ -315,6 +315,18 @@ def test_each_allocation_has_the_device_of_its_thread_two_gpus():
     assert_nothing_lost(report)
 
 
+def test_one_call_site_on_two_gpus_is_a_site_on_each():
+    report, rc = run_snapshot_c([APIS, "samesite"], env=TWO_GPUS)
+    assert rc == 0
+    proc = only_proc(report)
+    assert proc["by_gpu"] == [{"gpu": 0, "bytes": 2000}, {"gpu": 1, "bytes": 2000}]
+    sites = [s for s in proc["sites"] if s["api"] == "cudaMalloc"]
+    assert len({s["stack_id"] for s in sites}) == 1     # one line of code
+    assert sorted((s["gpu"], s["current_bytes"], s["current_allocs"]) for s in sites) == \
+        [(0, 2000, 2), (1, 2000, 1)]
+    assert_nothing_lost(report)
+
+
 def test_trace_and_failures_carry_the_gpu_of_each_call():
     events, rc = run_trace_c([APIS, "devices"], env=TWO_GPUS)
     assert rc == 0

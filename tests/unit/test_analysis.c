@@ -192,15 +192,38 @@ static void test_oom_context_lists_largest_holders_first(void **state)
 	f.sites[1][2].st.current_bytes = 9 * KIB;
 	f.sites[1][3].st.current_bytes = 3 * KIB;
 	fake_at(&f, SEC);
-	oom_context_of(&f.snap, f.proc[1].pid, &c);
+	oom_context_of(&f.snap, f.proc[1].pid, 0, &c);
 	assert_ptr_equal(c.p, &f.proc[1]);
 	assert_int_equal(c.ntop, 3);
 	assert_ptr_equal(c.top[0], &f.sites[1][2]);
 	assert_ptr_equal(c.top[1], &f.sites[1][3]);
 	assert_ptr_equal(c.top[2], &f.sites[1][0]);
-	oom_context_of(&f.snap, 12345, &c);	/* not in the snapshot */
+	oom_context_of(&f.snap, 12345, 0, &c);	/* not in the snapshot */
 	assert_null(c.p);
 	assert_int_equal(c.ntop, 0);
+}
+
+static void test_oom_context_takes_the_sites_of_the_device_that_failed(void **state)
+{
+	struct oom_context c;
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 1, 3);
+	f.sites[0][0].st.current_bytes = 9 * KIB;	/* GPU 0: not where it ran out */
+	f.sites[0][0].gpu = 1;
+	f.sites[0][1].st.current_bytes = 1 * KIB;
+	f.sites[0][1].gpu = 2;
+	f.sites[0][2].st.current_bytes = 3 * KIB;
+	f.sites[0][2].gpu = 2;
+	fake_at(&f, SEC);
+	oom_context_of(&f.snap, f.proc[0].pid, 2, &c);	/* failed on GPU 1 */
+	assert_int_equal(c.ntop, 2);
+	assert_ptr_equal(c.top[0], &f.sites[0][2]);
+	assert_ptr_equal(c.top[1], &f.sites[0][1]);
+	oom_context_of(&f.snap, f.proc[0].pid, 0, &c);	/* its device not known: every site */
+	assert_int_equal(c.ntop, 3);
+	assert_ptr_equal(c.top[0], &f.sites[0][0]);
 }
 
 static void test_history_forgets_a_process_that_left_the_snapshots(void **state)
@@ -235,6 +258,7 @@ int main(void)
 		cmocka_unit_test(test_short_run_is_judged_on_lifetime_totals),
 		cmocka_unit_test(test_step_rate_is_the_common_frequency_of_recurring_sites),
 		cmocka_unit_test(test_oom_context_lists_largest_holders_first),
+		cmocka_unit_test(test_oom_context_takes_the_sites_of_the_device_that_failed),
 		cmocka_unit_test(test_history_forgets_a_process_that_left_the_snapshots),
 	};
 

@@ -307,7 +307,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 28);	/* with VMM mapped, reserved and per-GPU memory */
+	assert_int_equal(count_prefix(text, "# TYPE "), 30);	/* with VMM and per-GPU families */
 	free(text);
 }
 
@@ -357,20 +357,20 @@ static void test_sites_with_the_same_short_stack_are_one_series(void **state)
 
 	/* Two stacks that differ below their first three named frames: 600 + 400. */
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"leaf<-mid<-top\","
-					  "api=\"cudaMalloc\",kind=\"device\"} 1000"), 1);
+					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"unknown\"} 1000"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"alloc_managed<-main\","
-					  "api=\"cudaMallocManaged\",kind=\"managed\"} 200"), 1);
+					  "api=\"cudaMallocManaged\",kind=\"managed\",gpu=\"unknown\"} 200"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"libfoo.so+0x10\","
-					  "api=\"cudaMallocAsync\",kind=\"async\"} 30"), 1);
+					  "api=\"cudaMallocAsync\",kind=\"async\",gpu=\"unknown\"} 30"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"[no stack]\","
-					  "api=\"cudaMalloc\",kind=\"device\"} 0"), 1);
+					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"unknown\"} 0"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"small\","
-					  "api=\"unknown\",kind=\"device\"} 3"), 1);
+					  "api=\"unknown\",kind=\"device\",gpu=\"unknown\"} 3"), 1);
 	assert_int_equal(count_prefix(text, site), 5);
 	assert_int_equal(count_line(text, "gpumem_site_host_pinned_memory_bytes{" P100 ",site=\"pin_buffer<-main\","
 					  "api=\"cudaMallocHost\"} 4096"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P300 ",site=\"small\","
-					  "api=\"cudaMalloc\",kind=\"device\"} 50"), 1);
+					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"unknown\"} 50"), 1);
 	free(text);
 }
 
@@ -412,6 +412,33 @@ static void test_containers_and_pods_sum_their_processes(void **state)
 	snprintf(line, sizeof(line), "gpumem_pod_processes{%s} 2", pod);
 	assert_int_equal(count_line(text, line), 1);
 	assert_int_equal(count_prefix(text, "gpumem_container_processes{"), 1);
+	free(text);
+}
+
+static void test_containers_and_sites_have_their_bytes_per_gpu(void **state)
+{
+	struct fake *f = *state;
+	const char *c = "container=\"" CID "\",pod=\"" PUID "\",namespace=\"ns\\\"1\",pod_name=\"pod" R
+			"(\\n\",container_name=\"train" R "\"";
+	char *text, line[1024];
+
+	f->proc[0].st.gpu_bytes[0] = 1000;
+	f->proc[0].st.gpu_bytes[1] = 230;
+	f->proc[2].st.gpu_bytes[1] = 50;
+	f->proc[2].st.gpu_bytes[GM_MAX_GPUS] = 7;	/* a device not known */
+	f->site300.gpu = 2;				/* GPU 1 */
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"0\"} 1000", c);
+	assert_int_equal(count_line(text, line), 1);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"1\"} 280", c);
+	assert_int_equal(count_line(text, line), 1);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"unknown\"} 7", c);
+	assert_int_equal(count_line(text, line), 1);
+	assert_int_equal(count_prefix(text, "gpumem_container_gpu_memory_bytes{"), 3);
+	assert_int_equal(count_prefix(text, "gpumem_pod_gpu_memory_bytes{"), 3);
+	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P300 ",site=\"small\","
+					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"1\"} 50"), 1);
 	free(text);
 }
 
@@ -533,6 +560,7 @@ int main(void)
 		FAKE(test_sites_with_the_same_short_stack_are_one_series),
 		FAKE(test_site_series_keep_the_largest_sites_up_to_the_bound),
 		FAKE(test_containers_and_pods_sum_their_processes),
+		FAKE(test_containers_and_sites_have_their_bytes_per_gpu),
 		FAKE(test_every_loss_counter_has_a_reason_and_build_info_its_version),
 		FAKE(test_promtool_check_metrics_accepts_the_exposition),
 		FAKE(test_nvml_up_says_why_nvml_gave_no_numbers),

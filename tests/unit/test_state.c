@@ -148,18 +148,18 @@ static const struct {
 
 static const struct {
 	struct gm_alloc_key k;
-	struct gm_alloc_info v;
+	struct gm_alloc_info v;	/* device -1 (not known): the sites above have gpu 0 */
 } allocs[] = {
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000000000 },
-	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0, 0 } },
+	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 } },
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000200000 },
-	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0, 0 } },
+	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 } },
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000400000 },
-	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER, -1, 0, 0 } },
+	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER, -1, -1, 0 } },
 	{ { PID_B, GEN_B, GM_SPACE_ADDR, 0, 0x7f0000600000 },
-	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0, 0 } },
+	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 } },
 	{ { PID_B, GEN_B, GM_SPACE_VMM_HANDLE, 0, 0x7f0000000000 },
-	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER, -1, 0, 0 } },
+	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER, -1, -1, 0 } },
 };
 #define NALLOCS_A 3
 
@@ -414,7 +414,7 @@ static const struct gm_site_stats site_new_stats = {
 static const struct gm_alloc_key alloc_new = { PID_A, GEN_A2, GM_SPACE_ADDR, 0,
 					       0x7f0000000000 };
 static const struct gm_alloc_info alloc_new_info = { 4 * MIB, 19500, 7, API_CUDA_MALLOC,
-						     GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, 0, 0 };
+						     GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 };
 
 static void fill_new_process(const struct fixture *fx)
 {

@@ -506,13 +506,28 @@ static int run_devices(void)
 	return rt_alloc(&p, 8000);
 }
 
+/* ---- samesite (GPUMEM_MOCK_DEVICES=2): one call site on two devices ----
+ * One line allocates 1,000 on GPU 0, 2,000 on GPU 1, 1,000 on GPU 0 again: two sites of one
+ * stack, GPU 0 2,000 in 2, GPU 1 2,000 in 1. */
+static int run_samesite(void)
+{
+	static const int devices[] = { 0, 1, 0 };
+	void *p;
+
+	for (size_t i = 0; i < sizeof(devices) / sizeof(devices[0]); i++) {
+		if (set_device(devices[i]) || rt_alloc(&p, 1000 * (uint64_t)(devices[i] + 1)))
+			return 1;
+	}
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(void);
 } scenarios[] = {
 	{ "arrays", run_arrays },   { "drvarrays", run_drvarrays }, { "register", run_register },
 	{ "vmm", run_vmm },	    { "ipc", run_ipc },		    { "contexts", run_contexts },
-	{ "devices", run_devices },
+	{ "devices", run_devices }, { "samesite", run_samesite },
 };
 
 int main(int argc, char **argv)
@@ -534,6 +549,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices\n", argv[0]);
+	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices|samesite\n", argv[0]);
 	return 2;
 }

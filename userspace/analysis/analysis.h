@@ -67,10 +67,12 @@ void leak_report_free(struct leak_report *r);
 
 struct oom_context {
 	const struct snap_proc *p;	/* NULL: not in the snapshot (ended and let go) */
-	const struct snap_site *top[OOM_TOP_SITES];	/* what it held most, largest first */
+	const struct snap_site *top[OOM_TOP_SITES];	/* what it held most on the device that
+							 * failed, largest first */
 	size_t ntop;
 };
 
-void oom_context_of(const struct snapshot *snap, int pid, struct oom_context *out);
+/* gpu: the failure's device + 1, whose sites alone are taken; 0 (not known): every site. */
+void oom_context_of(const struct snapshot *snap, int pid, uint32_t gpu, struct oom_context *out);
 
 #endif

@@ -46,6 +46,8 @@ static int key_cmp(const struct hist_key *a, const struct hist_key *b)
 		return a->api < b->api ? -1 : 1;
 	if (a->kind != b->kind)
 		return a->kind < b->kind ? -1 : 1;
+	if (a->gpu != b->gpu)
+		return a->gpu < b->gpu ? -1 : 1;
 	return 0;
 }
 
@@ -105,7 +107,7 @@ struct hist_key hist_key_site(const struct snap_proc *p, const struct snap_site 
 {
 	return (struct hist_key){ .serial = p->serial, .stack_id = ss->stack_id,
 				  .py_stack_id = ss->py_stack_id, .api = ss->api,
-				  .kind = ss->kind };
+				  .kind = ss->kind, .gpu = ss->gpu };
 }
 
 static int serial_cmp(const void *a, const void *b)

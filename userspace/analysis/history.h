@@ -17,6 +17,7 @@ struct hist_key {
 	int32_t stack_id;	/* HIST_PROCESS: the process's totals */
 	int32_t py_stack_id;	/* negative: none */
 	uint32_t api, kind;
+	uint32_t gpu;		/* the site's (snap_site.gpu) */
 };
 
 struct hist_sample {

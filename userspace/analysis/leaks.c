@@ -99,8 +99,10 @@ static int site_rank_cmp(const void *a, const void *b)
 		return x->ss->st.alloc_bytes_total > y->ss->st.alloc_bytes_total ? -1 : 1;
 	if (x->ss->stack_id != y->ss->stack_id)
 		return (x->ss->stack_id > y->ss->stack_id) - (x->ss->stack_id < y->ss->stack_id);
-	return (x->ss->py_stack_id > y->ss->py_stack_id) -
-	       (x->ss->py_stack_id < y->ss->py_stack_id);
+	if (x->ss->py_stack_id != y->ss->py_stack_id)
+		return (x->ss->py_stack_id > y->ss->py_stack_id) -
+		       (x->ss->py_stack_id < y->ss->py_stack_id);
+	return (x->ss->gpu > y->ss->gpu) - (x->ss->gpu < y->ss->gpu);
 }
 
 static int proc_rank_cmp(const void *a, const void *b)

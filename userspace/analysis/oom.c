@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The context of a failed allocation: the process's numbers and the sites that held the most
- * at that instant, from the snapshot taken when the failure arrived. */
+ * at that instant on the device that failed, from the snapshot taken when the failure
+ * arrived. */
 #include <string.h>
 #include "analysis.h"
 
-void oom_context_of(const struct snapshot *snap, int pid, struct oom_context *out)
+void oom_context_of(const struct snapshot *snap, int pid, uint32_t gpu, struct oom_context *out)
 {
 	const struct snap_proc *p = snapshot_find(snap, pid);
 
@@ -16,7 +17,7 @@ void oom_context_of(const struct snapshot *snap, int pid, struct oom_context *ou
 		const struct snap_site *ss = &p->sites[i];
 		size_t j;
 
-		if (!ss->st.current_bytes)
+		if (!ss->st.current_bytes || (gpu && ss->gpu != gpu))
 			continue;
 		if (out->ntop == OOM_TOP_SITES &&
 		    ss->st.current_bytes <= out->top[out->ntop - 1]->st.current_bytes)

@@ -68,12 +68,35 @@ static void site_sample(struct chrome *c, const struct tl_proc *p, const struct 
 		put_rec(c, &r);
 }
 
+/* What the process holds on one device (slot g of tl_proc.gpu_bytes). */
+static void gpu_sample(struct chrome *c, const struct tl_proc *p, uint32_t g, uint64_t wall_ns)
+{
+	struct chrome_rec r = { .wall_ns = wall_ns, .value = p->gpu_bytes[g],
+				.proc = (uint32_t)p->index, .site = g, .type = REC_GPU };
+
+	put_rec(c, &r);
+}
+
+/* The device slot of a site's GPU memory, or -1 (host memory, tensors). */
+static int site_gpu_slot(const struct tl_site *site, bool tensor)
+{
+	if (tensor || !gm_kind_is_gpu(site->kind))
+		return -1;
+	return site->gpu && site->gpu <= GM_MAX_GPUS ? (int)site->gpu - 1 : GM_MAX_GPUS;
+}
+
 /* The end of a process: the driver frees everything it held. */
 static void process_end(struct chrome *c, struct tl_proc *p, uint64_t wall_ns)
 {
 	process_sample(c, p, wall_ns, 0);
 	if (p->has_tensors)
 		tensor_sample(c, p, wall_ns, 0);
+	for (uint32_t g = 0; g <= GM_MAX_GPUS; g++) {
+		if (!p->gpu_bytes[g])
+			continue;
+		p->gpu_bytes[g] = 0;
+		gpu_sample(c, p, g, wall_ns);
+	}
 	for (size_t i = 0; i < p->site_keys.n; i++) {
 		if (!p->sites[i].bytes)
 			continue;
@@ -99,6 +122,14 @@ static void chrome_event(struct exporter *x, const struct snap_event *e)
 		if (ch.early_free && ch.early_site != ch.site)
 			site_sample(c, ch.p, ch.early_site, e->wall_ns);
 		site_sample(c, ch.p, ch.site, e->wall_ns);
+		if (ch.early_free && site_gpu_slot(ch.early_site, ch.tensor) !=
+					     site_gpu_slot(ch.site, ch.tensor) &&
+		    site_gpu_slot(ch.early_site, ch.tensor) >= 0)
+			gpu_sample(c, ch.p, (uint32_t)site_gpu_slot(ch.early_site, ch.tensor),
+				   e->wall_ns);
+		if (site_gpu_slot(ch.site, ch.tensor) >= 0)
+			gpu_sample(c, ch.p, (uint32_t)site_gpu_slot(ch.site, ch.tensor),
+				   e->wall_ns);
 		break;
 	case TL_FAILED:
 		r = (struct chrome_rec){ .wall_ns = e->wall_ns, .value = e->ev->size,

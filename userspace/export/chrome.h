@@ -11,14 +11,14 @@
 #define CHROME_TOP_SITES 10	/* site tracks per process */
 #define CHROME_SITE_FRAMES 3	/* frames in a site track's name */
 
-enum rec_type { REC_PROCESS, REC_SITE, REC_FAILURE, REC_TENSORS };
+enum rec_type { REC_PROCESS, REC_SITE, REC_FAILURE, REC_TENSORS, REC_GPU };
 
 /* One sample, as the scratch file keeps it until the end. */
 struct chrome_rec {
 	uint64_t wall_ns;
 	uint64_t value;		/* bytes; a failure: the size asked for */
 	uint32_t proc;		/* the timeline's process index */
-	uint32_t site;		/* the process's site index */
+	uint32_t site;		/* the process's site index; REC_GPU: the device slot */
 	uint32_t tid;
 	int32_t error;
 	uint16_t api;

@@ -34,9 +34,19 @@ static void site_name(char *buf, size_t len, const struct tl_site *site)
 	if (!n && at < len)
 		at += (size_t)snprintf(buf + at, len - at, "[no stack]");
 	if (at < len)
-		snprintf(buf + at, len - at, " (%s %s #%d)", probe_api_name(site->api),
-			 probe_is_tensor(site->api) ? "tensor" : kind_name(site->kind),
-			 site->stack_id);
+		at += (size_t)snprintf(buf + at, len - at, " (%s %s #%d", probe_api_name(site->api),
+				       probe_is_tensor(site->api) ? "tensor" : kind_name(site->kind),
+				       site->stack_id);
+	if (site->gpu && at < len)
+		at += (size_t)snprintf(buf + at, len - at, " on GPU %u", site->gpu - 1);
+	if (at < len)
+		snprintf(buf + at, len - at, ")");
+}
+
+/* Whether a process's memory was on a device other than GPU 0: a track per device then. */
+static bool many_gpus(const struct tl_proc *p)
+{
+	return (p->gpus & ~1u) != 0;
 }
 
 static int by_peak(const void *a, const void *b, void *sites)
@@ -150,12 +160,21 @@ static void record(struct json_writer *w, const struct exporter *x, const struct
 		   site_names *names, const struct chrome_rec *r)
 {
 	const struct tl_proc *p = r->proc < tl->nprocs ? tl->procs[r->proc] : NULL;
+	char name[32];
 
-	if (!p || (r->type != REC_PROCESS && r->site >= p->site_keys.n))
+	if (!p || (r->type != REC_PROCESS && r->type != REC_GPU && r->site >= p->site_keys.n))
 		return;
-	if (r->type == REC_PROCESS)
+	if (r->type == REC_PROCESS) {
 		counter(w, x, p, "GPU memory", r);
-	else if (r->type == REC_TENSORS)
+	} else if (r->type == REC_GPU) {
+		if (!many_gpus(p))
+			return;		/* "GPU memory" says it all */
+		if (r->site < GM_MAX_GPUS)
+			snprintf(name, sizeof(name), "GPU %u memory", r->site);
+		else
+			snprintf(name, sizeof(name), "GPU ? memory");
+		counter(w, x, p, name, r);
+	} else if (r->type == REC_TENSORS)
 		counter(w, x, p, "Tensor memory", r);
 	else if (r->type == REC_SITE && names[r->proc][r->site])
 		counter(w, x, p, names[r->proc][r->site], r);

@@ -2,7 +2,8 @@
 /* --format folded: the final snapshot as folded stacks, one `frame;frame;...;frame BYTES` line
  * per distinct stack of each process, root first and the call site last, weighted by the GPU
  * bytes held at the end (for a process that ended: when it ended; pinned host memory is left
- * out, as in every GPU total). The process is the root: its comm, then "pid N". For
+ * out, as in every GPU total). The process is the root: its comm, then "pid N", then, for a
+ * process whose memory is on more than GPU 0, "GPU N" ("GPU ?": a device not known). For
  * flamegraph.pl, speedscope, inferno and the other flame-graph tools. */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,8 +37,9 @@ static size_t append_frame(char *line, size_t at, const char *name)
 	return at;
 }
 
-static size_t stack_line(char *line, const struct snap_proc *p, const struct snap_stack *st)
+static size_t stack_line(char *line, const struct snap_proc *p, const struct snap_site *ss)
 {
+	const struct snap_stack *st = ss->stack;
 	char name[512], comm[GM_COMM_LEN + 1];
 	size_t at;
 
@@ -47,6 +49,13 @@ static size_t stack_line(char *line, const struct snap_proc *p, const struct sna
 		line[i] = line[i] == ';' ? ':' : line[i];
 	snprintf(name, sizeof(name), "pid %d", p->pid);
 	at = append_frame(line, at, name);
+	if (snap_proc_many_gpus(p)) {
+		if (ss->gpu)
+			snprintf(name, sizeof(name), "GPU %u", ss->gpu - 1);
+		else
+			snprintf(name, sizeof(name), "GPU ?");
+		at = append_frame(line, at, name);
+	}
 	if (!st || !st->nframes)
 		return append_frame(line, at, "[no stack]");
 	for (uint32_t i = st->nframes; i-- > 0;)
@@ -78,7 +87,7 @@ static void process_lines(struct folded *fd, const struct snap_proc *p)
 
 		if (!ss->st.current_bytes || !export_kind_is_gpu(ss->kind))
 			continue;
-		len = stack_line(line, p, ss->stack);
+		len = stack_line(line, p, ss);
 		add_line(fd, line, len, ss->st.current_bytes);
 	}
 	for (size_t i = 0; i < fd->lines.n; i++)

@@ -45,7 +45,7 @@ static void mv_proc_free(void *priv)
 
 /* Appends an entry to p's trace; past MEMVIZ_MAX_ENTRIES the oldest goes. */
 static void push(struct tl_proc *p, enum mv_action action, const struct snap_event *e,
-		 uint64_t addr, uint64_t size, bool tensor)
+		 uint64_t addr, uint64_t size, bool tensor, uint32_t gpu)
 {
 	struct mv_proc *mp = p->priv;
 	struct mv_entry *slot;
@@ -66,7 +66,8 @@ static void push(struct tl_proc *p, enum mv_action action, const struct snap_eve
 	}
 	*slot = (struct mv_entry){ .addr = addr, .size = size, .wall_ns = e->wall_ns,
 				   .stack = e->stack ? snap_stack_get(e->stack) : NULL,
-				   .action = (uint8_t)action, .tensor = tensor };
+				   .action = (uint8_t)action, .device = memviz_device(gpu),
+				   .tensor = tensor };
 }
 
 static void memviz_event(struct exporter *x, const struct snap_event *e)
@@ -74,38 +75,43 @@ static void memviz_event(struct exporter *x, const struct snap_event *e)
 	struct memviz *m = x->priv;
 	struct tl_change ch;
 	uint64_t addr, size;
+	uint32_t gpu;
 
 	timeline_apply(&m->tl, e, &ch);
 	if (ch.what == TL_NONE || ch.what == TL_EXIT || !export_kind_is_gpu(ch.site->kind))
 		return;
+	gpu = ch.site->gpu;
 	addr = ch.alloc.addr;
 	size = ch.alloc.size;
 	if (ch.tensor) {	/* a block of a segment */
 		if (ch.what == TL_ALLOC) {
-			push(ch.p, MV_ALLOC, e, addr, size, true);
+			push(ch.p, MV_ALLOC, e, addr, size, true, gpu);
 		} else {
-			push(ch.p, MV_FREE_REQUESTED, e, addr, size, true);
-			push(ch.p, MV_FREE_COMPLETED, e, addr, size, true);
+			push(ch.p, MV_FREE_REQUESTED, e, addr, size, true, gpu);
+			push(ch.p, MV_FREE_COMPLETED, e, addr, size, true, gpu);
 		}
 		return;
 	}
 	switch (ch.what) {
 	case TL_ALLOC:
 		if (ch.early_free) {	/* the address's last allocation, whose free is late */
-			push(ch.p, MV_FREE_REQUESTED, e, ch.early.addr, ch.early.size, false);
-			push(ch.p, MV_FREE_COMPLETED, e, ch.early.addr, ch.early.size, false);
-			push(ch.p, MV_SEGMENT_FREE, e, ch.early.addr, ch.early.size, false);
+			push(ch.p, MV_FREE_REQUESTED, e, ch.early.addr, ch.early.size, false,
+			     ch.early_site->gpu);
+			push(ch.p, MV_FREE_COMPLETED, e, ch.early.addr, ch.early.size, false,
+			     ch.early_site->gpu);
+			push(ch.p, MV_SEGMENT_FREE, e, ch.early.addr, ch.early.size, false,
+			     ch.early_site->gpu);
 		}
-		push(ch.p, MV_SEGMENT_ALLOC, e, addr, size, false);
-		push(ch.p, MV_ALLOC, e, addr, size, false);
+		push(ch.p, MV_SEGMENT_ALLOC, e, addr, size, false, gpu);
+		push(ch.p, MV_ALLOC, e, addr, size, false, gpu);
 		break;
 	case TL_FREE:
-		push(ch.p, MV_FREE_REQUESTED, e, addr, size, false);
-		push(ch.p, MV_FREE_COMPLETED, e, addr, size, false);
-		push(ch.p, MV_SEGMENT_FREE, e, addr, size, false);
+		push(ch.p, MV_FREE_REQUESTED, e, addr, size, false, gpu);
+		push(ch.p, MV_FREE_COMPLETED, e, addr, size, false, gpu);
+		push(ch.p, MV_SEGMENT_FREE, e, addr, size, false, gpu);
 		break;
 	default:
-		push(ch.p, MV_OOM, e, 0, e->ev->size, false);
+		push(ch.p, MV_OOM, e, 0, e->ev->size, false, e->ev->gpu);
 		break;
 	}
 }

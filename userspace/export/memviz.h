@@ -19,8 +19,15 @@ struct mv_entry {
 	uint64_t addr, size, wall_ns;
 	struct snap_stack *stack;	/* a reference; NULL: none recorded */
 	uint8_t action;			/* enum mv_action */
+	uint8_t device;			/* its device; not known: 0 */
 	bool tensor;			/* a PyTorch tensor's (a block), else a segment's */
 };
+
+/* The device memory_viz shows a site's memory on: its own, 0 when not known. */
+static inline uint8_t memviz_device(uint32_t gpu)
+{
+	return gpu && gpu <= GM_MAX_GPUS ? (uint8_t)(gpu - 1) : 0;
+}
 
 /* A process's trace: a ring once it is full (head is then the oldest). */
 struct mv_proc {

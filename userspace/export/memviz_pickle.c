@@ -128,7 +128,7 @@ static void segment(struct writer *w, const struct tl_alloc *a, size_t *next)
 	*next = end;
 	w->tensors_placed += end - first;
 	pk_dict_begin(pk);
-	kv_uint(pk, "device", 0);
+	kv_uint(pk, "device", memviz_device(w->p->sites[a->site].gpu));
 	kv_uint(pk, "address", a->addr);
 	kv_uint(pk, "total_size", a->size);
 	kv_uint(pk, "allocated_size", used);
@@ -215,24 +215,33 @@ static void entry(struct writer *w, const struct mv_entry *e)
 	pk_dict_end(pk);
 }
 
-/* "device_traces": one list per device; everything is device 0. */
+/* "device_traces": one list per device, 0 up to the highest one an entry has (a device not
+ * known is 0). */
 static void device_traces(struct writer *w)
 {
 	const struct mv_proc *mp = w->p->priv;
+	unsigned int devices = 1;
 
+	for (size_t i = 0; mp && i < mp->n; i++)
+		if (mp->ring[i].device >= devices)
+			devices = mp->ring[i].device + 1u;
 	pk_str(&w->pk, "device_traces");
 	pk_list_begin(&w->pk);
-	pk_list_begin(&w->pk);
-	for (size_t i = 0; mp && i < mp->n; i++) {
-		const struct mv_entry *e = &mp->ring[(mp->head + i) % mp->n];
+	for (unsigned int d = 0; d < devices; d++) {
+		pk_list_begin(&w->pk);
+		for (size_t i = 0; mp && i < mp->n; i++) {
+			const struct mv_entry *e = &mp->ring[(mp->head + i) % mp->n];
 
-		/* With tensors, a segment's own block actions are left out: its blocks are them. */
-		if (w->p->has_tensors && !e->tensor && e->action != MV_SEGMENT_ALLOC &&
-		    e->action != MV_SEGMENT_FREE && e->action != MV_OOM)
-			continue;
-		entry(w, e);
+			/* With tensors, a segment's own block actions are left out: its blocks
+			 * are them. */
+			if (e->device != d || (w->p->has_tensors && !e->tensor &&
+					       e->action != MV_SEGMENT_ALLOC &&
+					       e->action != MV_SEGMENT_FREE && e->action != MV_OOM))
+				continue;
+			entry(w, e);
+		}
+		pk_list_end(&w->pk);
 	}
-	pk_list_end(&w->pk);
 	pk_list_end(&w->pk);
 }
 
@@ -255,7 +264,7 @@ static void about(struct writer *w)
 	kv_uint(pk, "unmatched_frees", p->unmatched_frees);
 	/* live tensors in no live segment (it was allocated before the events were streamed) */
 	kv_uint(pk, "tensors_outside_segments", w->ntensors_total - w->tensors_placed);
-	kv_str(pk, "device", "unknown: every allocation is shown on device 0");
+	kv_str(pk, "device", "its own where known; a device not known is shown as 0");
 	pk_dict_end(pk);
 }
 

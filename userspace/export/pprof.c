@@ -164,6 +164,12 @@ static void labels(struct pprof *pp, const struct snap_proc *p, const struct sna
 	label_str(pp, "container_name", ci->container_name);
 	label_str(pp, "api", probe_api_name(ss->api));
 	label_str(pp, "kind", site_kind_name(ss));
+	if (ss->gpu) {	/* the device of its memory: -tagfocus gpu=1 */
+		char gpu[16];
+
+		snprintf(gpu, sizeof(gpu), "%u", ss->gpu - 1);
+		label_str(pp, "gpu", gpu);
+	}
 }
 
 /* A "[no stack]" location for a site whose stack was not recorded. */

@@ -24,7 +24,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 			     " container = ?9, pod = ?10, pod_qos = ?11, pod_name = ?12,"
 			     " pod_namespace = ?13, container_name = ?14 WHERE id = ?1",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, exit_code = ?3 WHERE id = ?1",
-	[ST_SITE_NEW] = "INSERT INTO sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_SITE_NEW] = "INSERT INTO sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_SITE_STACK] = "UPDATE sites SET stack_id = ?2 WHERE id = ?1",
 	[ST_STACK_FIND] = "SELECT id FROM stacks WHERE hash = ?1 AND nframes = ?2",
 	[ST_STACK_NEW] = "INSERT INTO stacks VALUES (?1, ?2, ?3, ?4)",
@@ -236,7 +236,8 @@ static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap
 
 	*site = *alloc = 0;
 	if (e->type == RECDB_EV_ALLOC || e->type == RECDB_EV_ALLOC_FAILED) {
-		s = rec_site_of(r, p, e->stack_id, e->py_stack_id, e->api, e->kind, se->stack);
+		s = rec_site_of(r, p, e->stack_id, e->py_stack_id, e->api, e->kind,
+				gm_site_gpu(e->kind, e->layer, (int32_t)e->gpu - 1), se->stack);
 		*site = s ? s->id : 0;
 	}
 	if (e->type == RECDB_EV_ALLOC) {

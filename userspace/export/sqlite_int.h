@@ -100,8 +100,9 @@ struct rec_proc *rec_proc_of_snapshot(struct recorder *r, const struct snapshot 
 void rec_proc_close(struct recorder *r, struct rec_proc *p, uint64_t end_ns, bool has_code,
 		    int code);
 void rec_proc_identity(struct recorder *r, struct rec_proc *rp, const struct snap_proc *p);
+/* gpu: the site's (snap_site.gpu, gm_site_gpu). */
 struct rec_site *rec_site_of(struct recorder *r, struct rec_proc *p, int32_t stack_key,
-			     int32_t py_stack_id, uint32_t api, uint32_t kind,
+			     int32_t py_stack_id, uint32_t api, uint32_t kind, uint32_t gpu,
 			     struct snap_stack *stack);
 uint64_t rec_stack_row(struct recorder *r, struct snap_stack *st);
 void rec_stacks_flush(struct recorder *r, uint64_t now_wall, bool clear);

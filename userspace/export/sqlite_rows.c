@@ -166,11 +166,12 @@ void rec_proc_identity(struct recorder *r, struct rec_proc *rp, const struct sna
 	rec_step(r, ST_PROC_IDENTITY);
 }
 
-/* The site key beside the process row: the kernel's stack id, the api and the kind. */
-static uint64_t site_key(int32_t stack_key, uint32_t api, uint32_t kind)
+/* The site key beside the process row: the kernel's stack id, the device + 1 (below
+ * GM_MAX_GPUS + 1), the api and the kind. */
+static uint64_t site_key(int32_t stack_key, uint32_t api, uint32_t kind, uint32_t gpu)
 {
-	return (uint64_t)(uint32_t)stack_key << 32 | (uint64_t)(api & 0xffffff) << 8 |
-	       (kind & 0xff);
+	return (uint64_t)(uint32_t)stack_key << 32 | (uint64_t)(gpu & 0xff) << 24 |
+	       (uint64_t)(api & 0xffff) << 8 | (kind & 0xff);
 }
 
 /* The process row (below 2^32) with the Python stack id above it: Python lines that reach one
@@ -181,7 +182,7 @@ static uint64_t site_owner(const struct rec_proc *p, int32_t py_stack_id)
 }
 
 static struct rec_site *site_new(struct recorder *r, struct rec_proc *p, int32_t stack_key,
-				 int32_t py_stack_id, uint32_t api, uint32_t kind,
+				 int32_t py_stack_id, uint32_t api, uint32_t kind, uint32_t gpu,
 				 uint64_t stack_row)
 {
 	struct rec_site *s = xcalloc(1, sizeof(*s));
@@ -202,25 +203,29 @@ static struct rec_site *site_new(struct recorder *r, struct rec_proc *p, int32_t
 		sqlite3_bind_int(st, 7, py_stack_id);
 	else
 		sqlite3_bind_null(st, 7);
+	if (gpu)
+		sqlite3_bind_int(st, 8, (int)gpu - 1);
+	else
+		sqlite3_bind_null(st, 8);
 	rec_step(r, ST_SITE_NEW);
 	p->sites = xrealloc(p->sites, (p->nsites + 1) * sizeof(*p->sites));
 	p->sites[p->nsites++] = s;
-	idmap_put(&r->sites, site_owner(p, py_stack_id), site_key(stack_key, api, kind),
+	idmap_put(&r->sites, site_owner(p, py_stack_id), site_key(stack_key, api, kind, gpu),
 		  (uintptr_t)s, 0);
 	return s;
 }
 
 struct rec_site *rec_site_of(struct recorder *r, struct rec_proc *p, int32_t stack_key,
-			     int32_t py_stack_id, uint32_t api, uint32_t kind,
+			     int32_t py_stack_id, uint32_t api, uint32_t kind, uint32_t gpu,
 			     struct snap_stack *stack)
 {
 	struct idmap_slot *slot = idmap_find(&r->sites, site_owner(p, py_stack_id),
-					     site_key(stack_key, api, kind));
+					     site_key(stack_key, api, kind, gpu));
 	uint64_t row = rec_stack_row(r, stack);
 	struct rec_site *s;
 
 	if (!slot)
-		return site_new(r, p, stack_key, py_stack_id, api, kind, row);
+		return site_new(r, p, stack_key, py_stack_id, api, kind, gpu, row);
 	s = (struct rec_site *)(uintptr_t)slot->v;
 	if (row && row != s->stack_row) {	/* named better since (its exit map came) */
 		s->stack_row = row;

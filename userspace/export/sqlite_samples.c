@@ -113,7 +113,7 @@ static void process_rows(struct recorder *r, const struct snapshot *snap,
 		const struct snap_site *ss = j < p->nsites ? &p->sites[j]
 							    : &p->tensor_sites[j - p->nsites];
 		struct rec_site *s = rec_site_of(r, rp, ss->stack_id, ss->py_stack_id, ss->api,
-						 ss->kind, ss->stack);
+						 ss->kind, ss->gpu, ss->stack);
 
 		site_sample(r, s, ss, tick);
 	}

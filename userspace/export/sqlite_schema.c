@@ -34,7 +34,7 @@ static const char schema_sql[] =
 	" python INTEGER NOT NULL, PRIMARY KEY (stack_id, idx)) WITHOUT ROWID;"
 	"CREATE TABLE sites (id INTEGER PRIMARY KEY, process_id INTEGER NOT NULL,"
 	" stack_key INTEGER NOT NULL, api INTEGER NOT NULL, kind INTEGER NOT NULL,"
-	" stack_id INTEGER, py_stack_id INTEGER);"
+	" stack_id INTEGER, py_stack_id INTEGER, gpu INTEGER);"
 	"CREATE INDEX sites_process ON sites (process_id);"
 	"CREATE TABLE samples (time_ns INTEGER PRIMARY KEY, session_id INTEGER NOT NULL);"
 	"CREATE TABLE process_samples (process_id INTEGER NOT NULL, time_ns INTEGER NOT NULL,"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The per-process replay of call events: sites interned by (stack, api, kind), the live
+/* The per-process replay of call events: sites interned by (stack, api, kind, device), the live
  * allocations in an open-addressing table (deleted by backward shift, no tombstones). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@ struct site_key {
 	int32_t stack_id;
 	int32_t py_stack_id;	/* Python paths that share a native stack: sites apart */
 	uint32_t api, kind;
+	uint32_t gpu;		/* and so are its devices */
 };
 
 static size_t slot_of(uint64_t addr, bool tensor, size_t cap)
@@ -129,7 +130,9 @@ static struct tl_site *site_of(struct tl_proc *p, const struct snap_event *e, ui
 {
 	struct site_key key = { .stack_id = e->ev->stack_id, .py_stack_id = e->ev->py_stack_id,
 				.api = e->ev->api,
-				.kind = e->ev->kind };
+				.kind = e->ev->kind,
+				.gpu = gm_site_gpu(e->ev->kind, e->ev->layer,
+						   (int32_t)e->ev->gpu - 1) };
 	bool added;
 	uint32_t i = intern(&p->site_keys, &key, sizeof(key), &added);
 
@@ -139,7 +142,7 @@ static struct tl_site *site_of(struct tl_proc *p, const struct snap_event *e, ui
 	}
 	if (added) {
 		p->sites[i] = (struct tl_site){ .stack_id = key.stack_id, .api = key.api,
-						.kind = key.kind };
+						.kind = key.kind, .gpu = key.gpu };
 		p->sites[i].stack = e->stack ? snap_stack_get(e->stack) : NULL;
 	}
 	*index = i;
@@ -168,6 +171,18 @@ static bool early_take(struct tl_proc *p, uint64_t addr)
 	return false;
 }
 
+/* A site's bytes changed by delta: its device's too, for GPU memory (not a tensor's). */
+static void site_add(struct tl_proc *p, struct tl_site *site, bool tensor, uint64_t delta)
+{
+	uint32_t g = site->gpu && site->gpu <= GM_MAX_GPUS ? site->gpu - 1 : GM_MAX_GPUS;
+
+	site->bytes += delta;
+	if (tensor || !gm_kind_is_gpu(site->kind))
+		return;
+	p->gpu_bytes[g] += delta;
+	p->gpus |= 1u << g;
+}
+
 static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl_change *out)
 {
 	uint32_t index;
@@ -177,7 +192,7 @@ static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl
 	if (reused) {	/* its old allocation's free event is on its way: freed now */
 		out->early_free = true;
 		out->early_site = &p->sites[out->early.site];
-		out->early_site->bytes -= out->early.size;
+		site_add(p, out->early_site, out->tensor, -out->early.size);
 		/* A tensor's free is sent before the allocator can hand its address out again:
 		 * none is on its way (it was lost). */
 		if (!out->tensor)
@@ -188,7 +203,7 @@ static void apply_alloc(struct tl_proc *p, const struct snap_event *e, struct tl
 					.wall_ns = e->wall_ns, .site = index,
 					.tensor = out->tensor };
 	live_put(p, &out->alloc);
-	site->bytes += e->ev->size;
+	site_add(p, site, out->tensor, e->ev->size);
 	if (site->bytes > site->peak)
 		site->peak = site->bytes;
 	out->site = site;
@@ -204,7 +219,7 @@ static void apply_free(struct tl_proc *p, const struct snap_event *e, struct tl_
 		return;
 	}
 	out->site = &p->sites[out->alloc.site];
-	out->site->bytes -= out->alloc.size;
+	site_add(p, out->site, out->tensor, -out->alloc.size);
 	out->what = TL_FREE;
 }
 

@@ -17,6 +17,7 @@
 struct tl_site {
 	int32_t stack_id;
 	uint32_t api, kind;
+	uint32_t gpu;		/* snap_site's: the device + 1 of its memory, 0 not known */
 	uint64_t bytes, peak;
 	struct snap_stack *stack;	/* of its first allocation (a reference) */
 };
@@ -39,6 +40,10 @@ struct tl_proc {
 	bool has_container;
 	uint64_t process_bytes;	/* the kernel's count at the last event (GPU-side kinds) */
 	uint64_t tensor_bytes;	/* its tensors, as the last tensor event counted them */
+	/* What its live allocations of GPU memory hold on each device (the last: not known),
+	 * and the devices it ever allocated on (bit g: gpu_bytes[g]). */
+	uint64_t gpu_bytes[GM_MAX_GPUS + 1];
+	uint32_t gpus;
 	bool has_tensors;	/* a tensor event came */
 	struct intern site_keys;
 	struct tl_site *sites;

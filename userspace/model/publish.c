@@ -16,6 +16,7 @@ static void copy_site(struct state *s, struct proc_rec *p, const struct site_rec
 	ss->kind = r->key.kind;
 	ss->stack_id = r->key.stack_id;
 	ss->py_stack_id = r->key.py_stack_id;
+	ss->gpu = r->key.gpu;
 	ss->st = r->st;
 	ss->oldest_ns = r->oldest_ns;
 	ss->median_ns = r->median_ns;

@@ -36,6 +36,7 @@ struct rsite {
 	int32_t key;		/* the kernel's stack id */
 	int32_t py_key;		/* its Python stack id; -1: none */
 	uint32_t api, kind;
+	uint32_t gpu;		/* snap_site's */
 	uint64_t stack_row;
 	struct gm_site_stats st;
 	bool seen;		/* a sample or an event says it existed by then */

@@ -56,8 +56,8 @@ struct snapshot *recording_history(struct recording *r, uint64_t since, uint64_t
 
 static uint64_t pack_site(const struct rsite *s)
 {
-	return (uint64_t)(uint32_t)s->key << 32 | (uint64_t)(s->api & 0xffffff) << 8 |
-	       (s->kind & 0xff);
+	return (uint64_t)(uint32_t)s->key << 32 | (uint64_t)(s->gpu & 0xff) << 24 |
+	       (uint64_t)(s->api & 0xffff) << 8 | (s->kind & 0xff);
 }
 
 /* The process row (below 2^32) with the site's Python stack above it: Python lines that reach
@@ -195,7 +195,7 @@ static void fill_rows(struct rec_sites *out, const struct idmap *by_key)
 			const struct snap_site *ss = j < p->nsites ? &p->sites[j]
 								    : &p->tensor_sites[j - p->nsites];
 			struct rsite key = { .key = ss->stack_id, .api = ss->api,
-					     .kind = ss->kind };
+					     .kind = ss->kind, .gpu = ss->gpu };
 			struct idmap_slot *peak = idmap_find(by_key,
 							     site_owner(p->serial, ss->py_stack_id),
 							     pack_site(&key));

@@ -27,11 +27,15 @@ static void copy_sites(struct recording *r, const struct rproc *rp, struct snap_
 		to = tensor ? &out->tensor_sites[out->ntensor_sites++] : &out->sites[out->nsites++];
 		*to = (struct snap_site){
 			.api = s->api, .kind = s->kind, .stack_id = s->key,
-			.py_stack_id = s->py_key, .st = s->st,
+			.py_stack_id = s->py_key, .gpu = s->gpu, .st = s->st,
 			.stack = snap_stack_get(rec_stack_of(r, s->stack_row)),
 		};
-		if (!tensor)
+		if (!tensor) {	/* a recording keeps the bytes per device in its sites */
+			if (gm_kind_is_gpu(s->kind))
+				out->st.gpu_bytes[s->gpu ? s->gpu - 1 : GM_MAX_GPUS] +=
+					s->st.current_bytes;
 			continue;
+		}
 		out->tensor.current_bytes += s->st.current_bytes;
 		out->tensor.current_allocs += s->st.current_allocs;
 		out->tensor.alloc_count += s->st.alloc_count;

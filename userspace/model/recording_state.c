@@ -20,7 +20,7 @@ static const char proc_sample_sql[] =
 static const char sites_sql[] =
 	"SELECT s.id, s.stack_key, s.api, s.kind, s.stack_id, ss.current_bytes,"
 	" ss.current_allocs, ss.alloc_count, ss.free_count, ss.alloc_bytes_total,"
-	" ss.failed_count, s.py_stack_id FROM sites s LEFT JOIN site_samples ss"
+	" ss.failed_count, s.py_stack_id, s.gpu FROM sites s LEFT JOIN site_samples ss"
 	" ON ss.site_id = s.id AND"
 	" ss.time_ns = (SELECT max(time_ns) FROM site_samples WHERE site_id = s.id AND"
 	" time_ns <= ?2) WHERE s.process_id = ?1 ORDER BY s.id";
@@ -52,6 +52,17 @@ static void read_proc_sample(sqlite3_stmt *st, struct rproc *p)
 	p->has_stats = true;
 }
 
+/* A site's device column (NULL: host memory or not known) as snap_site.gpu has it. */
+static uint32_t gpu_of_column(sqlite3_stmt *st, int col)
+{
+	int gpu;
+
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return 0;
+	gpu = sqlite3_column_int(st, col);
+	return gpu >= 0 && gpu < GM_MAX_GPUS ? (uint32_t)gpu + 1 : 0;
+}
+
 static void read_site(sqlite3_stmt *st, struct rsite *s)
 {
 	s->id = col_u64(st, 0);
@@ -60,6 +71,7 @@ static void read_site(sqlite3_stmt *st, struct rsite *s)
 	s->kind = (uint32_t)sqlite3_column_int(st, 3);
 	s->stack_row = col_u64(st, 4);
 	s->py_key = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 11);
+	s->gpu = gpu_of_column(st, 12);
 	s->seen = sqlite3_column_type(st, 5) != SQLITE_NULL;
 	s->st = (struct gm_site_stats){
 		.current_bytes = col_u64(st, 5), .current_allocs = col_u64(st, 6),

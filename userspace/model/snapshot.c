@@ -90,6 +90,14 @@ int snap_proc_cmp(const void *a, const void *b)
 	return (x->serial > y->serial) - (x->serial < y->serial);
 }
 
+bool snap_proc_many_gpus(const struct snap_proc *p)
+{
+	for (unsigned int g = 1; g <= GM_MAX_GPUS; g++)
+		if (p->st.gpu_bytes[g])
+			return true;
+	return false;
+}
+
 int snap_site_cmp(const void *a, const void *b)
 {
 	const struct snap_site *x = a, *y = b;
@@ -100,5 +108,7 @@ int snap_site_cmp(const void *a, const void *b)
 		return x->st.alloc_bytes_total > y->st.alloc_bytes_total ? -1 : 1;
 	if (x->stack_id != y->stack_id)
 		return (x->stack_id > y->stack_id) - (x->stack_id < y->stack_id);
-	return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
+	if (x->py_stack_id != y->py_stack_id)
+		return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
+	return (x->gpu > y->gpu) - (x->gpu < y->gpu);
 }

@@ -56,6 +56,8 @@ struct snap_site {
 	uint32_t api, kind;
 	int32_t stack_id;
 	int32_t py_stack_id;	/* negative: no Python frames */
+	uint32_t gpu;		/* the device + 1 its memory is on; 0: host memory or not known
+				 * (gm_site_gpu) */
 	unsigned int valid;
 	struct gm_site_stats st;
 	uint64_t oldest_ns, median_ns;	/* CLOCK_MONOTONIC allocation times */
@@ -138,6 +140,9 @@ struct snapshot {
 };
 
 struct snapshot *snapshot_get(struct snapshot *s);
+/* Whether p holds GPU memory on a device other than GPU 0 (or on one not known): views show
+ * its bytes per device, and each site's, only then. */
+bool snap_proc_many_gpus(const struct snap_proc *p);
 void snapshot_put(struct snapshot *s);
 /* The process record of pid (its newest, alive or not), or NULL. */
 const struct snap_proc *snapshot_find(const struct snapshot *s, int pid);

@@ -768,6 +768,8 @@ static int site_cmp(const void *a, const void *b)
 		return x->api < y->api ? -1 : 1;
 	if (x->kind != y->kind)
 		return x->kind < y->kind ? -1 : 1;
+	if (x->gpu != y->gpu)
+		return x->gpu < y->gpu ? -1 : 1;
 	return 0;
 }
 
@@ -781,7 +783,8 @@ static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_
 {
 	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .gen = p->gen,
 				 .stack_id = a->stack_id, .api = a->api, .kind = a->kind,
-				 .py_stack_id = a->py_stack_id };
+				 .py_stack_id = a->py_stack_id,
+				 .gpu = gm_site_gpu(a->kind, a->layer, a->device) };
 	struct site_rec *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 
 	if (!ss)

@@ -137,6 +137,16 @@ static void write_process_memory(FILE *out, const struct snapshot *s)
 }
 
 /* GPU memory per device; gpu="unknown": on a device gpumem did not see the context of. */
+/* The gpu label of device slot g (gm_proc_stats.gpu_bytes): its number, or "unknown". */
+static const char *gpu_label(unsigned int g, char *buf, size_t len)
+{
+	if (g < GM_MAX_GPUS)
+		snprintf(buf, len, "%u", g);
+	else
+		snprintf(buf, len, "unknown");
+	return buf;
+}
+
 static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 {
 	struct proc_labels pl;
@@ -153,11 +163,8 @@ static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
 			if (!s->procs[i].st.gpu_bytes[g])
 				continue;
-			if (g < GM_MAX_GPUS)
-				snprintf(gpu, sizeof(gpu), "%u", g);
-			else
-				snprintf(gpu, sizeof(gpu), "unknown");
-			pl.ls.l[pl.ls.n - 1] = (struct prom_label){ "gpu", gpu };
+			pl.ls.l[pl.ls.n - 1] =
+				(struct prom_label){ "gpu", gpu_label(g, gpu, sizeof(gpu)) };
 			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls,
 				    s->procs[i].st.gpu_bytes[g]);
 		}
@@ -208,20 +215,21 @@ struct group {
 	const char *key;
 	const char *container, *pod, *ns, *pod_name, *container_name;
 	uint64_t by_kind[GM_KIND_COUNT];
+	uint64_t gpu_bytes[GM_MAX_GPUS + 1];
 	uint64_t procs;
 };
 
 struct scope {
 	bool pod;	/* a pod's group, else a container's */
-	const char *memory, *host, *procs;	/* family names */
+	const char *memory, *gpu, *host, *procs;	/* family names */
 	const char *what;	/* in HELP */
 };
 
 static const struct scope scopes[] = {
-	{ false, "gpumem_container_memory_bytes", "gpumem_container_host_pinned_memory_bytes",
-	  "gpumem_container_processes", "container" },
-	{ true, "gpumem_pod_memory_bytes", "gpumem_pod_host_pinned_memory_bytes",
-	  "gpumem_pod_processes", "pod" },
+	{ false, "gpumem_container_memory_bytes", "gpumem_container_gpu_memory_bytes",
+	  "gpumem_container_host_pinned_memory_bytes", "gpumem_container_processes", "container" },
+	{ true, "gpumem_pod_memory_bytes", "gpumem_pod_gpu_memory_bytes",
+	  "gpumem_pod_host_pinned_memory_bytes", "gpumem_pod_processes", "pod" },
 };
 
 static const char *first_known(const char *have, const char *s)
@@ -241,6 +249,7 @@ static void group_of(struct group *g, const struct snap_proc *p, const char *key
 	g->pod_name = ci->pod_name;
 	g->container_name = ci->container_name;
 	memcpy(g->by_kind, p->st.by_kind, sizeof(g->by_kind));
+	memcpy(g->gpu_bytes, p->st.gpu_bytes, sizeof(g->gpu_bytes));
 	g->procs = 1;
 }
 
@@ -253,6 +262,8 @@ static void group_merge(struct group *into, const struct group *g)
 	into->container_name = first_known(into->container_name, g->container_name);
 	for (unsigned int k = 0; k < GM_KIND_COUNT; k++)
 		into->by_kind[k] += g->by_kind[k];
+	for (unsigned int d = 0; d <= GM_MAX_GPUS; d++)
+		into->gpu_bytes[d] += g->gpu_bytes[d];
 	into->procs += g->procs;
 }
 
@@ -320,6 +331,27 @@ static void write_group_memory(FILE *out, const struct scope *sc, const struct g
 	}
 }
 
+static void write_group_gpu_memory(FILE *out, const struct scope *sc, const struct group *g,
+				   size_t n)
+{
+	char help[200], gpu[16];
+	struct prom_labels ls;
+
+	snprintf(help, sizeof(help), "GPU memory the processes of the %s hold now on each device "
+		 "(gpu), every kind; devices they hold nothing on have no series.", sc->what);
+	prom_family(out, sc->gpu, GAUGE, help);
+	for (size_t i = 0; i < n; i++) {
+		group_labels(&g[i], sc, &ls);
+		ls.n++;
+		for (unsigned int d = 0; d <= GM_MAX_GPUS; d++) {
+			if (!g[i].gpu_bytes[d])
+				continue;
+			ls.l[ls.n - 1] = (struct prom_label){ "gpu", gpu_label(d, gpu, sizeof(gpu)) };
+			prom_sample(out, sc->gpu, &ls, g[i].gpu_bytes[d]);
+		}
+	}
+}
+
 static int write_scope(FILE *out, const struct snapshot *s, const struct scope *sc)
 {
 	struct prom_labels ls;
@@ -330,6 +362,7 @@ static int write_scope(FILE *out, const struct snapshot *s, const struct scope *
 	if (n < 0)
 		return (int)n;
 	write_group_memory(out, sc, g, (size_t)n);
+	write_group_gpu_memory(out, sc, g, (size_t)n);
 	snprintf(help, sizeof(help), "Page-locked host memory the processes of the %s hold now.",
 		 sc->what);
 	prom_family(out, sc->host, GAUGE, help);

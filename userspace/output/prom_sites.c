@@ -105,6 +105,7 @@ void prom_site_text(const struct snap_stack *st, char *buf, size_t len)
 struct site_row {
 	char site[PROM_SITE_LEN];
 	uint32_t api, kind;
+	uint32_t gpu;		/* snap_site's: the device + 1, 0 not known */
 	uint64_t bytes;
 };
 
@@ -117,6 +118,8 @@ static int row_key_cmp(const void *a, const void *b)
 		return c;
 	if (x->api != y->api)
 		return x->api < y->api ? -1 : 1;
+	if (x->gpu != y->gpu)
+		return x->gpu < y->gpu ? -1 : 1;
 	return x->kind < y->kind ? -1 : x->kind > y->kind;
 }
 
@@ -146,6 +149,7 @@ static size_t proc_rows(const struct snap_proc *p, bool host, bool tensor, struc
 		/* Every unknown value has one label text ("unknown"): one key for all of them. */
 		rows[n].api = ss->api < probe_count ? ss->api : UINT32_MAX;
 		rows[n].kind = ss->kind < GM_KIND_COUNT ? ss->kind : GM_KIND_COUNT;
+		rows[n].gpu = host || ss->gpu > GM_MAX_GPUS ? 0 : ss->gpu;
 		rows[n].bytes = ss->st.current_bytes;
 		n++;
 	}
@@ -166,13 +170,13 @@ static const struct site_family {
 } site_families[] = {
 	{ false, false, "gpumem_site_memory_bytes",
 	  "GPU memory held now by a call site of the process (its top sites by bytes), by site "
-	  "(the innermost named frames, innermost first), api and kind." },
+	  "(the innermost named frames, innermost first), api, kind and device (gpu)." },
 	{ true, false, "gpumem_site_host_pinned_memory_bytes",
 	  "Page-locked host memory held now by a call site of the process (its top sites by "
 	  "bytes), by site and api." },
 	{ false, true, "gpumem_site_tensor_memory_bytes",
 	  "PyTorch tensor memory (allocated, inside the memory the process reserved) held now by "
-	  "a call site of the process (its top sites by bytes), by site and api." },
+	  "a call site of the process (its top sites by bytes), by site, api and device (gpu)." },
 };
 
 static void write_site_family(FILE *out, const struct snapshot *s, const struct site_family *f,
@@ -180,6 +184,7 @@ static void write_site_family(FILE *out, const struct snapshot *s, const struct 
 {
 	struct proc_labels pl;
 	size_t base, n;
+	char gpu[16];
 
 	prom_family(out, f->name, "gauge", f->help);
 	for (size_t i = 0; per_proc && i < s->nprocs; i++) {
@@ -194,6 +199,13 @@ static void write_site_family(FILE *out, const struct snapshot *s, const struct 
 			prom_label_add(&pl.ls, "api", probe_api_name(rows[r].api));
 			if (!f->host && !f->tensor)
 				prom_label_add(&pl.ls, "kind", kind_name(rows[r].kind));
+			if (!f->host) {
+				if (rows[r].gpu)
+					snprintf(gpu, sizeof(gpu), "%u", rows[r].gpu - 1);
+				else
+					snprintf(gpu, sizeof(gpu), "unknown");
+				prom_label_add(&pl.ls, "gpu", gpu);
+			}
 			prom_sample(out, f->name, &pl.ls, rows[r].bytes);
 		}
 	}

@@ -153,10 +153,19 @@ void json_kv_known(struct json_writer *w, const char *key, const char *s, bool v
 	jw_kv_string(w, key, valid ? s : NULL);
 }
 
+void json_kv_gpu(struct json_writer *w, uint32_t gpu)
+{
+	if (gpu)	/* the device + 1 */
+		jw_kv_u64(w, "gpu", gpu - 1);
+	else
+		jw_kv_null(w, "gpu");
+}
+
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
 {
 	jw_kv_string(w, "api", probe_api_name(ss->api));
 	jw_kv_string(w, "kind", site_kind_name(ss));
+	json_kv_gpu(w, ss->gpu);
 	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
 	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
 	jw_kv_u64(w, "alloc_count", ss->st.alloc_count);
@@ -186,10 +195,7 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
 	jw_kv_string(w, "kind", event_kind_name(e));
 	jw_kv_u64(w, "size", e->size);
-	if (e->gpu)	/* the device + 1 */
-		jw_kv_u64(w, "gpu", e->gpu - 1);
-	else
-		jw_kv_null(w, "gpu");
+	json_kv_gpu(w, e->gpu);
 	jw_kv_i64(w, "error", e->error);
 	if (e->type == GM_REC_ALLOC_FAILED)
 		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));

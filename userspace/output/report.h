@@ -29,6 +29,8 @@ void json_container(struct json_writer *w, const struct container_info *ci);
 void json_container_full(struct json_writer *w, const struct container_info *ci);
 /* A site's own fields (api, kind, numbers, oldest age, stack id, frames), inside an object
  * the caller opens: views add theirs around them. */
+/* "gpu": the device of a site or event (stored as the device + 1), null: host or not known. */
+void json_kv_gpu(struct json_writer *w, uint32_t gpu);
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss);
 /* The fields of a call event that trace, oom and failure records share: time, pid, tid, comm,
  * api, layer, kind, size, error and its name. */

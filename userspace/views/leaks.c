@@ -60,9 +60,12 @@ static void site_text(struct session *s, const struct proc_verdict *pv,
 		snprintf(fit, sizeof(fit), "%.2f", sv->fit.r2);
 	fmt_age(oldest, sizeof(oldest), age_at(pv->now, ss->oldest_ns, ss->valid & SS_OLDEST));
 	fmt_age(median, sizeof(median), age_at(pv->now, ss->median_ns, ss->valid & SS_MEDIAN));
-	fprintf(s->out, "  %-7s %10s %7llu %12s %10s %4s %6s %6s  %s %s at ",
+	fprintf(s->out, "  %-7s %10s %7llu %12s %10s %4s %6s %6s  %s %s",
 		leak_verdict_name(sv->verdict), held, ss->st.current_allocs, rate, step, fit, oldest,
 		median, probe_api_name(ss->api), site_kind_name(ss));
+	if (ss->gpu && snap_proc_many_gpus(pv->p))
+		fprintf(s->out, " on GPU %u", ss->gpu - 1);
+	fputs(" at ", s->out);
 	if (sv->tensor)
 		text_frames_user(s->out, ss->stack, " <- ", 4);
 	else

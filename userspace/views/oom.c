@@ -38,9 +38,15 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	fprintf(s->out, "%s pid %u tid %u %s", when, e->pid, e->tid, comm);
 	if (se->container && se->container->has_id)
 		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, se->container->id);
-	fprintf(s->out, ": %s(%s) = %d %s\n", probe_api_name(e->api), size, e->error,
+	fprintf(s->out, ": %s(%s) = %d %s", probe_api_name(e->api), size, e->error,
 		cuda_error_name(e->layer, e->error));
-	fprintf(s->out, "  held %s (peak %s); ", held, peak);
+	if (e->gpu)
+		fprintf(s->out, " on GPU %u", e->gpu - 1);
+	fprintf(s->out, "\n  held %s (peak %s); ", held, peak);
+	if (e->gpu && c->p && e->gpu - 1 < GM_MAX_GPUS && snap_proc_many_gpus(c->p)) {
+		fmt_size(held, sizeof(held), c->p->st.gpu_bytes[e->gpu - 1], exact);
+		fprintf(s->out, "on GPU %u %s; ", e->gpu - 1, held);
+	}
 	if (has_tensors(se, c)) {
 		fmt_size(held, sizeof(held), e->tensor_bytes, exact);
 		fprintf(s->out, "tensors %s of it; ", held);
@@ -130,7 +136,7 @@ static void oom_failure(struct session *s, const struct snap_event *se,
 	struct oom_context c;
 
 	failures_seen++;
-	oom_context_of(snap, (int)se->ev->pid, &c);
+	oom_context_of(snap, (int)se->ev->pid, se->ev->gpu, &c);
 	if (s->opt->json)
 		failure_json(s, se, snap, &c);
 	else

@@ -21,6 +21,7 @@ static void row_json(struct json_writer *w, const struct rec_site_summary *row)
 	jw_kv_bool(w, "alive", p->alive);
 	jw_kv_string(w, "api", probe_api_name(ss->api));
 	jw_kv_string(w, "kind", site_kind_name(ss));
+	json_kv_gpu(w, ss->gpu);
 	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
 	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
 	jw_kv_u64(w, "peak_bytes", row->peak_bytes);
@@ -56,9 +57,18 @@ static void sites_json(struct session *s, const struct rec_sites *rs, uint64_t s
 	jw_free(w);
 }
 
+/* Whether the window's sites are on more than GPU 0: each is then named with its device. */
+static bool many_gpus(const struct rec_sites *rs)
+{
+	for (size_t i = 0; i < rs->n; i++)
+		if (rs->rows[i].ss->gpu > 1)
+			return true;
+	return false;
+}
+
 static void sites_text(struct session *s, const struct rec_sites *rs)
 {
-	bool exact = s->opt->exact_bytes;
+	bool exact = s->opt->exact_bytes, gpus = many_gpus(rs);
 	char comm[GM_COMM_LEN + 1], held[32], peak[32];
 
 	fprintf(s->out, "%7s %-16s %-22s %-7s %12s %12s %8s %8s %6s %s\n", "PID", "COMM", "API",
@@ -73,6 +83,8 @@ static void sites_text(struct session *s, const struct rec_sites *rs)
 		fprintf(s->out, "%7d %-16s %-22s %-7s %12s %12s %8llu %8llu %6llu ", row->p->pid,
 			comm, probe_api_name(ss->api), site_kind_name(ss), held, peak,
 			ss->st.alloc_count, ss->st.free_count, ss->st.failed_count);
+		if (gpus && ss->gpu)
+			fprintf(s->out, "[GPU %u] ", ss->gpu - 1);
 		if (probe_is_tensor(ss->api))
 			text_frames_user(s->out, ss->stack, " <- ", 4);
 		else

@@ -166,10 +166,43 @@ static void snapshot_json(struct session *s, const struct snapshot *snap)
 	fputc('\n', s->out);
 }
 
+/* " on GPU 1", " on GPU ?" (GPU memory on a device not known), "" (host memory). */
+static const char *site_gpu_text(const struct snap_site *ss, char *buf, size_t len)
+{
+	if (ss->gpu)
+		snprintf(buf, len, " on GPU %u", ss->gpu - 1);
+	else if (gm_kind_is_gpu(ss->kind))
+		snprintf(buf, len, " on GPU ?");
+	else
+		buf[0] = 0;
+	return buf;
+}
+
+static void by_gpu_text(struct session *s, const struct snap_proc *p)
+{
+	const char *sep = "";
+	char bytes[32];
+
+	if (!snap_proc_many_gpus(p))
+		return;
+	fprintf(s->out, "        by GPU:");
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		if (!p->st.gpu_bytes[g])
+			continue;
+		fmt_size(bytes, sizeof(bytes), p->st.gpu_bytes[g], s->opt->exact_bytes);
+		if (g < GM_MAX_GPUS)
+			fprintf(s->out, "%s %u %s", sep, g, bytes);
+		else
+			fprintf(s->out, "%s ? %s", sep, bytes);
+		sep = ",";
+	}
+	fputc('\n', s->out);
+}
+
 static void sites_text(struct session *s, const struct snap_proc *p)
 {
-	bool exact = s->opt->exact_bytes;
-	char cur[32];
+	bool exact = s->opt->exact_bytes, gpus = snap_proc_many_gpus(p);
+	char cur[32], gpu[24];
 
 	for (size_t j = 0; j < p->nsites; j++) {
 		const struct snap_site *ss = &p->sites[j];
@@ -178,9 +211,10 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 		    ss->stack->nframes && j >= SNAPSHOT_TEXT_SITES)
 			continue;
 		fmt_size(cur, sizeof(cur), ss->st.current_bytes, exact);
-		fprintf(s->out, "        %10s in %llu (%llu allocs, %llu frees, %llu failed) %s %s at ",
+		fprintf(s->out, "        %10s in %llu (%llu allocs, %llu frees, %llu failed) %s %s%s at ",
 			cur, ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count,
-			ss->st.failed_count, probe_api_name(ss->api), site_kind_name(ss));
+			ss->st.failed_count, probe_api_name(ss->api), site_kind_name(ss),
+			gpus ? site_gpu_text(ss, gpu, sizeof(gpu)) : "");
 		text_frames(s->out, ss->stack, " <- ", 6);
 		fputc('\n', s->out);
 	}
@@ -236,9 +270,12 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 
 		fmt_size(size, sizeof(size), f->ev.size, exact);
 		fmt_size(cur, sizeof(cur), f->ev.process_bytes, exact);
-		fprintf(s->out, "failed: pid %u %s(%s) = %d %s, holding %s, at ", f->ev.pid,
+		fprintf(s->out, "failed: pid %u %s(%s) = %d %s", f->ev.pid,
 			probe_api_name(f->ev.api), size, f->ev.error,
-			cuda_error_name(f->ev.layer, f->ev.error), cur);
+			cuda_error_name(f->ev.layer, f->ev.error));
+		if (f->ev.gpu)
+			fprintf(s->out, " on GPU %u", f->ev.gpu - 1);
+		fprintf(s->out, ", holding %s, at ", cur);
 		text_frames(s->out, f->stack, " <- ", 6);
 		fputc('\n', s->out);
 	}
@@ -277,6 +314,7 @@ static void snapshot_text(struct session *s, const struct snapshot *snap)
 			peak, host, p->st.alloc_count, p->st.free_count, p->st.failed_count,
 			p->alive ? "alive" : "ended");
 		names_text(s, &p->container);
+		by_gpu_text(s, p);
 		beside_text(s, p);
 		sites_text(s, p);
 		tensors_text(s, p);

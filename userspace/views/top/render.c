@@ -23,6 +23,7 @@ const struct column top_columns[C_COUNT] = {
 	[C_USER] = { "USER", 8, true, 'U' },
 	[C_CONT] = { "CONTAINER", 12, true, 0 },
 	[C_NPROCS] = { "PROCS", 5, false, 'N' },
+	[C_GPU] = { "GPU", 5, true, 0 },
 	[C_CUR] = { "CURRENT", 9, false, 'M' },
 	[C_PEAK] = { "PEAK", 9, false, 'K' },
 	[C_TENSOR] = { "TENSORS", 9, false, 'T' },
@@ -49,6 +50,17 @@ static size_t with_tensor_column(enum col_id *ids, size_t n)
 		return n + 1;
 	}
 	return n;
+}
+
+/* The devices a row holds memory on, after its PID (or first): shown where memory is held on
+ * more than GPU 0. */
+static size_t with_gpu_column(enum col_id *ids, size_t n)
+{
+	size_t at = ids[0] == C_PID ? 1 : 0;
+
+	memmove(&ids[at + 1], &ids[at], (n - at) * sizeof(*ids));
+	ids[at] = C_GPU;
+	return n + 1;
 }
 
 /* The columns this mode shows at this width, and the width left for the last one. */
@@ -86,6 +98,8 @@ size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w)
 	}
 	if (top.any_tensors)
 		n = with_tensor_column(ids, n);
+	if (top.many_gpus)
+		n = with_gpu_column(ids, n);
 	for (size_t i = 0; i < n; i++)
 		used += top_columns[ids[i]].width + 1;
 	if (width >= 100 && !top.drill_pid && top.group != GROUP_CONTAINER) {
@@ -154,6 +168,24 @@ static void fmt_known_size(char *cell, size_t len, uint64_t bytes, bool known, b
 		snprintf(cell, len, "-");
 }
 
+/* "0", "0,1", "?" (a device not known), "-" (none). */
+static void fmt_gpus(char *cell, size_t len, uint32_t gpus)
+{
+	size_t o = 0;
+
+	cell[0] = 0;
+	for (unsigned int g = 0; g <= GM_MAX_GPUS && o + 4 < len; g++) {
+		if (!(gpus & (1u << g)))
+			continue;
+		if (g < GM_MAX_GPUS)
+			o += (size_t)snprintf(cell + o, len - o, "%s%u", o ? "," : "", g);
+		else
+			o += (size_t)snprintf(cell + o, len - o, "%s?", o ? "," : "");
+	}
+	if (!o)
+		snprintf(cell, len, "-");
+}
+
 static void format_row(const struct row *r, const enum col_id *ids, size_t n, int spark_w,
 		       int name_w, char *buf, size_t len)
 {
@@ -176,6 +208,9 @@ static void format_row(const struct row *r, const enum col_id *ids, size_t n, in
 			break;
 		case C_NPROCS:
 			snprintf(cell, sizeof(cell), "%u", r->nprocs);
+			break;
+		case C_GPU:
+			fmt_gpus(cell, sizeof(cell), r->gpus);
 			break;
 		case C_CUR:
 			fmt_known_size(cell, sizeof(cell), r->cur, !r->tensor_site, exact);
@@ -269,26 +304,47 @@ static void summary_line(char *buf, size_t len)
 		 top.nshown_procs == 1 ? "" : "es", held, host, ar, fr);
 }
 
+/* What the traced processes hold on device g (the last: not known), and NVML's use of it. */
+static size_t device_cell(char *buf, size_t len, unsigned int g, const struct nvml_device *d)
+{
+	char held[32], used[32], total[32];
+
+	fmt_size(held, sizeof(held), top.gpu_cur[g], top.exact);
+	if (!d && g < GM_MAX_GPUS)
+		return (size_t)snprintf(buf, len, "  %u held %s", g, held);
+	if (!d)
+		return (size_t)snprintf(buf, len, "  ? held %s", held);
+	fmt_size(used, sizeof(used), d->used, top.exact);
+	fmt_size(total, sizeof(total), d->total, top.exact);
+	if (!top.gpu_cur[g])
+		return (size_t)snprintf(buf, len, "  %u %s %s/%s", d->index, d->name, used, total);
+	return (size_t)snprintf(buf, len, "  %u %s %s/%s (traced %s)", d->index, d->name, used,
+				total, held);
+}
+
+/* Each device: NVML's name and memory in use, and what the processes shown hold on it. */
 static void devices_line(char *buf, size_t len)
 {
 	const struct snapshot *snap = top.snap;
-	size_t o;
+	bool nvml = snap && snap->devices_valid;
+	size_t o = (size_t)snprintf(buf, len, "GPUs:");
 
-	if (!snap || !snap->devices_valid) {
-		snprintf(buf, len, "GPUs: - (NVML: %s)",
-			 snap ? devices_reason(snap) : "not read yet");
+	for (unsigned int g = 0; g <= GM_MAX_GPUS && o < len; g++) {
+		const struct nvml_device *d = NULL;
+
+		for (unsigned int i = 0; nvml && g < GM_MAX_GPUS && i < snap->ndevices; i++)
+			if (snap->devices[i].index == g)
+				d = &snap->devices[i];
+		if (d || top.gpu_cur[g])
+			o += device_cell(buf + o, len - o, g, d);
+	}
+	if (o >= len || nvml)
 		return;
-	}
-	o = (size_t)snprintf(buf, len, "GPUs:");
-	for (unsigned int i = 0; i < snap->ndevices && o < len; i++) {
-		const struct nvml_device *d = &snap->devices[i];
-		char used[32], total[32];
-
-		fmt_size(used, sizeof(used), d->used, top.exact);
-		fmt_size(total, sizeof(total), d->total, top.exact);
-		o += (size_t)snprintf(buf + o, len - o, "  %u %s %s/%s", d->index, d->name, used,
-				      total);
-	}
+	if (!strcmp(buf, "GPUs:"))
+		snprintf(buf + o, len - o, " -");
+	o += strlen(buf + o);
+	if (o < len)
+		snprintf(buf + o, len - o, " (NVML: %s)", snap ? devices_reason(snap) : "not read yet");
 }
 
 static void lost_line(char *buf, size_t len)
@@ -315,6 +371,10 @@ void top_batch_print(FILE *out)
 	n = top_layout(width, ids, &spark_w, &name_w);
 	summary_line(line, sizeof(line));
 	fprintf(out, "%s\n", line);
+	if (top.many_gpus) {
+		devices_line(line, sizeof(line));
+		fprintf(out, "%s\n", line);
+	}
 	lost_line(line, sizeof(line));
 	if (line[0])
 		fprintf(out, "%s\n", line);

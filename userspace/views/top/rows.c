@@ -11,6 +11,25 @@
 #include "top.h"
 #include "util.h"
 
+/* The devices a process holds GPU memory on (struct row's gpus). */
+static uint32_t proc_gpus(const struct snap_proc *p)
+{
+	uint32_t bits = 0;
+
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++)
+		if (p->st.gpu_bytes[g])
+			bits |= 1u << g;
+	return bits;
+}
+
+/* A site's device; a site of GPU memory whose device is not known: that bit. */
+static uint32_t site_gpus(const struct snap_site *ss)
+{
+	if (ss->gpu)
+		return 1u << (ss->gpu - 1 < GM_MAX_GPUS ? ss->gpu - 1 : GM_MAX_GPUS);
+	return gm_kind_is_gpu(ss->kind) && ss->st.current_bytes ? 1u << GM_MAX_GPUS : 0;
+}
+
 static struct row *new_row(void)
 {
 	if (top.nrows == top.cap) {
@@ -190,8 +209,10 @@ static void add_to_group(const struct snap_proc *p, const struct row *pr)
 		r->peak = p->st.peak_bytes;
 	r->live += p->st.current_allocs;
 	r->fails += p->st.failed_count;
-	if (p->alive)
+	if (p->alive) {
 		r->tensor += p->tensor.current_bytes;
+		r->gpus |= proc_gpus(p);
+	}
 	r->has_tensors |= p->tensor.alloc_count > 0;
 	r->arate += pr->arate;
 	r->frate += pr->frate;
@@ -234,6 +255,7 @@ static void process_row(const struct snap_proc *p)
 	r->fails = p->st.failed_count;
 	r->tensor = p->tensor.current_bytes;
 	r->has_tensors = p->tensor.alloc_count > 0;
+	r->gpus = proc_gpus(p);
 	text_known(r->user, sizeof(r->user), p->user, p->valid & SP_USER);
 	if (p->cmdline && p->cmdline[0])
 		command_name(p->cmdline, r->name, sizeof(r->name));
@@ -263,6 +285,7 @@ static void site_row(const struct snap_proc *p, const struct snap_site *ss, bool
 	}
 	r->live = ss->st.current_allocs;
 	r->fails = ss->st.failed_count;
+	r->gpus = site_gpus(ss);
 	r->oldest_age = snap_site_oldest_age(p, ss);
 	snprintf(r->user, sizeof(r->user), "-");
 	site_label(ss, r->name, sizeof(r->name), top.drill_pid ? 8 : 3);
@@ -304,7 +327,9 @@ void top_build_rows(void)
 
 	top.nrows = 0;
 	top.total_cur = top.total_host = top.total_tensor = 0;
+	memset(top.gpu_cur, 0, sizeof(top.gpu_cur));
 	top.any_tensors = false;
+	top.many_gpus = false;
 	top.total_arate = top.total_frate = 0;
 	top.nshown_procs = 0;
 	for (size_t i = 0; snap && i < snap->nprocs; i++) {
@@ -317,8 +342,11 @@ void top_build_rows(void)
 			top.total_cur += p->st.current_bytes;
 			top.total_host += p->st.by_kind[GM_KIND_HOST];
 			top.total_tensor += p->tensor.current_bytes;
+			for (unsigned int g = 0; g <= GM_MAX_GPUS; g++)
+				top.gpu_cur[g] += p->st.gpu_bytes[g];
 		}
 		top.any_tensors |= p->tensor.alloc_count > 0;
+		top.many_gpus |= snap_proc_many_gpus(p);	/* an ended one's rows show too */
 		if (by_group) {
 			struct row pr = { .key = hist_key_proc(p) };
 

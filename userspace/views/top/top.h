@@ -23,8 +23,8 @@
 #define TOP_MAX_COLUMNS 16
 
 enum col_id {
-	C_PID, C_USER, C_CONT, C_NPROCS, C_CUR, C_PEAK, C_TENSOR, C_LIVE, C_ARATE, C_FRATE,
-	C_GROWTH, C_FAIL, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_COUNT,
+	C_PID, C_USER, C_CONT, C_NPROCS, C_GPU, C_CUR, C_PEAK, C_TENSOR, C_LIVE, C_ARATE,
+	C_FRATE, C_GROWTH, C_FAIL, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_COUNT,
 };
 
 struct column {
@@ -49,6 +49,9 @@ struct row {
 	 * cur is then 0: a tensor site reserves nothing). has_tensors: the cell is not "-". */
 	uint64_t tensor;
 	bool has_tensors, tensor_site;
+	/* The devices it holds GPU memory on: bit g for GPU g, bit GM_MAX_GPUS for a device
+	 * not known. */
+	uint32_t gpus;
 	double arate, frate, growth_min;
 	unsigned int nprocs;	/* a container row: processes in it */
 	char user[16];
@@ -85,7 +88,10 @@ struct top_ui {
 	size_t nrows, cap;
 	uint64_t now;
 	uint64_t total_cur, total_host, total_tensor;
+	uint64_t gpu_cur[GM_MAX_GPUS + 1];	/* total_cur per device (last: not known) */
 	bool any_tensors;	/* a process shown made tensors: the TENSORS column is shown */
+	bool many_gpus;		/* memory is held on a device other than GPU 0: the GPU column
+				 * and, in batch, a GPUs line are shown */
 	double total_arate, total_frate;
 	unsigned int nshown_procs;
 	bool exact;		/* --bytes */
