@@ -107,6 +107,7 @@ def test_tensor_sites_are_their_python_lines(traced):
     p = find_proc(traced["report"], traced["pid"])
     sites = p["tensor_sites"]
     assert all(s["api"] == "pytorch:malloc" for s in sites)
+    assert all(s["gpu"] == 0 for s in sites)   # pytorch:malloc's device argument
     by_size = sorted((s["alloc_bytes_total"], s["current_bytes"], s["alloc_count"],
                       s["free_count"], python_lines(s)[0]) for s in sites)
     assert by_size == [

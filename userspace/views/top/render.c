@@ -445,6 +445,8 @@ static const char *const help_text[] = {
 	"LAST MINUTE is the bytes held over the last 60 s, scaled to the row's maximum.",
 	"TENSORS (shown when a process uses PyTorch's caching allocator) is what its tensors",
 	"hold (allocated), inside CURRENT (reserved); a tensor site's row has only TENSORS.",
+	"GPU (shown when memory is held on more than GPU 0) is the devices a row holds memory",
+	"on, ? for one not known; the GPUs line has what the processes shown hold on each.",
 	"CONTAINER is the container id's first 12 digits, else pod: and the pod UID's first 8.",
 	"A container's PEAK is the highest total seen at a refresh, or the peak of one of its",
 	"processes when that is higher (the kernel keeps exact peaks per process only).",
