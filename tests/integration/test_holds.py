@@ -110,7 +110,12 @@ def test_a_process_an_ended_gpumem_left_paused_runs_again_when_the_next_one_star
             time.sleep(0.05)
         assert state_of(sleeper.pid) != "T"
         gpumem.wait(30)
-        assert any(f"resumed PID {sleeper.pid}" in line for line in err.lines), err.lines
+        if not any(f"resumed PID {sleeper.pid}" in line for line in err.lines):
+            # Tests share the host: another gpumem that started meanwhile may have been the
+            # one to resume it. Then its record is gone from the shared map all the same.
+            look = subprocess.run(["bpftool", "map", "lookup", "pinned", str(HOLDS_PIN), "key",
+                                   "hex", *key], capture_output=True, text=True, timeout=10)
+            assert look.returncode != 0, (err.lines, look.stdout)
         json.loads((tmp_path / "b.json").read_text())
     finally:
         sleeper.kill()
