@@ -105,11 +105,16 @@ def test_no_frame_pointer_build_names_the_immediate_caller_with_its_line():
 
 
 def test_no_frame_pointer_build_names_every_level():
-    proc = snapshot(SYM_NOFP)
-    frames = site_from(proc, "sym_level3")["frames"]
-    assert_frame(frames[1], "sym_level2", "sym_levels.c", "sym_level2")
-    assert_frame(frames[2], "sym_level1", "sym_levels.c", "sym_level1")
-    assert_frame(frames[3], "main", "sym_levels.c", "main_level1")
+    # Several runs: the program often ends before gpumem unwinds its stack copy, and then its
+    # files are opened by their host path (device and inode checked), its root being gone.
+    for _ in range(4):
+        run = run_snapshot_c([SYM_NOFP])
+        assert run.returncode == 0, run.stderr
+        frames = site_from(only_proc(run.report), "sym_level3")["frames"]
+        assert_frame(frames[1], "sym_level2", "sym_levels.c", "sym_level2")
+        assert_frame(frames[2], "sym_level1", "sym_levels.c", "sym_level1")
+        assert_frame(frames[3], "main", "sym_levels.c", "main_level1")
+        assert run.report["lost"]["stacks_not_unwound"] == 0
 
 
 def build_id(path):

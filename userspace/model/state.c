@@ -555,6 +555,8 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 			p->pending_copies = xrealloc(p->pending_copies,
 						     (p->npending_copies + 1) * sizeof(*e));
 			p->pending_copies[p->npending_copies++] = *e;
+		} else {
+			s->lost[SNAP_LOST_NOT_UNWOUND]++;
 		}
 		return;
 	}
@@ -568,8 +570,10 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
 		}
 	}
-	if (ds.nips < 2)
-		return;	/* the frame-pointer stack is as good */
+	if (ds.nips < 2) {	/* the frame-pointer stack is shown */
+		s->lost[SNAP_LOST_NOT_UNWOUND]++;
+		return;
+	}
 	p->dwarf_stacks = xrealloc(p->dwarf_stacks, (p->ndwarf_stacks + 1) * sizeof(ds));
 	p->dwarf_stacks[p->ndwarf_stacks++] = ds;
 }

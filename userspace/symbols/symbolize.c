@@ -287,13 +287,7 @@ static struct map_entry *map_entry_get(struct symbolizer *s, const struct mappin
 	return e;
 }
 
-/*
- * The mapped file as the process saw it: its map_files link (the very file mapped), then the
- * path inside its root, then the host path (device and inode checked: a file of that name on
- * the host is not the process's). Untrusted: see untrusted.h. *name gets the path libdw looks
- * beside for .gnu_debuglink files.
- */
-static int open_mapped_file(int pid, const struct mapping *m, char *name, size_t len)
+int symbolize_open_mapped(int pid, const struct mapping *m, char *name, size_t len)
 {
 	struct file_want ino_only = { .ino = m->ino };
 	struct file_want exact = { .ino = m->ino, .dev = makedev(m->dev_major, m->dev_minor),
@@ -456,7 +450,7 @@ static void map_entry_resolve(struct symbolizer *s, struct map_entry *e, int pid
 
 	if (e->file || (e->failed_pid && e->failed_pid == pid))
 		return;
-	fd = open_mapped_file(pid, m, name, sizeof(name));
+	fd = symbolize_open_mapped(pid, m, name, sizeof(name));
 	if (fd < 0) {
 		e->failed_pid = pid > 0 ? pid : -1;
 		s->stats.open_failures++;

@@ -52,6 +52,14 @@ int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, u
 
 /* Opens and loads every executable mapping now, while the process lives: its files stay
  * resolvable after it ends even when deleted or inside a container. */
+/*
+ * The mapped file as the process saw it: its map_files link (the very file mapped), then the
+ * path inside its root, then the host path (device and inode checked: a file of that name on
+ * the host is not the process's; it is how a process that ended before gpumem looked is still
+ * read). Untrusted: see untrusted.h. name gets the path libdw looks beside for .gnu_debuglink
+ * files. A descriptor, or -errno.
+ */
+int symbolize_open_mapped(int pid, const struct mapping *m, char *name, size_t len);
 void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map *mm);
 
 /* A C++ name demangled (libstdc++'s __cxa_demangle, loaded at run time), cached; the name

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "symbolize.h"
 #include "unwind.h"
-#include "untrusted.h"
 #include "util.h"
 
 /* DWARF register numbers on x86-64. */
@@ -80,23 +80,6 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
-/* The file of a mapping as the process sees it: map_files reaches the very file mapped (in
- * another mount namespace, or deleted since), then the path inside its root. Untrusted: opened
- * as untrusted.h says, and handed to libdwfl as a descriptor. */
-static int mapping_file(int pid, const struct mapping *m, char *buf, size_t len)
-{
-	struct file_want want = { .ino = m->ino };
-	int fd;
-
-	snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	fd = open_untrusted(buf, &want);
-	if (fd >= 0)
-		return fd;
-	snprintf(buf, len, "/proc/%d/root%s", pid, m->path);
-	return open_in_root(pid, m->path, &want);
-}
-
 /* One module per file, at the bias of its first mapping (as perf reports them). */
 static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
 {
@@ -114,7 +97,8 @@ static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
 			seen = mm->maps[j].path && strcmp(mm->maps[j].path, m->path) == 0;
 		if (seen)
 			continue;
-		fd = mapping_file(pid, m, file, sizeof(file));
+		/* As the symbolizer opens it: handed to libdwfl as a descriptor. */
+		fd = symbolize_open_mapped(pid, m, file, sizeof(file));
 		if (fd < 0) {
 			p_debug("unwinding PID %d: cannot open %s: %s", pid, file, strerror(-fd));
 			continue;
