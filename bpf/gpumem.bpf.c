@@ -1909,7 +1909,7 @@ int BPF_USDT(tensor_free, __u64 ptr)
 	if (stream_calls())
 		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,
 			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors,
-			    GM_DEVICE_UNKNOWN);
+			    found ? info.device : GM_DEVICE_UNKNOWN);
 	return 0;
 }
 

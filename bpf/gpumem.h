@@ -73,15 +73,6 @@ static inline int gm_kind_is_gpu(__u32 kind)
 	       kind == GM_KIND_VMM;
 }
 
-/* A site's gpu: the device + 1 of the kinds that are GPU memory and of tensors (which live in
- * it), 0 for the others (host memory, address space, imports) and a device not known. */
-static inline __u32 gm_site_gpu(__u32 kind, __u32 layer, __s32 device)
-{
-	if (device < 0 || (!gm_kind_is_gpu(kind) && layer != GM_LAYER_TENSOR))
-		return 0;
-	return (__u32)device + 1;
-}
-
 /* The argument layout of a probed function; one BPF entry program per shape. */
 enum gm_shape {
 	GM_SHAPE_ALLOC = 0,		/* (out_ptr, size, ...) */
@@ -130,6 +121,17 @@ enum gm_shape {
 #define GM_MAX_CONTEXTS 4096		/* contexts whose device is known, every process */
 #define GM_DEVICE_UNKNOWN (-1)
 #define GM_MAX_GPUS 16			/* devices counted apart per process; others: unknown */
+
+/* A site's gpu: the device + 1 of the kinds that are GPU memory and of tensors (which live in
+ * it), 0 for the others (host memory, address space, imports) and a device not known or past
+ * the GM_MAX_GPUS counted apart (as gm_proc_stats.gpu_bytes has them). */
+static inline __u32 gm_site_gpu(__u32 kind, __u32 layer, __s32 device)
+{
+	if (device < 0 || device >= GM_MAX_GPUS ||
+	    (!gm_kind_is_gpu(kind) && layer != GM_LAYER_TENSOR))
+		return 0;
+	return (__u32)device + 1;
+}
 
 struct gm_ctx_key {
 	__u32 tgid;

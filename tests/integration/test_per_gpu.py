@@ -42,6 +42,24 @@ def test_snapshot_text_shows_the_bytes_per_gpu_and_each_sites_gpu(tmp_path):
         sorted([(0, b) for b in GPU0] + [(1, b) for b in GPU1])
 
 
+def test_a_site_on_two_gpus_gives_each_back_its_own(tmp_path):
+    # A free while the other device is current, and a reset of one device: each site of the
+    # one line goes back by its own allocations.
+    out = tmp_path / "snapshot.json"
+    gpumem("snapshot", "--json", "-o", out, "-c", APIS, "sitefree")
+    report = json.loads(out.read_text())
+    (proc,) = [p for p in report["processes"] if p["comm"] == "apis"]
+    sites = sorted((s["gpu"], s["current_bytes"], s["current_allocs"], s["alloc_count"],
+                    s["free_count"]) for s in proc["sites"] if s["api"] == "cudaMalloc")
+    assert sites == [(0, 1000, 1, 2, 1), (1, 0, 0, 1, 1)]
+    # The walk of live allocations finds the GPU 0 site by its key, device included.
+    (held,) = [s for s in proc["sites"] if s["api"] == "cudaMalloc" and s["current_allocs"]]
+    assert held["oldest_age_ns"] is not None and held["oldest_age_ns"] > 0
+    assert [(g["gpu"], g["bytes"]) for g in proc["by_gpu"]] == [(0, 1000)]
+    assert report["tracer"]["ctx_released_allocs"] >= 1
+    assert all(v == 0 for v in report["lost"].values()), report["lost"]
+
+
 def test_snapshot_of_one_gpu_names_no_gpu(tmp_path):
     out = tmp_path / "snapshot.txt"
     gpumem("snapshot", "--bytes", "-o", out, "-c", APIS, "arrays", env={"GPUMEM_MOCK_DEVICES": "1"})

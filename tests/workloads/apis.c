@@ -521,13 +521,29 @@ static int run_samesite(void)
 	return 0;
 }
 
+/* ---- sitefree (GPUMEM_MOCK_DEVICES=2): that site's memory given back ----
+ * As samesite, then with GPU 1 current: cudaFree of the first GPU 0 allocation, and
+ * cudaDeviceReset, which releases GPU 1's. Left: GPU 0 1,000 in 1 (2 allocs, 1 free), GPU 1
+ * nothing (1 alloc, 1 free). */
+static int run_sitefree(void)
+{
+	static const int devices[] = { 0, 1, 0 };
+	void *p[3];
+
+	for (size_t i = 0; i < sizeof(devices) / sizeof(devices[0]); i++) {
+		if (set_device(devices[i]) || rt_alloc(&p[i], 1000 * (uint64_t)(devices[i] + 1)))
+			return 1;
+	}
+	return set_device(1) || cudaFree(p[0]) || cudaDeviceReset();
+}
+
 static const struct {
 	const char *name;
 	int (*run)(void);
 } scenarios[] = {
 	{ "arrays", run_arrays },   { "drvarrays", run_drvarrays }, { "register", run_register },
 	{ "vmm", run_vmm },	    { "ipc", run_ipc },		    { "contexts", run_contexts },
-	{ "devices", run_devices }, { "samesite", run_samesite },
+	{ "devices", run_devices }, { "samesite", run_samesite }, { "sitefree", run_sitefree },
 };
 
 int main(int argc, char **argv)
@@ -549,6 +565,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices|samesite\n", argv[0]);
+	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices|samesite|sitefree\n", argv[0]);
 	return 2;
 }

@@ -225,6 +225,11 @@ static void device_traces(struct writer *w)
 	for (size_t i = 0; mp && i < mp->n; i++)
 		if (mp->ring[i].device >= devices)
 			devices = mp->ring[i].device + 1u;
+	/* A segment's device gets a list even when its entries left the ring: memory_viz offers
+	 * the devices device_traces has. */
+	for (size_t i = 0; i < w->p->site_keys.n; i++)
+		if (w->p->sites[i].bytes && memviz_device(w->p->sites[i].gpu) >= devices)
+			devices = memviz_device(w->p->sites[i].gpu) + 1u;
 	pk_str(&w->pk, "device_traces");
 	pk_list_begin(&w->pk);
 	for (unsigned int d = 0; d < devices; d++) {

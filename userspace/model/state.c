@@ -1181,6 +1181,7 @@ static void compact_ended(struct state *s, struct proc_rec *p)
 						 p->sites[i].key.py_stack_id));
 	unwinder_free(p->unwinder);
 	p->unwinder = NULL;
+	s->lost[SNAP_LOST_NOT_UNWOUND] += p->npending_copies;	/* its exit map never came */
 	free(p->pending_copies);
 	p->pending_copies = NULL;
 	p->npending_copies = 0;

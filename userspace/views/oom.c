@@ -23,6 +23,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 			 const struct snapshot *snap, const struct oom_context *c)
 {
 	const struct gm_call_event *e = se->ev;
+	uint32_t gpu = gm_site_gpu(e->kind, e->layer, (int32_t)e->gpu - 1);	/* host: 0 */
 	bool exact = s->opt->exact_bytes;
 	char when[32], comm[GM_COMM_LEN + 1], size[32], held[32], peak[32];
 
@@ -40,12 +41,12 @@ static void failure_text(struct session *s, const struct snap_event *se,
 		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, se->container->id);
 	fprintf(s->out, ": %s(%s) = %d %s", probe_api_name(e->api), size, e->error,
 		cuda_error_name(e->layer, e->error));
-	if (e->gpu)
-		fprintf(s->out, " on GPU %u", e->gpu - 1);
+	if (gpu)
+		fprintf(s->out, " on GPU %u", gpu - 1);
 	fprintf(s->out, "\n  held %s (peak %s); ", held, peak);
-	if (e->gpu && c->p && e->gpu - 1 < GM_MAX_GPUS && snap_proc_many_gpus(c->p)) {
-		fmt_size(held, sizeof(held), c->p->st.gpu_bytes[e->gpu - 1], exact);
-		fprintf(s->out, "on GPU %u %s; ", e->gpu - 1, held);
+	if (gpu && c->p && snap_proc_many_gpus(c->p)) {
+		fmt_size(held, sizeof(held), c->p->st.gpu_bytes[gpu - 1], exact);
+		fprintf(s->out, "on GPU %u %s; ", gpu - 1, held);
 	}
 	if (has_tensors(se, c)) {
 		fmt_size(held, sizeof(held), e->tensor_bytes, exact);
@@ -136,7 +137,9 @@ static void oom_failure(struct session *s, const struct snap_event *se,
 	struct oom_context c;
 
 	failures_seen++;
-	oom_context_of(snap, (int)se->ev->pid, se->ev->gpu, &c);
+	/* The sites of the memory that failed: on its device, or host memory. */
+	oom_context_of(snap, (int)se->ev->pid,
+		       gm_site_gpu(se->ev->kind, se->ev->layer, (int32_t)se->ev->gpu - 1), &c);
 	if (s->opt->json)
 		failure_json(s, se, snap, &c);
 	else

@@ -273,8 +273,8 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 		fprintf(s->out, "failed: pid %u %s(%s) = %d %s", f->ev.pid,
 			probe_api_name(f->ev.api), size, f->ev.error,
 			cuda_error_name(f->ev.layer, f->ev.error));
-		if (f->ev.gpu)
-			fprintf(s->out, " on GPU %u", f->ev.gpu - 1);
+		if (gm_site_gpu(f->ev.kind, f->ev.layer, (int32_t)f->ev.gpu - 1))
+			fprintf(s->out, " on GPU %u", f->ev.gpu - 1);	/* GPU memory's */
 		fprintf(s->out, ", holding %s, at ", cur);
 		text_frames(s->out, f->stack, " <- ", 6);
 		fputc('\n', s->out);
