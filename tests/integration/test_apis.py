@@ -323,7 +323,9 @@ def test_one_call_site_on_two_gpus_is_a_site_on_each():
     report, rc = run_snapshot_c([APIS, "samesite"], env=TWO_GPUS)
     assert rc == 0
     proc = only_proc(report)
-    assert proc["by_gpu"] == [{"gpu": 0, "bytes": 2000}, {"gpu": 1, "bytes": 2000}]
+    assert proc["by_gpu"] == [
+        {"gpu": 0, "host_gpu": 0, "name": None, "uuid": None, "bytes": 2000},
+        {"gpu": 1, "host_gpu": 1, "name": None, "uuid": None, "bytes": 2000}]
     sites = [s for s in proc["sites"] if s["api"] == "cudaMalloc"]
     assert len({s["stack_id"] for s in sites}) == 1     # one line of code
     assert sorted((s["gpu"], s["current_bytes"], s["current_allocs"]) for s in sites) == \
