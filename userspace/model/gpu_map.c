@@ -256,10 +256,13 @@ int gpu_map_host(const struct gpu_visible *v, unsigned int ordinal,
 		return set_at(&set, ordinal);
 	/* Each entry up to the ordinal must be valid: an invalid one ends the list there. */
 	for (unsigned int j = 0; j <= ordinal; j++) {
-		const struct gpu_entry *e = &v->cuda.e[j];
+		const struct gpu_entry *e;
 		int host;
 
-		if (j >= v->cuda.n || e->kind == GPU_ENTRY_OTHER)
+		if (j >= v->cuda.n)
+			return -1;
+		e = &v->cuda.e[j];
+		if (e->kind == GPU_ENTRY_OTHER)
 			return -1;
 		if (e->kind == GPU_ENTRY_UUID)
 			host = ndevs ? match_uuid(&set, e->uuid, devs, ndevs) : -1;

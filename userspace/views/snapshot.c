@@ -30,11 +30,13 @@ static void by_gpu_json(struct json_writer *w, const struct snapshot *snap,
 	jw_key(w, "by_gpu");
 	jw_array_begin(w);
 	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
-		const struct nvml_device *d = g < GM_MAX_GPUS ? snap_gpu_device(snap, p, g) : NULL;
-		int host = g < GM_MAX_GPUS ? snap_gpu_host(snap, p, g) : -1;
+		const struct nvml_device *d;
+		int host;
 
 		if (!st->gpu_bytes[g])
 			continue;
+		d = g < GM_MAX_GPUS ? snap_gpu_device(snap, p, g) : NULL;
+		host = g < GM_MAX_GPUS ? snap_gpu_host(snap, p, g) : -1;
 		jw_object_begin(w);
 		if (g < GM_MAX_GPUS)
 			jw_kv_u64(w, "gpu", g);
