@@ -36,6 +36,10 @@ TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
 	$(TESTS_OUT)/samepid $(TESTS_OUT)/apis $(TESTS_OUT)/real_nvidia $(TESTS_OUT)/driver_loop
 # <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
+# The mock NVML (tests/mock/nvml.c), alone in its directory: LD_LIBRARY_PATH=$(TESTS_NVML_DIR)
+# makes gpumem's dlopen("libnvidia-ml.so.1") load it instead of NVIDIA's ($(BUILD)/nvidia).
+TESTS_NVML_DIR := $(TESTS_OUT)/lib-nvml
+TESTS_PROGS += $(TESTS_NVML_DIR)/libnvidia-ml.so.1
 TESTS_HAVE_SDT := $(shell echo '\#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 ifeq ($(TESTS_HAVE_SDT),1)
 TESTS_PROGS += $(TESTS_LIB)/libc10_cuda.so
@@ -93,6 +97,10 @@ $(TESTS_OUT)/lib-%/libcuda.so.1: $(TESTS_OUT)/stubbed/cuda.o tests/mock/cuda_stu
 	$(CC) $(TESTS_MOCK_CFLAGS) -DGM_STUB_SHAPE=$(TESTS_STUB_SHAPE_$*) -shared \
 		-Wl,-soname,libcuda.so.1 -Wl,--version-script,tests/mock/libcuda.map -o $@ \
 		$< tests/mock/cuda_stubs.S tests/mock/cuda_stubs_init.c -lpthread
+
+$(TESTS_NVML_DIR)/libnvidia-ml.so.1: tests/mock/nvml.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
 
 # RUNPATH $ORIGIN: the runtime's dlopen("libcuda.so.1") finds the mock driver beside it.
 $(TESTS_LIB)/libcudart.so.13: tests/mock/cudart.c tests/mock/libcudart.map $(TESTS_MOCK_HEADERS)

@@ -20,7 +20,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_DIR := tests/fuzz
 FUZZ_OUT := $(BUILD)/fuzz
-FUZZ_HARNESSES ?= elf_syms procs container json oci probe_place
+FUZZ_HARNESSES ?= elf_syms procs container json oci probe_place gpu_map
 
 # The sanitizers as `make SANITIZE=1` has them, with libFuzzer's coverage; the project's
 # warnings, as an error, for the harnesses and the modules alike.
@@ -31,6 +31,7 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=
 # The userspace modules each harness links, and the libraries they need.
 fuzz_mods_elf_syms := elf_syms
 fuzz_mods_procs := procs
+fuzz_mods_gpu_map := gpu_map procs
 fuzz_mods_container := container
 fuzz_mods_json := json
 fuzz_mods_oci := oci untrusted util

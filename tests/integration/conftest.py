@@ -34,6 +34,9 @@ REAL_LIBCUDA = NVIDIA_LIB_DIR / "libcuda.so.1"
 REAL_NVML = NVIDIA_LIB_DIR / "libnvidia-ml.so.1"
 REAL_CUDART11_LIB = NVIDIA_LIB_DIR / "libcudart.so.11.0"
 REAL_NVIDIA_PROG = BUILD / "tests" / "real_nvidia"
+# The mock NVML (tests/mock/nvml.c) alone in its directory: LD_LIBRARY_PATH=MOCK_NVML_DIR makes
+# gpumem load it, with the devices GPUMEM_MOCK_NVML describes.
+MOCK_NVML_DIR = BUILD / "tests" / "lib-nvml"
 PROBES_C = ROOT / "userspace" / "discover" / "probes.c"
 
 TRACING_LINE = "gpumem: tracing:"
@@ -222,8 +225,9 @@ class SystemWide:
     """
 
     def __init__(self, *gpumem_args, mode="snapshot", hold=False, start_timeout=START_TIMEOUT,
-                 stop_timeout=STOP_TIMEOUT):
+                 stop_timeout=STOP_TIMEOUT, env=None):
         self.mode = mode
+        self.env = env      # added to gpumem's environment (LD_LIBRARY_PATH=MOCK_NVML_DIR)
         self.gpumem_args = [str(a) for a in gpumem_args]
         if not hold:
             self.gpumem_args.insert(0, "--no-hold")
@@ -242,7 +246,7 @@ class SystemWide:
         self.out = Path(self._tmp) / "report.json"
         cmd = [str(GPUMEM), self.mode, "--json", "-o", str(self.out), *self.gpumem_args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=dict(os.environ, **(self.env or {})))
         self.stderr = LineReader(self.proc.stderr)
         self.stdout = LineReader(self.proc.stdout)
         try:

@@ -35,12 +35,13 @@ def pin_dir():
 class Agent:
     """`gpumem serve` on a pin directory of the test's, listening on a free loopback port."""
 
-    def __init__(self, pins, *args):
+    def __init__(self, pins, *args, env=None):
         self.pins = pins
         cmd = [str(GPUMEM), "serve", "--pin-dir", str(pins), "--listen", "127.0.0.1:0",
                *MOCK_LIB_ARGS, *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=False)
+                                     stderr=subprocess.PIPE, text=False,
+                                     env=dict(os.environ, **(env or {})))
         self.stderr = LineReader(self.proc.stderr)
         self.stdout = LineReader(self.proc.stdout)
         try:

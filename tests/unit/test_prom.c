@@ -307,7 +307,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 30);	/* with VMM and per-GPU families */
+	assert_int_equal(count_prefix(text, "# TYPE "), 31);	/* with VMM, per-GPU and per host GPU families */
 	free(text);
 }
 
@@ -515,15 +515,96 @@ static void test_site_text_is_short_named_and_bounded(void **state)
 	assert_string_equal(buf, "[no stack]");
 }
 
+#define UUID0 "GPU-8f6b0000-aaaa-bbbb-cccc-000000000000"
+#define UUID1 "GPU-8f6b1111-aaaa-bbbb-cccc-111111111111"
+
+/* Two NVML devices; process 100 started with CUDA_VISIBLE_DEVICES=1,0 holds 1000 bytes on its
+ * ordinal 0 (host GPU 1) and 230 on its 1 (host 0); 300, whose environment was not read, 50
+ * on its ordinal 0 (host not known). */
+static void fake_gpus(struct fake *f)
+{
+	static const char *const uuids[] = { UUID0, UUID1 };
+	struct snap_proc *p = &f->proc[0];
+
+	f->snap.wants |= SNAP_DEVICES;
+	f->snap.devices_valid = true;
+	f->snap.ndevices = 2;
+	for (unsigned int i = 0; i < 2; i++) {
+		struct nvml_device *d = &f->snap.devices[i];
+
+		memset(d, 0, sizeof(*d));
+		d->index = i;
+		snprintf(d->name, sizeof(d->name), "NVIDIA H200");
+		snprintf(d->uuid, sizeof(d->uuid), "%s", uuids[i]);
+		d->total = 150000000000ull;
+		d->used = 1000 * (i + 1);
+		d->minor = i ? -1 : 0;	/* NVML did not say device 1's */
+	}
+	snprintf(f->snap.devices[0].pci_bus_id, NVML_BUS_ID_LEN, "00000000:17:00.0");
+	p->visible.known = true;
+	gpu_list_parse("1,0", 3, false, &p->visible.cuda);
+	p->st.gpu_bytes[0] = 1000;
+	p->st.gpu_bytes[1] = 230;
+	f->proc[2].st.gpu_bytes[0] = 50;
+	f->proc[1].st.gpu_bytes[0] = 7;		/* ended: in no sum */
+}
+
+static void test_gpu_series_name_the_host_device_of_each_ordinal(void **state)
+{
+	struct fake *f = *state;
+	char *text;
+
+	fake_gpus(f);
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"0\","
+				    "host_gpu=\"1\",uuid=\"" UUID1 "\",name=\"NVIDIA H200\"} 1000"), 1);
+	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"1\","
+				    "host_gpu=\"0\",uuid=\"" UUID0 "\",name=\"NVIDIA H200\"} 230"), 1);
+	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P300 ",gpu=\"0\","
+				    "host_gpu=\"\",uuid=\"\",name=\"\"} 50"), 1);
+	/* Who holds each host GPU: the sums over live processes, the unknown apart. */
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"0\",uuid=\"" UUID0
+				    "\",name=\"NVIDIA H200\"} 230"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"1\",uuid=\"" UUID1
+				    "\",name=\"NVIDIA H200\"} 1000"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"\",uuid=\"\","
+				    "name=\"\"} 50"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_info{gpu=\"0\",uuid=\"" UUID0 "\","
+				    "name=\"NVIDIA H200\",pci_bus_id=\"00000000:17:00.0\","
+				    "minor=\"0\"} 1"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_info{gpu=\"1\",uuid=\"" UUID1 "\","
+				    "name=\"NVIDIA H200\",pci_bus_id=\"\",minor=\"\"} 1"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_memory_used_bytes{gpu=\"1\",uuid=\"" UUID1
+				    "\",name=\"NVIDIA H200\"} 2000"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_memory_total_bytes{gpu=\"0\",uuid=\""
+				    UUID0 "\",name=\"NVIDIA H200\"} 150000000000"), 1);
+	free(text);
+	/* Without NVML the integer list still names host GPUs, without uuid or name. */
+	f->snap.devices_valid = false;
+	f->snap.ndevices = 0;
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"0\","
+				    "host_gpu=\"1\",uuid=\"\",name=\"\"} 1000"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"1\",uuid=\"\","
+				    "name=\"\"} 1000"), 1);
+	assert_null(strstr(text, "gpumem_gpu_info{"));
+	free(text);
+}
+
 /* promtool's own parser and linter on the text; skipped where promtool is not installed. */
 static void test_promtool_check_metrics_accepts_the_exposition(void **state)
 {
 	struct fake *f = *state;
 	char path[] = "/tmp/gpumem-prom-XXXXXX", cmd[256], out[4096];
-	char *text = render(&f->snap, NULL);
+	char *text;
 	size_t n;
 	FILE *p;
 	int fd;
+
+	fake_gpus(f);	/* the device families too */
+	text = render(&f->snap, NULL);
 
 	if (system("command -v promtool >/dev/null 2>&1")) {
 		fprintf(stderr, "skipped: promtool is not installed (Debian package prometheus)\n");
@@ -564,6 +645,7 @@ int main(void)
 		FAKE(test_every_loss_counter_has_a_reason_and_build_info_its_version),
 		FAKE(test_promtool_check_metrics_accepts_the_exposition),
 		FAKE(test_nvml_up_says_why_nvml_gave_no_numbers),
+		FAKE(test_gpu_series_name_the_host_device_of_each_ordinal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,16 @@ typedef int (*nvml_count_fn)(unsigned int *count);
 typedef int (*nvml_handle_fn)(unsigned int index, void **device);
 typedef int (*nvml_name_fn)(void *device, char *name, unsigned int len);
 typedef const char *(*nvml_error_string_fn)(int code);
+typedef int (*nvml_uuid_fn)(void *device, char *uuid, unsigned int len);
+typedef int (*nvml_minor_fn)(void *device, unsigned int *minor);
+
+/* nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 fills it */
+struct nvml_pci_info {
+	char bus_id_legacy[16];
+	unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+	char bus_id[NVML_BUS_ID_LEN];
+};
+typedef int (*nvml_pci_fn)(void *device, struct nvml_pci_info *pci);
 
 /* nvmlMemory_t */
 struct nvml_memory {
@@ -26,6 +36,9 @@ static struct {
 	nvml_handle_fn handle;
 	nvml_name_fn name;
 	nvml_memory_fn memory;
+	nvml_uuid_fn uuid;
+	nvml_minor_fn minor;
+	nvml_pci_fn pci;
 	nvml_init_fn shutdown;
 	nvml_error_string_fn error_string;
 	struct nvml_status status;
@@ -66,6 +79,10 @@ bool nvml_available(void)
 	nvml.name = (nvml_name_fn)dlsym(nvml.lib, "nvmlDeviceGetName");
 	nvml.memory = (nvml_memory_fn)dlsym(nvml.lib, "nvmlDeviceGetMemoryInfo");
 	nvml.shutdown = (nvml_init_fn)dlsym(nvml.lib, "nvmlShutdown");
+	/* Optional: a device without them is still counted, its identity unknown. */
+	nvml.uuid = (nvml_uuid_fn)dlsym(nvml.lib, "nvmlDeviceGetUUID");
+	nvml.minor = (nvml_minor_fn)dlsym(nvml.lib, "nvmlDeviceGetMinorNumber");
+	nvml.pci = (nvml_pci_fn)dlsym(nvml.lib, "nvmlDeviceGetPciInfo_v3");
 	if (!init || !nvml.count || !nvml.handle || !nvml.memory) {
 		snprintf(nvml.status.reason, sizeof(nvml.status.reason),
 			 "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, "
@@ -84,6 +101,34 @@ bool nvml_available(void)
 	dlclose(nvml.lib);
 	nvml.lib = NULL;
 	return false;
+}
+
+/* NVML's strings are NUL-terminated within len on success; a buffer it left without one, or
+ * empty, is unknown. */
+static void keep_string(char *buf, size_t len, int rc)
+{
+	if (rc != 0 || !memchr(buf, 0, len) || !buf[0])
+		buf[0] = 0;
+}
+
+/* The identity of one device: each part that NVML does not give stays unknown. */
+static void read_identity(void *dev, struct nvml_device *d)
+{
+	struct nvml_pci_info pci;
+	unsigned int minor;
+
+	d->minor = -1;
+	if (nvml.uuid)
+		keep_string(d->uuid, sizeof(d->uuid), nvml.uuid(dev, d->uuid, sizeof(d->uuid)));
+	if (nvml.minor && nvml.minor(dev, &minor) == 0 && minor <= INT32_MAX)
+		d->minor = (int)minor;
+	memset(&pci, 0, sizeof(pci));
+	if (nvml.pci) {
+		int rc = nvml.pci(dev, &pci);
+
+		keep_string(pci.bus_id, sizeof(pci.bus_id), rc);
+		memcpy(d->pci_bus_id, pci.bus_id, sizeof(d->pci_bus_id));
+	}
 }
 
 unsigned int nvml_devices(struct nvml_device *out, unsigned int max)
@@ -108,6 +153,8 @@ unsigned int nvml_devices(struct nvml_device *out, unsigned int max)
 		out[n].index = i;
 		if (!nvml.name || nvml.name(dev, out[n].name, sizeof(out[n].name)) != 0)
 			snprintf(out[n].name, sizeof(out[n].name), "GPU %u", i);
+		out[n].name[sizeof(out[n].name) - 1] = 0;
+		read_identity(dev, &out[n]);
 		out[n].total = mem.total;
 		out[n].free = mem.free;
 		out[n].used = mem.used;

@@ -8,10 +8,18 @@
 
 #define NVML_MAX_DEVICES 16
 
+#define NVML_UUID_LEN 96	/* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+#define NVML_BUS_ID_LEN 32	/* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
+
+/* One device as NVML numbers it (index: the host's order, by PCI bus). uuid, pci_bus_id:
+ * "" when NVML did not give them, minor: -1; printed "-" or null, never as a value. */
 struct nvml_device {
 	unsigned int index;
 	char name[96];
 	uint64_t total, free, used;
+	char uuid[NVML_UUID_LEN];	/* "GPU-8f6b...", what CUDA_VISIBLE_DEVICES may name */
+	char pci_bus_id[NVML_BUS_ID_LEN];	/* "00000000:17:00.0" */
+	int minor;		/* /dev/nvidiaN */
 };
 
 #define NVML_REASON_LEN 160

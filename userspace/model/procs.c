@@ -91,6 +91,12 @@ int proc_read_cmdline(int pid, char *buf, size_t len)
 	return err;
 }
 
+int proc_read_environ(int pid, char *buf, size_t len, size_t *n)
+{
+	*n = 0;
+	return proc_read_file(pid, "environ", buf, len, n);
+}
+
 int proc_parse_cgroup(const char *text, char *buf, size_t len)
 {
 	const char *line = text, *end;

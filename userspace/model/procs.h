@@ -14,6 +14,9 @@ int proc_read_comm(int pid, char *buf, size_t len);
 /* NUL-separated args joined by ' '; truncated to fit (still 0). Kernel threads give "". */
 int proc_read_cmdline(int pid, char *buf, size_t len);
 int proc_parse_cmdline(const char *data, size_t datalen, char *buf, size_t len);
+/* The raw NUL-separated environment the process started with, at most len - 1 bytes (*n of
+ * them; buf NUL-terminated). Untrusted: the caller parses it with a bound. */
+int proc_read_environ(int pid, char *buf, size_t len, size_t *n);
 /* The cgroup v2 path (the "0::" line), also on hybrid hosts. -ENOENT when there is no v2
  * line (v1-only host), -ENAMETOOLONG when the path does not fit (buf holds its start). */
 int proc_read_cgroup(int pid, char *buf, size_t len);

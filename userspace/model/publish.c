@@ -63,6 +63,7 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 	out->user = dup_or_null(p->user);
 	out->container = p->container;
 	out->ns_pid = p->ns_pid;
+	out->visible = p->visible;
 	out->valid = (p->comm[0] ? SP_COMM : 0) | (p->cmdline ? SP_CMDLINE : 0) |
 		     (p->cgroup ? SP_CGROUP : 0) | (p->ns_pid ? SP_NS_PID : 0) |
 		     (p->user ? SP_USER : 0);

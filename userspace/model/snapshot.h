@@ -12,6 +12,7 @@
 #include "gpumem.h"
 #include "container.h"
 #include "discover.h"
+#include "gpu_map.h"
 #include "nvml.h"
 
 /* What a snapshot carries beyond the counts (each costs a walk or a query). */
@@ -96,6 +97,9 @@ struct snap_proc {
 	/* IPC imports held now: another process's memory, of a size the handle does not say
 	 * (st.by_kind[GM_KIND_IPC_IMPORTED] stays 0). Live only: recordings do not keep it. */
 	uint64_t imported_allocs;
+	/* Which host GPU each of its ordinals is (gpu_map.h); live only: recordings do not keep
+	 * it, so there every ordinal is unknown. */
+	struct gpu_visible visible;
 };
 
 struct snap_failure {

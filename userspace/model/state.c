@@ -424,6 +424,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	}
 	if (!p->ns_pid && proc_ns_pid(p->pid, &p->ns_pid))
 		p->ns_pid = 0;
+	if (!p->visible.known)
+		gpu_visible_read(p->pid, &p->visible);
 	/* A zombie's maps are empty: that is no capture (its exit map will come). */
 	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0 && p->mm.count) {
 		p->have_mm = true;
@@ -464,6 +466,7 @@ static void forget_late_reads(struct proc_rec *p, uint64_t exit_ns)
 	memset(&p->container, 0, sizeof(p->container));
 	free(p->user);
 	p->user = NULL;
+	memset(&p->visible, 0, sizeof(p->visible));
 	p->ns_pid = (int)p->st.ns_pid;
 }
 

@@ -136,7 +136,6 @@ static void write_process_memory(FILE *out, const struct snapshot *s)
 	}
 }
 
-/* GPU memory per device; gpu="unknown": on a device gpumem did not see the context of. */
 /* The gpu label of device slot g (gm_proc_stats.gpu_bytes): its number, or "unknown". */
 static const char *gpu_label(unsigned int g, char *buf, size_t len)
 {
@@ -147,27 +146,95 @@ static const char *gpu_label(unsigned int g, char *buf, size_t len)
 	return buf;
 }
 
+/* GPU memory per device; gpu="unknown": on a device gpumem did not see the context of. gpu is
+ * the ordinal as the process numbers it; host_gpu, uuid, name: that device on the host ("" when
+ * not known: no NVML, a MIG device, an environment not read). */
 static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 {
 	struct proc_labels pl;
-	char gpu[16];
+	char gpu[16], host_gpu[16];
 
 	prom_family(out, "gpumem_process_gpu_memory_bytes", GAUGE,
-		    "GPU memory the process holds now on each device (gpu), every kind of "
+		    "GPU memory the process holds now on each device (gpu: its CUDA ordinal; "
+		    "host_gpu, uuid, name: the host's device, \"\" when not known), every kind of "
 		    "gpumem_process_memory_bytes; devices it holds nothing on have no series.");
 	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct snap_proc *p = &s->procs[i];
+
 		if (!prom_proc_shown(s, i))
 			continue;
-		prom_proc_labels(&s->procs[i], &pl);
-		pl.ls.n++;
+		prom_proc_labels(p, &pl);
 		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
-			if (!s->procs[i].st.gpu_bytes[g])
+			const struct nvml_device *d = NULL;
+			int host = -1;
+			size_t n = pl.ls.n;
+
+			if (!p->st.gpu_bytes[g])
 				continue;
-			pl.ls.l[pl.ls.n - 1] =
-				(struct prom_label){ "gpu", gpu_label(g, gpu, sizeof(gpu)) };
-			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls,
-				    s->procs[i].st.gpu_bytes[g]);
+			host_gpu[0] = 0;
+			if (g < GM_MAX_GPUS) {
+				host = snap_gpu_host(s, p, g);
+				d = snap_gpu_device(s, p, g);
+			}
+			if (host >= 0)
+				snprintf(host_gpu, sizeof(host_gpu), "%d", host);
+			prom_label_add(&pl.ls, "gpu", gpu_label(g, gpu, sizeof(gpu)));
+			prom_label_add(&pl.ls, "host_gpu", host_gpu);
+			prom_label_add(&pl.ls, "uuid", d ? d->uuid : "");
+			prom_label_add(&pl.ls, "name", d ? d->name : "");
+			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls, p->st.gpu_bytes[g]);
+			pl.ls.n = n;
 		}
+	}
+}
+
+/* The labels of one host device: gpu its index ("" for memory on no device known), uuid and
+ * name NVML's ("" when not known). */
+static void host_gpu_labels(struct prom_labels *ls, char *gpu, size_t len,
+			    const struct nvml_device *d, int host)
+{
+	ls->n = 0;
+	gpu[0] = 0;
+	if (host >= 0)
+		snprintf(gpu, len, "%d", host);
+	prom_label_add(ls, "gpu", gpu);
+	prom_label_add(ls, "uuid", d ? d->uuid : "");
+	prom_label_add(ls, "name", d ? d->name : "");
+}
+
+/* Who holds GPU N: the memory every traced process holds on each host device (each NVML
+ * device, 0 when none; others where a process's list named them), gpu="" where not known. */
+static void write_gpu_traced(FILE *out, const struct snapshot *s)
+{
+	uint64_t held[GM_MAX_GPUS + 1] = { 0 };
+	unsigned int ndevs = s->devices_valid ? s->ndevices : 0;
+	struct prom_labels ls;
+	char gpu[16];
+
+	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct snap_proc *p = &s->procs[i];
+
+		if (!prom_proc_shown(s, i))
+			continue;
+		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+			int host = g < GM_MAX_GPUS ? snap_gpu_host(s, p, g) : -1;
+
+			held[host >= 0 && host < GM_MAX_GPUS ? host : GM_MAX_GPUS] +=
+				p->st.gpu_bytes[g];
+		}
+	}
+	prom_family(out, "gpumem_gpu_traced_bytes", GAUGE,
+		    "GPU memory the traced processes hold now on each of the host's devices (gpu: "
+		    "NVML's index; \"\": a device not known), the sum of their "
+		    "gpumem_process_gpu_memory_bytes.");
+	for (int h = 0; h <= GM_MAX_GPUS; h++) {
+		const struct nvml_device *d = h < GM_MAX_GPUS ?
+			gpu_device_by_index(s->devices, ndevs, h) : NULL;
+
+		if (!d && !held[h])
+			continue;
+		host_gpu_labels(&ls, gpu, sizeof(gpu), d, h < GM_MAX_GPUS ? h : -1);
+		prom_sample(out, "gpumem_gpu_traced_bytes", &ls, held[h]);
 	}
 }
 
@@ -183,6 +250,7 @@ static void write_processes(FILE *out, const struct snapshot *s)
 	prom_sample(out, "gpumem_processes", NULL, shown);
 	write_process_memory(out, s);
 	write_process_gpu_memory(out, s);
+	write_gpu_traced(out, s);
 	for (size_t f = 0; f < ARRAY_SIZE(proc_families); f++) {
 		const struct proc_family *pf = &proc_families[f];
 
@@ -414,6 +482,40 @@ static void write_counters(FILE *out, const struct snapshot *s)
 	}
 }
 
+/* NVML's devices: which each is (gpumem_gpu_info) and their memory, by host index. */
+static void write_devices(FILE *out, const struct snapshot *s)
+{
+	struct prom_labels ls;
+	char gpu[16], minor[16];
+
+	prom_family(out, "gpumem_gpu_info", GAUGE,
+		    "Always 1: each GPU NVML lists, by its index (gpu), with its uuid, name, "
+		    "pci_bus_id and minor (/dev/nvidiaN), \"\" when NVML did not say.");
+	for (unsigned int i = 0; i < s->ndevices; i++) {
+		const struct nvml_device *d = &s->devices[i];
+
+		host_gpu_labels(&ls, gpu, sizeof(gpu), d, (int)d->index);
+		minor[0] = 0;
+		if (d->minor >= 0)
+			snprintf(minor, sizeof(minor), "%d", d->minor);
+		prom_label_add(&ls, "pci_bus_id", d->pci_bus_id);
+		prom_label_add(&ls, "minor", minor);
+		prom_sample(out, "gpumem_gpu_info", &ls, 1);
+	}
+	prom_family(out, "gpumem_gpu_memory_total_bytes", GAUGE,
+		    "Each GPU's memory, as NVML reports it.");
+	for (unsigned int i = 0; i < s->ndevices; i++) {
+		host_gpu_labels(&ls, gpu, sizeof(gpu), &s->devices[i], (int)s->devices[i].index);
+		prom_sample(out, "gpumem_gpu_memory_total_bytes", &ls, s->devices[i].total);
+	}
+	prom_family(out, "gpumem_gpu_memory_used_bytes", GAUGE,
+		    "Each GPU's memory in use, by every process and the driver, as NVML reports it.");
+	for (unsigned int i = 0; i < s->ndevices; i++) {
+		host_gpu_labels(&ls, gpu, sizeof(gpu), &s->devices[i], (int)s->devices[i].index);
+		prom_sample(out, "gpumem_gpu_memory_used_bytes", &ls, s->devices[i].used);
+	}
+}
+
 /* Whether NVML answered with each GPU's memory, and why not: its return code and reason as
  * labels, so that a dashboard shows the cause and never a zero. Only where NVML was asked. */
 static void write_nvml(FILE *out, const struct snapshot *s)
@@ -431,6 +533,9 @@ static void write_nvml(FILE *out, const struct snapshot *s)
 		    "1 when NVML answered with each GPU's memory; else 0, with NVML's return code "
 		    "(error, \"\" when none) and the reason (as in snapshot --json \"nvml\").");
 	prom_sample(out, "gpumem_nvml_up", &ls, s->devices_valid);
+	if (!s->devices_valid)
+		return;
+	write_devices(out, s);
 }
 
 int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)

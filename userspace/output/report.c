@@ -218,6 +218,13 @@ void json_devices(struct json_writer *w, const struct snapshot *snap)
 		jw_object_begin(w);
 		jw_kv_u64(w, "index", snap->devices[i].index);
 		jw_kv_string(w, "name", snap->devices[i].name);
+		json_kv_known(w, "uuid", snap->devices[i].uuid, snap->devices[i].uuid[0]);
+		json_kv_known(w, "pci_bus_id", snap->devices[i].pci_bus_id,
+			      snap->devices[i].pci_bus_id[0]);
+		if (snap->devices[i].minor >= 0)
+			jw_kv_i64(w, "minor", snap->devices[i].minor);
+		else
+			jw_kv_null(w, "minor");
 		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
 		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
 		jw_object_end(w);
@@ -247,7 +254,8 @@ void text_devices(FILE *out, const struct snapshot *snap, bool exact)
 
 		fmt_size(free_b, sizeof(free_b), d->free, exact);
 		fmt_size(total, sizeof(total), d->total, exact);
-		fprintf(out, "%sGPU %u free %s of %s", i ? ", " : "", d->index, free_b, total);
+		fprintf(out, "%sGPU %u %s %s free %s of %s", i ? ", " : "", d->index, d->name,
+			d->uuid[0] ? d->uuid : "-", free_b, total);
 	}
 }
 

@@ -19,26 +19,43 @@ static void site_json(struct json_writer *w, const struct snap_proc *p, const st
 	jw_object_end(w);
 }
 
-/* GPU memory per device, the devices that hold any; "gpu": null, a device not known. */
-static void by_gpu_json(struct json_writer *w, const struct gm_proc_stats *st)
+/* GPU memory per device, the devices that hold any: "gpu" the ordinal as the process numbers
+ * it (null: a device not known), "host_gpu" the host's index of that device and "name",
+ * "uuid" NVML's for it (each null when not known). */
+static void by_gpu_json(struct json_writer *w, const struct snapshot *snap,
+			const struct snap_proc *p)
 {
+	const struct gm_proc_stats *st = &p->st;
+
 	jw_key(w, "by_gpu");
 	jw_array_begin(w);
 	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		const struct nvml_device *d;
+		int host;
+
 		if (!st->gpu_bytes[g])
 			continue;
+		d = g < GM_MAX_GPUS ? snap_gpu_device(snap, p, g) : NULL;
+		host = g < GM_MAX_GPUS ? snap_gpu_host(snap, p, g) : -1;
 		jw_object_begin(w);
 		if (g < GM_MAX_GPUS)
 			jw_kv_u64(w, "gpu", g);
 		else
 			jw_kv_null(w, "gpu");
+		if (host >= 0)
+			jw_kv_i64(w, "host_gpu", host);
+		else
+			jw_kv_null(w, "host_gpu");
+		json_kv_known(w, "name", d ? d->name : NULL, d && d->name[0]);
+		json_kv_known(w, "uuid", d ? d->uuid : NULL, d && d->uuid[0]);
 		jw_kv_u64(w, "bytes", st->gpu_bytes[g]);
 		jw_object_end(w);
 	}
 	jw_array_end(w);
 }
 
-static void process_json(struct json_writer *w, const struct snap_proc *p)
+static void process_json(struct json_writer *w, const struct snapshot *snap,
+			 const struct snap_proc *p)
 {
 	const struct gm_proc_stats *st = &p->st;
 
@@ -71,7 +88,7 @@ static void process_json(struct json_writer *w, const struct snap_proc *p)
 	jw_kv_u64(w, "vmm_mapped_bytes", st->by_kind[GM_KIND_VMM_MAPPED]);
 	jw_kv_u64(w, "vmm_reserved_bytes", st->by_kind[GM_KIND_VMM_RESERVED]);
 	jw_kv_u64(w, "ipc_imported_allocs", p->imported_allocs);
-	by_gpu_json(w, st);
+	by_gpu_json(w, snap, p);
 	jw_key(w, "sites");
 	jw_array_begin(w);
 	for (size_t i = 0; i < p->nsites; i++)
@@ -150,7 +167,7 @@ static void snapshot_json(struct session *s, const struct snapshot *snap)
 	jw_key(w, "processes");
 	jw_array_begin(w);
 	for (size_t i = 0; i < snap->nprocs; i++)
-		process_json(w, &snap->procs[i]);
+		process_json(w, snap, &snap->procs[i]);
 	jw_array_end(w);
 	jw_key(w, "failures");
 	jw_array_begin(w);
