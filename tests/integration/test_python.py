@@ -253,7 +253,9 @@ def test_an_interpreter_that_never_allocates_is_not_a_loss():
     python = pyenv_python(3, 8)
     if python is None:
         pytest.skip(f"no pyenv CPython 3.8 under {PYENV}")
-    opens = f"import ctypes; ctypes.CDLL('{CUDART}')"
+    # It stays a second after the open: gpumem examines it from /proc when the open's record
+    # arrives, which on a loaded host can be after a process that left at once had gone.
+    opens = f"import ctypes, time; ctypes.CDLL('{CUDART}'); time.sleep(1)"
     run = run_snapshot_c(["/bin/sh", "-c",
                           f'"{python}" -c "{opens}" && exec "{WORKLOAD}" reuse 4096'],
                          gpumem_args=["-v"])

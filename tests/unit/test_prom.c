@@ -422,16 +422,19 @@ static void test_containers_and_sites_have_their_bytes_per_gpu(void **state)
 			"(\\n\",container_name=\"train" R "\"";
 	char *text, line[1024];
 
+	f->proc[0].visible.known = f->proc[2].visible.known = true;
+	gpu_list_parse("1,0", 3, false, &f->proc[2].visible.cuda);	/* its GPU 1 is host 0 */
 	f->proc[0].st.gpu_bytes[0] = 1000;
 	f->proc[0].st.gpu_bytes[1] = 230;
 	f->proc[2].st.gpu_bytes[1] = 50;
 	f->proc[2].st.gpu_bytes[GM_MAX_GPUS] = 7;	/* a device not known */
-	f->site300.gpu = 2;				/* GPU 1 */
+	f->site300.gpu = 2;				/* its GPU 1 */
 	text = render(&f->snap, NULL);
 	check_exposition(text);
-	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"0\"} 1000", c);
+	/* Summed by host device, each process's ordinals mapped first. */
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"0\"} 1050", c);
 	assert_int_equal(count_line(text, line), 1);
-	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"1\"} 280", c);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"1\"} 230", c);
 	assert_int_equal(count_line(text, line), 1);
 	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"unknown\"} 7", c);
 	assert_int_equal(count_line(text, line), 1);

@@ -283,6 +283,24 @@ int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned 
 	return gpu_map_host(&p->visible, ordinal, s->devices, s->devices_valid ? s->ndevices : 0);
 }
 
+void snap_host_gpu_add(const struct snapshot *s, const struct snap_proc *p,
+		       uint64_t out[GM_MAX_GPUS + 1])
+{
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		int host = g < GM_MAX_GPUS && p->st.gpu_bytes[g] ? snap_gpu_host(s, p, g) : -1;
+
+		out[host >= 0 && host < GM_MAX_GPUS ? host : GM_MAX_GPUS] += p->st.gpu_bytes[g];
+	}
+}
+
+int snap_site_host_gpu(const struct snapshot *s, const struct snap_proc *p,
+		       const struct snap_site *ss)
+{
+	int host = ss->gpu ? snap_gpu_host(s, p, ss->gpu - 1) : -1;
+
+	return host >= 0 && host < GM_MAX_GPUS ? host : -1;
+}
+
 const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct snap_proc *p,
 					  unsigned int ordinal)
 {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpumem.h"
 #include "nvml.h"
 
 #define GPU_VISIBLE_MAX NVML_MAX_DEVICES	/* entries kept of each list */
@@ -68,5 +69,14 @@ const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct
 					  unsigned int ordinal);
 /* p's ordinal as a host index, or -1 (with s's devices when NVML gave them). */
 int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned int ordinal);
+struct snap_site;
+/* Adds p's GPU bytes (gm_proc_stats.gpu_bytes, by its ordinals) to out by host device: what
+ * every sum over processes adds (processes number devices each their own way); the last slot:
+ * a host device not known, or past GM_MAX_GPUS. */
+void snap_host_gpu_add(const struct snapshot *s, const struct snap_proc *p,
+		       uint64_t out[GM_MAX_GPUS + 1]);
+/* The host device of a site of p (below GM_MAX_GPUS), or -1: host memory or not known. */
+int snap_site_host_gpu(const struct snapshot *s, const struct snap_proc *p,
+		       const struct snap_site *ss);
 
 #endif

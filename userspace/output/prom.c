@@ -211,18 +211,9 @@ static void write_gpu_traced(FILE *out, const struct snapshot *s)
 	struct prom_labels ls;
 	char gpu[16];
 
-	for (size_t i = 0; i < s->nprocs; i++) {
-		const struct snap_proc *p = &s->procs[i];
-
-		if (!prom_proc_shown(s, i))
-			continue;
-		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
-			int host = g < GM_MAX_GPUS ? snap_gpu_host(s, p, g) : -1;
-
-			held[host >= 0 && host < GM_MAX_GPUS ? host : GM_MAX_GPUS] +=
-				p->st.gpu_bytes[g];
-		}
-	}
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (prom_proc_shown(s, i))
+			snap_host_gpu_add(s, &s->procs[i], held);
 	prom_family(out, "gpumem_gpu_traced_bytes", GAUGE,
 		    "GPU memory the traced processes hold now on each of the host's devices (gpu: "
 		    "NVML's index; \"\": a device not known), the sum of their "
@@ -306,7 +297,8 @@ static const char *first_known(const char *have, const char *s)
 }
 
 /* One process's group. */
-static void group_of(struct group *g, const struct snap_proc *p, const char *key)
+static void group_of(struct group *g, const struct snapshot *s, const struct snap_proc *p,
+		     const char *key)
 {
 	const struct container_info *ci = &p->container;
 
@@ -317,7 +309,7 @@ static void group_of(struct group *g, const struct snap_proc *p, const char *key
 	g->pod_name = ci->pod_name;
 	g->container_name = ci->container_name;
 	memcpy(g->by_kind, p->st.by_kind, sizeof(g->by_kind));
-	memcpy(g->gpu_bytes, p->st.gpu_bytes, sizeof(g->gpu_bytes));
+	snap_host_gpu_add(s, p, g->gpu_bytes);	/* by host device: summed over processes */
 	g->procs = 1;
 }
 
@@ -354,7 +346,7 @@ static ssize_t make_groups(const struct snapshot *s, const struct scope *sc, str
 
 		if (!prom_proc_shown(s, i) || !(sc->pod ? ci->has_pod : ci->has_id))
 			continue;
-		group_of(&g[n++], &s->procs[i], sc->pod ? ci->pod_uid : ci->id);
+		group_of(&g[n++], s, &s->procs[i], sc->pod ? ci->pod_uid : ci->id);
 	}
 	qsort(g, n, sizeof(*g), group_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -405,8 +397,8 @@ static void write_group_gpu_memory(FILE *out, const struct scope *sc, const stru
 	char help[200], gpu[16];
 	struct prom_labels ls;
 
-	snprintf(help, sizeof(help), "GPU memory the processes of the %s hold now on each device "
-		 "(gpu), every kind; devices they hold nothing on have no series.", sc->what);
+	snprintf(help, sizeof(help), "GPU memory the processes of the %s hold now on each host "
+		 "device (gpu: NVML's index, \"unknown\": not known), every kind.", sc->what);
 	prom_family(out, sc->gpu, GAUGE, help);
 	for (size_t i = 0; i < n; i++) {
 		group_labels(&g[i], sc, &ls);

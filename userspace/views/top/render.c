@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "gpu_map.h"
 #include "history.h"
 #include "json.h"
 #include "probes.h"
@@ -309,35 +310,36 @@ static size_t device_cell(char *buf, size_t len, unsigned int g, const struct nv
 {
 	char held[32], used[32], total[32];
 
-	fmt_size(held, sizeof(held), top.gpu_cur[g], top.exact);
+	fmt_size(held, sizeof(held), g <= GM_MAX_GPUS ? top.gpu_cur[g] : 0, top.exact);
 	if (!d && g < GM_MAX_GPUS)
 		return (size_t)snprintf(buf, len, "  %u held %s", g, held);
 	if (!d)
 		return (size_t)snprintf(buf, len, "  ? held %s", held);
 	fmt_size(used, sizeof(used), d->used, top.exact);
 	fmt_size(total, sizeof(total), d->total, top.exact);
-	if (!top.gpu_cur[g])
+	if (g >= GM_MAX_GPUS || !top.gpu_cur[g])
 		return (size_t)snprintf(buf, len, "  %u %s %s/%s", d->index, d->name, used, total);
 	return (size_t)snprintf(buf, len, "  %u %s %s/%s (traced %s)", d->index, d->name, used,
 				total, held);
 }
 
-/* Each device: NVML's name and memory in use, and what the processes shown hold on it. */
+/* Each host device: NVML's name and memory in use, and what the processes shown hold on it
+ * (their ordinals mapped to host devices); then what is held on a device not known. */
 static void devices_line(char *buf, size_t len)
 {
 	const struct snapshot *snap = top.snap;
 	bool nvml = snap && snap->devices_valid;
 	size_t o = (size_t)snprintf(buf, len, "GPUs:");
 
-	for (unsigned int g = 0; g <= GM_MAX_GPUS && o < len; g++) {
-		const struct nvml_device *d = NULL;
+	for (unsigned int i = 0; nvml && i < snap->ndevices && o < len; i++) {
+		const struct nvml_device *d = &snap->devices[i];
 
-		for (unsigned int i = 0; nvml && g < GM_MAX_GPUS && i < snap->ndevices; i++)
-			if (snap->devices[i].index == g)
-				d = &snap->devices[i];
-		if (d || top.gpu_cur[g])
-			o += device_cell(buf + o, len - o, g, d);
+		o += device_cell(buf + o, len - o, d->index, d);
 	}
+	for (unsigned int g = 0; g <= GM_MAX_GPUS && o < len; g++)
+		if (top.gpu_cur[g] && !(nvml && g < GM_MAX_GPUS &&
+					gpu_device_by_index(snap->devices, snap->ndevices, (int)g)))
+			o += device_cell(buf + o, len - o, g, NULL);
 	if (o >= len || nvml)
 		return;
 	if (!strcmp(buf, "GPUs:"))

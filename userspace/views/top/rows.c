@@ -5,28 +5,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include "analysis.h"
+#include "gpu_map.h"
 #include "json.h"
 #include "probes.h"
 #include "report.h"
 #include "top.h"
 #include "util.h"
 
-/* The devices a process holds GPU memory on (struct row's gpus). */
+/* The host devices a process holds GPU memory on (struct row's gpus), its ordinals mapped:
+ * top is the host's view. */
 static uint32_t proc_gpus(const struct snap_proc *p)
 {
+	uint64_t bytes[GM_MAX_GPUS + 1] = { 0 };
 	uint32_t bits = 0;
 
+	snap_host_gpu_add(top.snap, p, bytes);
 	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++)
-		if (p->st.gpu_bytes[g])
+		if (bytes[g])
 			bits |= 1u << g;
 	return bits;
 }
 
-/* A site's device; a site of GPU memory whose device is not known: that bit. */
-static uint32_t site_gpus(const struct snap_site *ss)
+/* A site's host device; a site of GPU memory whose device is not known: that bit. */
+static uint32_t site_gpus(const struct snap_proc *p, const struct snap_site *ss)
 {
-	if (ss->gpu)
-		return 1u << (ss->gpu - 1 < GM_MAX_GPUS ? ss->gpu - 1 : GM_MAX_GPUS);
+	int host = snap_site_host_gpu(top.snap, p, ss);
+
+	if (host >= 0)
+		return 1u << host;
 	return gm_kind_is_gpu(ss->kind) && ss->st.current_bytes ? 1u << GM_MAX_GPUS : 0;
 }
 
@@ -285,7 +291,7 @@ static void site_row(const struct snap_proc *p, const struct snap_site *ss, bool
 	}
 	r->live = ss->st.current_allocs;
 	r->fails = ss->st.failed_count;
-	r->gpus = site_gpus(ss);
+	r->gpus = site_gpus(p, ss);
 	r->oldest_age = snap_site_oldest_age(p, ss);
 	snprintf(r->user, sizeof(r->user), "-");
 	site_label(ss, r->name, sizeof(r->name), top.drill_pid ? 8 : 3);
@@ -342,11 +348,10 @@ void top_build_rows(void)
 			top.total_cur += p->st.current_bytes;
 			top.total_host += p->st.by_kind[GM_KIND_HOST];
 			top.total_tensor += p->tensor.current_bytes;
-			for (unsigned int g = 0; g <= GM_MAX_GPUS; g++)
-				top.gpu_cur[g] += p->st.gpu_bytes[g];
+			snap_host_gpu_add(snap, p, top.gpu_cur);
 		}
 		top.any_tensors |= p->tensor.alloc_count > 0;
-		top.many_gpus |= snap_proc_many_gpus(p);	/* an ended one's rows show too */
+		top.many_gpus |= (proc_gpus(p) & ~1u) != 0;	/* an ended one's rows show too */
 		if (by_group) {
 			struct row pr = { .key = hist_key_proc(p) };
 

@@ -49,8 +49,8 @@ struct row {
 	 * cur is then 0: a tensor site reserves nothing). has_tensors: the cell is not "-". */
 	uint64_t tensor;
 	bool has_tensors, tensor_site;
-	/* The devices it holds GPU memory on: bit g for GPU g, bit GM_MAX_GPUS for a device
-	 * not known. */
+	/* The host devices it holds GPU memory on: bit g for GPU g (NVML's index), bit
+	 * GM_MAX_GPUS for a device not known. */
 	uint32_t gpus;
 	double arate, frate, growth_min;
 	unsigned int nprocs;	/* a container row: processes in it */
@@ -88,7 +88,7 @@ struct top_ui {
 	size_t nrows, cap;
 	uint64_t now;
 	uint64_t total_cur, total_host, total_tensor;
-	uint64_t gpu_cur[GM_MAX_GPUS + 1];	/* total_cur per device (last: not known) */
+	uint64_t gpu_cur[GM_MAX_GPUS + 1];	/* total_cur per host device (last: not known) */
 	bool any_tensors;	/* a process shown made tensors: the TENSORS column is shown */
 	bool many_gpus;		/* memory is held on a device other than GPU 0: the GPU column
 				 * and, in batch, a GPUs line are shown */
