@@ -6,13 +6,14 @@ The apis `devices` scenario puts 12,000 bytes on its ordinal 0 and 24,000 on its
 (test_apis.py); the mock runtime ignores CUDA_VISIBLE_DEVICES, so only gpumem's mapping turns
 ordinals into host devices here.
 """
+import os
 import re
 import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import MOCK_NVML_DIR, run_snapshot_c
+from conftest import GPUMEM, MOCK_NVML_DIR, run_snapshot_c
 from test_accounting import only_proc
 from test_apis import APIS, held_apis
 from test_serve import Agent, pins, wait_until  # noqa: F401 (pins: a fixture)
@@ -145,3 +146,22 @@ def test_metrics_carry_uuid_and_name_and_sum_each_host_gpu(pins):
     check = subprocess.run([promtool, "check", "metrics"], input=body, text=True,
                            capture_output=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_top_puts_each_process_on_its_host_gpus_beside_nvmls_names(tmp_path):
+    # Ordinal 0 (12,000 B) is host GPU 1, ordinal 1 (24,000 B) host GPU 0.
+    out = tmp_path / "top"
+    env = {**os.environ, **MOCK_NVML, **TWO_GPUS_SWAPPED, "GPUMEM_APIS_HOLD": "1"}
+    proc = subprocess.Popen([str(GPUMEM), "top", "-b", "-n", "1", "-i", "0.5", "--bytes", "-o",
+                             str(out), "-c", str(APIS), "devices"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (table,) = [t for t in out.read_text().split("\n\n") if t.startswith("gpumem top")]
+    lines = table.splitlines()
+    assert lines[1] == ("GPUs:  0 NVIDIA H200 1000/150000000000 (traced 24000)"
+                        "  1 NVIDIA H200 2000/150000000000 (traced 12000)"), table
+    assert lines[3].split()[1] == "0,1", table
