@@ -489,6 +489,18 @@ int BPF_KPROBE(enter_array, void *out, void *desc, __u64 a2, __u64 a3, __u64 a4)
 
 	(void)a4;
 	switch (shape) {
+	case GM_SHAPE_VMM_CREATE: {
+		/* cuMemCreate(out, size, prop, flags): the device is the one prop->location
+		 * names (a CUmemLocation {type, id} at offset 8; type 1: a device), not the
+		 * thread's; passed on as that device + 1 (0: the thread's). */
+		__s32 loc[2] = {};
+		__u64 device = 0;
+
+		if (a2 && !bpf_probe_read_user(loc, sizeof(loc), (void *)(a2 + 8)) && loc[0] == 1 &&
+		    loc[1] >= 0 && loc[1] < GM_MAX_GPUS)
+			device = (__u64)loc[1] + 1;
+		return call_enter(ctx, (__u64)out, device, (__u64)desc, 1, 0);
+	}
 	case GM_SHAPE_MALLOC3D: {
 		__u64 rows;
 
@@ -1593,6 +1605,8 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 
 	/* The context and device it is charged to (a failure: the device it asked of). */
 	info.ctx = current_ctx(rec, tgid, &info.device);
+	if (shape == GM_SHAPE_VMM_CREATE && rec->out_pitch)
+		info.device = (__s32)rec->out_pitch - 1;	/* its properties' device */
 	skey.stack_id = stack_id;
 	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(rec->cookie);

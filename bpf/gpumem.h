@@ -242,7 +242,8 @@ struct gm_inflight {
 	__u64 cookie;
 	__u64 time_ns;
 	__u64 out_ptr;		/* where the callee writes the address or handle */
-	__u64 out_pitch;	/* pitch allocations: where the callee writes the pitch */
+	__u64 out_pitch;	/* pitch allocations: where the callee writes the pitch;
+				 * cuMemCreate: the device its properties name + 1 (0: none) */
 	__u64 size;		/* bytes; width for pitch allocations */
 	__u64 height;		/* pitch allocations */
 	__u64 addr;		/* frees: the address or handle released */

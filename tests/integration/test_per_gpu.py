@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from conftest import GPUMEM, RUN_TIMEOUT
-from test_apis import APIS, TWO_GPUS, held_apis
+from conftest import GPUMEM, RUN_TIMEOUT, run_snapshot_c
+from test_apis import APIS, MIB, TWO_GPUS, held_apis
 from test_serve import Agent, pins, wait_until  # noqa: F401 (pins: a fixture)
 
 GPU0 = [2000, 4000, 6000]
@@ -58,6 +58,15 @@ def test_a_site_on_two_gpus_gives_each_back_its_own(tmp_path):
     assert [(g["gpu"], g["bytes"]) for g in proc["by_gpu"]] == [(0, 1000)]
     assert report["tracer"]["ctx_released_allocs"] >= 1
     assert all(v == 0 for v in report["lost"].values()), report["lost"]
+
+
+def test_cu_mem_create_is_on_the_device_its_properties_name():
+    report, rc = run_snapshot_c([APIS, "vmmdevice"], env=TWO_GPUS)
+    assert rc == 0
+    (proc,) = [p for p in report["processes"] if p["comm"] == "apis"]
+    assert [(g["gpu"], g["bytes"]) for g in proc["by_gpu"]] == [(0, 2 * MIB), (1, 2 * MIB)]
+    assert sorted((s["gpu"], s["current_bytes"]) for s in proc["sites"]
+                  if s["api"] == "cuMemCreate") == [(0, 2 * MIB), (1, 2 * MIB)]
 
 
 def test_snapshot_of_one_gpu_names_no_gpu(tmp_path):

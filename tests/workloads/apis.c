@@ -251,12 +251,13 @@ static int run_register(void)
  * at the end: vmm 2 MiB, mapped 2 MiB, reserved 8 MiB; GPU memory 2 MiB, peak 4 MiB. A map of
  * a handle that does not exist fails (CUDA_ERROR_INVALID_VALUE). */
 
-GM_CALL_SITE static int vmm_create(CUmemGenericAllocationHandle *h)
+GM_CALL_SITE static int vmm_create(CUmemGenericAllocationHandle *h, int device)
 {
 	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED };
 	int rc;
 
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = device;
 	rc = cuMemCreate(h, 2 * MIB, &prop, 0);
 	report("cuMemCreate", 2 * MIB, *h, rc);
 	return rc;
@@ -299,8 +300,8 @@ static int run_vmm(void)
 	CUmemGenericAllocationHandle kept = 0, brief = 0;
 	CUdeviceptr va = 0;
 
-	if (cuInit(0) || vmm_create(&kept) || vmm_reserve(&va) || vmm_map(va, kept) ||
-	    vmm_create(&brief) || vmm_map(va + 2 * MIB, brief) || vmm_unmap(va + 2 * MIB) ||
+	if (cuInit(0) || vmm_create(&kept, 0) || vmm_reserve(&va) || vmm_map(va, kept) ||
+	    vmm_create(&brief, 0) || vmm_map(va + 2 * MIB, brief) || vmm_unmap(va + 2 * MIB) ||
 	    vmm_release(brief))
 		return 1;
 	return vmm_map(va + 4 * MIB, 0xdead) != CUDA_ERROR_INVALID_VALUE;
@@ -521,6 +522,15 @@ static int run_samesite(void)
 	return 0;
 }
 
+/* ---- vmmdevice (GPUMEM_MOCK_DEVICES=2): cuMemCreate on the device its properties name ----
+ * With GPU 0 current: 2 MiB on GPU 1, then 2 MiB on GPU 0. */
+static int run_vmmdevice(void)
+{
+	CUmemGenericAllocationHandle on1 = 0, on0 = 0;
+
+	return set_device(0) || vmm_create(&on1, 1) || vmm_create(&on0, 0);
+}
+
 /* ---- sitefree (GPUMEM_MOCK_DEVICES=2): that site's memory given back ----
  * As samesite, then with GPU 1 current: cudaFree of the first GPU 0 allocation, and
  * cudaDeviceReset, which releases GPU 1's. Left: GPU 0 1,000 in 1 (2 allocs, 1 free), GPU 1
@@ -544,6 +554,7 @@ static const struct {
 	{ "arrays", run_arrays },   { "drvarrays", run_drvarrays }, { "register", run_register },
 	{ "vmm", run_vmm },	    { "ipc", run_ipc },		    { "contexts", run_contexts },
 	{ "devices", run_devices }, { "samesite", run_samesite }, { "sitefree", run_sitefree },
+	{ "vmmdevice", run_vmmdevice },
 };
 
 int main(int argc, char **argv)
@@ -565,6 +576,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices|samesite|sitefree\n", argv[0]);
+	fprintf(stderr, "usage: %s arrays|drvarrays|register|vmm|ipc|contexts|devices|samesite|sitefree|vmmdevice\n", argv[0]);
 	return 2;
 }

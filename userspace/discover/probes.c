@@ -291,10 +291,10 @@ static struct bpf_program *entry_program(const struct probe_programs *pp, enum g
 {
 	switch (shape) {
 	case GM_SHAPE_ALLOC:
-	case GM_SHAPE_VMM_CREATE:
 	case GM_SHAPE_REGISTER:
 	case GM_SHAPE_IMPORT:
 		return pp->enter_alloc;
+	case GM_SHAPE_VMM_CREATE:	/* its properties' device is read at entry */
 	case GM_SHAPE_ARRAY_RT:
 	case GM_SHAPE_ARRAY3D_RT:
 	case GM_SHAPE_MIPMAP_RT:
