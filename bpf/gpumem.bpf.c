@@ -236,7 +236,9 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 /* A second probe on the same code (one file reached under two inodes, overlayfs, probed both
  * ways) runs in the same trap, right after the first (1 µs missed 3 of 4,000 on a loaded
  * host). A free of the address handed out again needs the free to return, another thread's
- * allocation and a handoff: cudaFree waits for the device, tens of µs. */
+ * allocation and a handoff: cudaFree waits for the device, tens of µs. Later than this, the
+ * second probe is told by the address: freed already (the first probe took it), where a free
+ * of a re-handed address finds it live again. */
 #define GM_SAME_TRAP_NS 20000
 
 /* Inside the call a thread has in flight: below its stack pointer (equal: the same call seen
@@ -258,9 +260,17 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 	if (!is_free_shape(cookie) || addr != rec->addr ||
 	    GM_COOKIE_SPACE(cookie) != GM_COOKIE_SPACE(rec->cookie))
 		return false;
-	if (sp == rec->sp)
-		return GM_COOKIE_API(cookie) == GM_COOKIE_API(rec->cookie) &&
-		       now - rec->time_ns < GM_SAME_TRAP_NS;
+	if (sp == rec->sp) {
+		struct gm_alloc_key key;
+
+		if (GM_COOKIE_API(cookie) != GM_COOKIE_API(rec->cookie))
+			return false;
+		if (now - rec->time_ns < GM_SAME_TRAP_NS)
+			return true;
+		/* A preempted second probe of the trap: its address is no longer live. */
+		alloc_key_of(&key, bpf_get_current_pid_tgid() >> 32, rec);
+		return !bpf_map_lookup_elem(&allocs, &key);
+	}
 	return !bpf_probe_read_user(&ret, sizeof(ret), (void *)rec->sp) && ret == rec->ret_addr;
 }
 
