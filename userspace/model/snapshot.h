@@ -118,7 +118,7 @@ enum snap_loss {
 	SNAP_LOST_PY_REFUSED,		/* CPython processes whose interpreter gpumem has no
 					 * offsets for or that failed the checks: native frames */
 	SNAP_LOST_NOT_UNWOUND,		/* stack copies (--unwind dwarf) that could not be
-					 * unwound: the frame-pointer stack is shown instead */
+					 * unwound, whose frame-pointer stack is short */
 	SNAP_LOST_COUNT,
 };
 

@@ -545,6 +545,17 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 	return true;
 }
 
+/* A stack copy that was not unwound: a loss where its frame-pointer stack, shown instead, is
+ * short (under 3 frames: every allocation has a caller, main and the C library's start below
+ * it), as a build without frame pointers gives; a complete one loses nothing. */
+static void not_unwound(struct state *s, const struct proc_rec *p, int32_t stack_id)
+{
+	uint64_t ips[GM_MAX_STACK_DEPTH];
+
+	if (state_stack_ips(s, p, stack_id, ips) < 3)
+		s->lost[SNAP_LOST_NOT_UNWOUND]++;
+}
+
 void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
@@ -559,7 +570,7 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 						     (p->npending_copies + 1) * sizeof(*e));
 			p->pending_copies[p->npending_copies++] = *e;
 		} else {
-			s->lost[SNAP_LOST_NOT_UNWOUND]++;
+			not_unwound(s, p, e->stack_id);
 		}
 		return;
 	}
@@ -574,7 +585,7 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 		}
 	}
 	if (ds.nips < 2) {	/* the frame-pointer stack is shown */
-		s->lost[SNAP_LOST_NOT_UNWOUND]++;
+		not_unwound(s, p, e->stack_id);
 		return;
 	}
 	p->dwarf_stacks = xrealloc(p->dwarf_stacks, (p->ndwarf_stacks + 1) * sizeof(ds));
@@ -1184,7 +1195,8 @@ static void compact_ended(struct state *s, struct proc_rec *p)
 						 p->sites[i].key.py_stack_id));
 	unwinder_free(p->unwinder);
 	p->unwinder = NULL;
-	s->lost[SNAP_LOST_NOT_UNWOUND] += p->npending_copies;	/* its exit map never came */
+	for (size_t i = 0; i < p->npending_copies; i++)	/* its exit map never came */
+		not_unwound(s, p, p->pending_copies[i].stack_id);
 	free(p->pending_copies);
 	p->pending_copies = NULL;
 	p->npending_copies = 0;

@@ -307,8 +307,8 @@ static const struct {
 	{ false, GM_CNT_UNSIZED_ARRAYS, "unsized_arrays",
 	  "an array's descriptor was unreadable or of a format gpumem cannot size: held as 0 bytes" },
 	{ true, SNAP_LOST_NOT_UNWOUND, "stacks_not_unwound",
-	  "a stack copy could not be unwound with CFI (its files unreadable, -v says which): its "
-	  "frame-pointer frames are shown" },
+	  "a stack copy could not be unwound with CFI (its files unreadable, -v says which) and "
+	  "its frame-pointer stack, shown instead, is short" },
 };
 
 size_t loss_count(void)
