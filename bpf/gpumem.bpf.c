@@ -252,7 +252,7 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
  * its own, from the same frame too (another thread may have been handed the address again),
  * but for the second probe of one trap. */
 static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
-					__u64 addr, __u64 now)
+					__u64 addr)
 {
 	__u64 ret = 0;
 
@@ -265,7 +265,7 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 		return false;
 	if (sp == rec->sp)
 		return GM_COOKIE_API(cookie) == GM_COOKIE_API(rec->cookie) &&
-		       now - rec->time_ns < GM_SAME_TRAP_NS;
+		       bpf_ktime_get_ns() - rec->time_ns < GM_SAME_TRAP_NS;
 	return !bpf_probe_read_user(&ret, sizeof(ret), (void *)rec->sp) && ret == rec->ret_addr;
 }
 
@@ -351,11 +351,11 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	if (!rec)
 		return 0;
 	cookie = bpf_get_attach_cookie(ctx);
-	now = bpf_ktime_get_ns();
-	if (inside_call(rec, sp, cookie, addr, now)) {
+	if (inside_call(rec, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
 		return 0;
 	}
+	now = bpf_ktime_get_ns();	/* not before: a nested call needs no clock */
 	if (rec->sp && !rec->entry_only)
 		count(GM_CNT_STALE_INFLIGHT);
 	rec->sp = sp;
