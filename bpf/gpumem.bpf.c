@@ -60,7 +60,15 @@ struct stack_scratch {
 struct thread_state {
 	struct gm_inflight rec;		/* first: the map's value is read as a record */
 	struct stack_scratch stack;
+	/* py_procs_gen + 1 when the thread's process was found to have no interpreter to walk
+	 * (no py_procs entry, or one that is off); 0: not known. */
+	__u64 py_none_gen_plus1;
 };
+
+static __always_inline struct thread_state *thread_of(struct gm_inflight *rec)
+{
+	return (struct thread_state *)rec;
+}
 
 /* The call in flight on each thread, in the thread itself: no hash on the hot path, and it
  * goes away with the thread. sp == 0: none. */
@@ -1126,6 +1134,16 @@ struct {
 	__type(value, struct gm_py_proc);
 } py_procs SEC(".maps");
 
+/* Counts the entries userspace made in py_procs, each counted once made: a thread whose
+ * process had none skips the lookup while the count is as it was (thread_state). In a map, not
+ * a global: the programs of an agent that adopted pinned links and those it loaded share it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_procs_gen SEC(".maps");
+
 /* Python stacks by id; sized like the stack map (--max-stacks). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1463,19 +1481,28 @@ static __always_inline void emit_python_stack(__u32 tgid, __u32 gen, __s32 id,
 }
 
 /* The calling thread's Python stack id, or -1 (no interpreter, no Python frames, lost). */
-static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache)
+static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
+				     __u64 *none_cache)
 {
 	struct gm_py_stack *st, *found;
 	struct py_scratch *sc;
 	struct gm_py_proc *pp;
-	__u64 tstate;
-	__u32 id;
+	__u64 tstate, *procs_gen, seen;
+	__u32 id, zero = 0;
 
 	if (!python_frames || stack_mode == GM_STACKS_NONE)
 		return -1;
-	pp = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!pp || pp->state != GM_PY_ON)
+	/* Read before the lookup: an entry made meanwhile is counted after it. */
+	procs_gen = bpf_map_lookup_elem(&py_procs_gen, &zero);
+	seen = procs_gen ? *(volatile __u64 *)procs_gen : 0;
+	if (procs_gen && *none_cache == seen + 1)
 		return -1;
+	pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!pp || pp->state != GM_PY_ON) {
+		/* Off stays off: only userspace turns an entry on, and it counts that. */
+		*none_cache = procs_gen ? seen + 1 : 0;
+		return -1;
+	}
 	sc = bpf_task_storage_get(&py_scratch, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!sc) {
@@ -1833,7 +1860,8 @@ int BPF_KRETPROBE(call_return, long ret)
 			teardown_return(rec, id >> 32, shape);
 		return 0;
 	}
-	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate));
+	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate,
+						&thread_of(rec)->py_none_gen_plus1));
 	return 0;
 }
 
@@ -1919,7 +1947,8 @@ int tensor_malloc(struct pt_regs *ctx)
 	rec = tensor_thread(id >> 32);
 	if (!rec)
 		return 0;
-	tensor_alloc(ctx, rec, ptr, size, python_stack(id >> 32, rec->gen, &rec->py_tstate));
+	tensor_alloc(ctx, rec, ptr, size, python_stack(id >> 32, rec->gen, &rec->py_tstate,
+						&thread_of(rec)->py_none_gen_plus1));
 	return 0;
 }
 

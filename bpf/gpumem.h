@@ -23,7 +23,8 @@
  * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
  * thread's current context); allocations carry their context and device, processes their GPU
  * bytes per device, call records their device. 12: a thread's record (inflight) keeps what
- * the first stack read of a return held at the call's out-pointers. */
+ * the first stack read of a return held at the call's out-pointers; py_procs_gen counts the
+ * entries made in py_procs. */
 #define GM_LAYOUT_VERSION 12
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
