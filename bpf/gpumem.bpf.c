@@ -49,13 +49,26 @@ struct stack_scratch {
 	__u32 cur;			/* st[cur & 1] is walked into */
 	__u32 last_id_plus1;		/* 0: none */
 	__u64 lo, hi;			/* the thread's stack mapping; 0: not found yet */
+	/* What the walk's first read (the stack from sp up) held at the words the call in flight
+	 * writes its results to (rec.out_ptr, rec.out_pitch): their values at its return, with no
+	 * read of their own. Bit i of out_have: out_val[i] holds them. */
+	__u64 out_val[2];
+	__u32 out_have;
 	__u64 win[GM_STACK_WINDOW / 8];	/* the stack read at once */
 };
 
 struct thread_state {
 	struct gm_inflight rec;		/* first: the map's value is read as a record */
 	struct stack_scratch stack;
+	/* py_procs_gen + 1 when the thread's process was found to have no interpreter to walk
+	 * (no py_procs entry, or one that is off); 0: not known. */
+	__u64 py_none_gen_plus1;
 };
+
+static __always_inline struct thread_state *thread_of(struct gm_inflight *rec)
+{
+	return (struct thread_state *)rec;
+}
 
 /* The call in flight on each thread, in the thread itself: no hash on the hot path, and it
  * goes away with the thread. sp == 0: none. */
@@ -249,7 +262,7 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
  * its own, from the same frame too (another thread may have been handed the address again),
  * but for the second probe of one trap. */
 static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
-					__u64 addr, __u64 now)
+					__u64 addr)
 {
 	__u64 ret = 0;
 
@@ -265,7 +278,7 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 
 		if (GM_COOKIE_API(cookie) != GM_COOKIE_API(rec->cookie))
 			return false;
-		if (now - rec->time_ns < GM_SAME_TRAP_NS)
+		if (bpf_ktime_get_ns() - rec->time_ns < GM_SAME_TRAP_NS)
 			return true;
 		/* A preempted second probe of the trap: its address is no longer live. */
 		alloc_key_of(&key, bpf_get_current_pid_tgid() >> 32, rec);
@@ -356,11 +369,11 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	if (!rec)
 		return 0;
 	cookie = bpf_get_attach_cookie(ctx);
-	now = bpf_ktime_get_ns();
-	if (inside_call(rec, sp, cookie, addr, now)) {
+	if (inside_call(rec, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
 		return 0;
 	}
+	now = bpf_ktime_get_ns();	/* not before: a nested call needs no clock */
 	if (rec->sp && !rec->entry_only)
 		count(GM_CNT_STALE_INFLIGHT);
 	rec->sp = sp;
@@ -979,13 +992,15 @@ end:
 	return 1;
 }
 
-/* The return addresses from fp up, after first, into st: a zero after the last. Inside the
- * stack mapping [lo, hi) (hi ~0: not known now) a window is read at once, elsewhere a frame at
- * a time; a read that faults ends the stack, as the kernel's walk ends. */
+/* The return addresses from fp up, after first, into st: a zero after the last. The window
+ * holds have bytes from sp up (stack_top's read); past them, inside the stack mapping [lo, hi)
+ * (hi ~0: not known now) a window is read at once, elsewhere a frame at a time; a read that
+ * faults ends the stack, as the kernel's walk ends. */
 static __always_inline void walk_frames(struct stack_scratch *sc, struct gm_user_stack *st,
-					__u64 first, __u64 sp, __u64 fp, __u64 hi)
+					__u64 first, __u64 sp, __u64 fp, __u64 hi, __u64 have)
 {
-	struct walk w = { .sc = sc, .st = st, .sp = sp, .fp = fp, .hi = hi };
+	struct walk w = { .sc = sc, .st = st, .sp = sp, .fp = fp, .hi = hi, .base = sp,
+			  .have = have };
 
 	st->ips[0] = first;
 	bpf_loop(GM_MAX_STACK_DEPTH - 1, walk_frame, &w, 0);
@@ -1041,13 +1056,45 @@ static __always_inline __s32 stack_id_of(struct gm_user_stack *st)
 	return -1;
 }
 
+/* The word at addr, if the window read from sp up holds it (8-aligned, as stack slots are). */
+static __always_inline bool window_word(const struct stack_scratch *sc, __u64 sp, __u64 have,
+					__u64 addr, __u64 *val)
+{
+	__u64 off = addr - sp;
+
+	if (addr < sp || (off & 7) || off + 8 > have)
+		return false;
+	*val = sc->win[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
+	return true;
+}
+
+/* The first read of a walk: the stack from sp up (inside its mapping, hi ~0: not known now),
+ * which holds the innermost frames and, at a return, most often the caller's variables the
+ * call wrote its results to (one read at a return, not two). The bytes read: 0 when none (the
+ * walk then reads frame by frame from fp, as it would past the window). */
+static __always_inline __u64 stack_top(struct stack_scratch *sc, const struct gm_inflight *rec,
+				       __u64 sp, __u64 hi, int at_entry)
+{
+	__u64 len = hi > sp && hi - sp < GM_STACK_WINDOW ? hi - sp : GM_STACK_WINDOW;
+
+	if (len < 16 || bpf_probe_read_user(sc->win, len, (void *)sp))
+		return 0;
+	if (!at_entry) {
+		if (window_word(sc, sp, len, rec->out_ptr, &sc->out_val[0]))
+			sc->out_have |= 1;
+		if (window_word(sc, sp, len, rec->out_pitch, &sc->out_val[1]))
+			sc->out_have |= 2;
+	}
+	return len;
+}
+
 /* at_entry: the probe is on a function's first instruction, where the caller's return address
  * is at sp and fp is still the caller's: the stack starts at the caller. Else (a return probe)
  * the registers are the caller's own. A global function: the verifier checks it once, not in
  * every program that calls it (the walk's loop made that a 10 s load). */
 __noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, int at_entry)
 {
-	__u64 sp, first;
+	__u64 sp, first, hi, have;
 	struct stack_scratch *sc;
 	struct gm_user_stack *st, *last;
 	int id = -1;
@@ -1055,13 +1102,20 @@ __noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, in
 	if (stack_mode == GM_STACKS_NONE || !ctx || !ts)
 		return -1;
 	sc = &ts->stack;
+	sc->out_have = 0;
 	sp = PT_REGS_SP(ctx);
+	hi = stack_bounds(sc, sp) ? sc->hi : ~0ULL;
+	have = stack_top(sc, &ts->rec, sp, hi, at_entry);
 	first = PT_REGS_IP(ctx);
-	if (at_entry && bpf_probe_read_user(&first, sizeof(first), (void *)sp))
-		goto out;
+	if (at_entry) {
+		if (have >= sizeof(first))
+			first = sc->win[0];
+		else if (bpf_probe_read_user(&first, sizeof(first), (void *)sp))
+			goto out;
+	}
 	st = &sc->st[sc->cur & 1];
 	last = &sc->st[(sc->cur + 1) & 1];
-	walk_frames(sc, st, first, sp, PT_REGS_FP(ctx), stack_bounds(sc, sp) ? sc->hi : ~0ULL);
+	walk_frames(sc, st, first, sp, PT_REGS_FP(ctx), hi, have);
 	if (sc->last_id_plus1 && same_stack(last, st))
 		return (int)(sc->last_id_plus1 - 1);
 	id = stack_id_of(st);
@@ -1092,6 +1146,16 @@ struct {
 	__type(key, __u32);			/* tgid */
 	__type(value, struct gm_py_proc);
 } py_procs SEC(".maps");
+
+/* Counts the entries userspace made in py_procs, each counted once made: a thread whose
+ * process had none skips the lookup while the count is as it was (thread_state). In a map, not
+ * a global: the programs of an agent that adopted pinned links and those it loaded share it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_procs_gen SEC(".maps");
 
 /* Python stacks by id; sized like the stack map (--max-stacks). */
 struct {
@@ -1430,19 +1494,28 @@ static __always_inline void emit_python_stack(__u32 tgid, __u32 gen, __s32 id,
 }
 
 /* The calling thread's Python stack id, or -1 (no interpreter, no Python frames, lost). */
-static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache)
+static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
+				     __u64 *none_cache)
 {
 	struct gm_py_stack *st, *found;
 	struct py_scratch *sc;
 	struct gm_py_proc *pp;
-	__u64 tstate;
-	__u32 id;
+	__u64 tstate, *procs_gen, seen;
+	__u32 id, zero = 0;
 
 	if (!python_frames || stack_mode == GM_STACKS_NONE)
 		return -1;
-	pp = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!pp || pp->state != GM_PY_ON)
+	/* Read before the lookup: an entry made meanwhile is counted after it. */
+	procs_gen = bpf_map_lookup_elem(&py_procs_gen, &zero);
+	seen = procs_gen ? *(volatile __u64 *)procs_gen : 0;
+	if (procs_gen && *none_cache == seen + 1)
 		return -1;
+	pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!pp || pp->state != GM_PY_ON) {
+		/* Off stays off: only userspace turns an entry on, and it counts that. */
+		*none_cache = procs_gen ? seen + 1 : 0;
+		return -1;
+	}
 	sc = bpf_task_storage_get(&py_scratch, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!sc) {
@@ -1594,6 +1667,19 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* What the call wrote at ptr (out-pointer i: 0 the result, 1 the pitch), as the stack walk of
+ * this return read it, else read now; 0 when it cannot be read. */
+static __always_inline __u64 out_word(struct gm_inflight *rec, __u32 i, __u64 ptr)
+{
+	struct stack_scratch *sc = &((struct thread_state *)rec)->stack;
+	__u64 v = 0;
+
+	if (sc->out_have & (1u << i))
+		return sc->out_val[i & 1];
+	bpf_probe_read_user(&v, sizeof(v), (void *)ptr);
+	return v;
+}
+
 /* At return the registers are the caller's: the stack starts at the call site itself. A
  * function of its own: its frame and the Python walk's fit the 512-byte stack only apart.
  * id: as bpf_get_current_pid_tgid() returns it. */
@@ -1651,7 +1737,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (shape == GM_SHAPE_ALLOC_PITCH || shape == GM_SHAPE_MALLOC3D) {
 		__u64 pitch = 0;
 
-		bpf_probe_read_user(&pitch, sizeof(pitch), (void *)rec->out_pitch);
+		pitch = out_word(rec, 1, rec->out_pitch);
 		size = pitch;
 		if (!mul_bounded(&size, rec->height))
 			size = 0;
@@ -1661,7 +1747,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (shape == GM_SHAPE_REGISTER)
 		addr = rec->out_ptr;	/* the caller's own range */
 	else
-		bpf_probe_read_user(&addr, sizeof(addr), (void *)rec->out_ptr);
+		addr = out_word(rec, 0, rec->out_ptr);
 	akey.space = GM_COOKIE_SPACE(rec->cookie);
 	akey.addr = addr;
 	info.size = size;
@@ -1792,7 +1878,8 @@ int BPF_KRETPROBE(call_return, long ret)
 			teardown_return(rec, id >> 32, shape);
 		return 0;
 	}
-	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate));
+	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate,
+						&thread_of(rec)->py_none_gen_plus1));
 	return 0;
 }
 
@@ -1884,7 +1971,8 @@ int tensor_malloc(struct pt_regs *ctx)
 	rec = tensor_thread(id >> 32);
 	if (!rec)
 		return 0;
-	tensor_alloc(ctx, rec, ptr, size, python_stack(id >> 32, rec->gen, &rec->py_tstate));
+	tensor_alloc(ctx, rec, ptr, size, python_stack(id >> 32, rec->gen, &rec->py_tstate,
+						&thread_of(rec)->py_none_gen_plus1));
 	return 0;
 }
 

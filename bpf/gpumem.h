@@ -22,8 +22,10 @@
  * and reservations, IPC imports have spaces of their own); kinds that are not memory (mapped,
  * reserved, imported); a fifth entry program (descriptor-sized arrays) and a sixth (the
  * thread's current context); allocations carry their context and device, processes their GPU
- * bytes per device, call records their device. */
-#define GM_LAYOUT_VERSION 12
+ * bytes per device, call records their device. 12: a site is kept per device
+ * (gm_site_key.gpu). 13: a thread's record (inflight) keeps what the first stack read of a
+ * return held at the call's out-pointers; py_procs_gen counts the entries made in py_procs. */
+#define GM_LAYOUT_VERSION 13
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16

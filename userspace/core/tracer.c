@@ -482,6 +482,7 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 			.counters = t->reader_maps.counters,
 			.py_procs = t->reader_maps.py_procs,
 			.py_stacks = t->reader_maps.py_stacks,
+			.py_procs_gen = -1,
 		};
 	return (struct model_maps){
 		.procs = bpf_map__fd(t->skel->maps.procs),
@@ -491,6 +492,7 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 		.counters = bpf_map__fd(t->skel->maps.counters),
 		.py_procs = bpf_map__fd(t->skel->maps.py_procs),
 		.py_stacks = bpf_map__fd(t->skel->maps.py_stacks),
+		.py_procs_gen = bpf_map__fd(t->skel->maps.py_procs_gen),
 	};
 }
 

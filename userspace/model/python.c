@@ -63,6 +63,7 @@ struct intern {
 
 struct python {
 	int procs_fd, stacks_fd;
+	int procs_gen_fd;	/* counts the entries made in procs_fd (the BPF side's cue) */
 	bool read_only;		/* a running agent's maps: it registers, this only names */
 	uint64_t *refused;
 	bool final;		/* the examination at a process's first call: no later one */
@@ -71,15 +72,35 @@ struct python {
 	struct intern names;
 };
 
-struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused, bool read_only)
+struct python *python_new(int py_procs_fd, int py_stacks_fd, int py_procs_gen_fd,
+			  uint64_t *refused, bool read_only)
 {
 	struct python *py = xcalloc(1, sizeof(*py));
 
 	py->procs_fd = py_procs_fd;
 	py->stacks_fd = py_stacks_fd;
+	py->procs_gen_fd = py_procs_gen_fd;
 	py->read_only = read_only;
 	py->refused = refused;
 	return py;
+}
+
+/* Counts an entry just made in py_procs (this is its only writer): a thread that found none for
+ * its process looks again (the BPF side's python_stack). */
+static void count_new_entry(struct python *py)
+{
+	uint32_t key = 0;
+	uint64_t made = 0;
+
+	if (py->procs_gen_fd < 0)
+		return;
+	if (bpf_map_lookup_elem(py->procs_gen_fd, &key, &made) == 0) {
+		made++;
+		if (bpf_map_update_elem(py->procs_gen_fd, &key, &made, BPF_ANY) == 0)
+			return;
+	}
+	p_err("cannot count a new entry in the py_procs_gen map: %s (Python frames of threads "
+	      "that allocated before may be missed)", strerror(errno));
 }
 
 static void interp_free(struct py_interp *pi)
@@ -442,6 +463,8 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 							       : "the py_procs map is full");
 		return true;
 	}
+	if (!py->read_only)
+		count_new_entry(py);
 	pi->layout = xcalloc(1, sizeof(*pi->layout));
 	*pi->layout = l;
 	pi->code_type = val.code_type;

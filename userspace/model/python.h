@@ -13,10 +13,12 @@
 
 struct python;
 
-/* py_procs_fd, py_stacks_fd: -1 for none (a reader of an agent's maps). refused: where the
- * processes whose interpreter did not pass the checks are counted. */
+/* py_procs_fd, py_stacks_fd: -1 for none (a reader of an agent's maps); py_procs_gen_fd: the
+ * count of entries made in py_procs, -1 for none (a reader). refused: where the processes
+ * whose interpreter did not pass the checks are counted. */
 /* read_only: a running agent's maps (it registers processes; this names their frames). */
-struct python *python_new(int py_procs_fd, int py_stacks_fd, uint64_t *refused, bool read_only);
+struct python *python_new(int py_procs_fd, int py_stacks_fd, int py_procs_gen_fd,
+			  uint64_t *refused, bool read_only);
 void python_free(struct python *py);
 /* pid exec'd: whatever it ran before is forgotten, and its new program examined. */
 void python_on_exec(struct python *py, int pid);

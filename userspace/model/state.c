@@ -82,8 +82,8 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
 	if (!s->opt.no_python)
-		s->py = python_new(s->fd.py_procs, s->fd.py_stacks, &s->lost[SNAP_LOST_PY_REFUSED],
-				   s->opt.read_only);
+		s->py = python_new(s->fd.py_procs, s->fd.py_stacks, s->fd.py_procs_gen,
+				   &s->lost[SNAP_LOST_PY_REFUSED], s->opt.read_only);
 	return s;
 }
 
