@@ -246,25 +246,19 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
 	key->addr = rec->addr;
 }
 
-/* A second probe on the same code (one file reached under two inodes, overlayfs, probed both
- * ways) runs in the same trap, right after the first (1 µs missed 3 of 4,000 on a loaded
- * host). A free of the address handed out again needs the free to return, another thread's
- * allocation and a handoff: cudaFree waits for the device, tens of µs. Later than this, the
- * second probe is told by the address: freed already (the first probe took it), where a free
- * of a re-handed address finds it live again. */
-#define GM_SAME_TRAP_NS 20000
-
 /* Inside the call a thread has in flight: below its stack pointer (equal: the same call seen
- * by a second probe on the same code; taking it again would count it twice). A free's record
- * outlives its call (no return probe), so only a free of the same address below it, while
- * the free's frame is live (its return address still at its stack pointer), is inside it: the
- * driver's cuMemFree_v2 inside cudaFree. Once it returned, a free of that address is a free of
- * its own, from the same frame too (another thread may have been handed the address again),
- * but for the second probe of one trap. */
+ * by a second probe on the same code, one file reached under two inodes and probed both ways;
+ * taking it again would count it twice). A free's record outlives its call (no return probe):
+ * a free of the same address and space at or below it is inside it (the driver's cuMemFree_v2
+ * inside cudaFree, or the second probe of its trap) exactly when the address is no longer
+ * live, the free having taken it (or the free was refused, below); a free of an address live
+ * again was handed it since (by another thread's allocation), and is a free of its own, from
+ * the same frame too. A program's double free from one frame, with no CUDA call between,
+ * counts as nested, not unknown. */
 static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
 					__u64 addr)
 {
-	__u64 ret = 0;
+	struct gm_alloc_key key;
 
 	if (!rec->sp || sp > rec->sp)
 		return false;
@@ -273,18 +267,12 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 	if (!is_free_shape(cookie) || addr != rec->addr ||
 	    GM_COOKIE_SPACE(cookie) != GM_COOKIE_SPACE(rec->cookie))
 		return false;
-	if (sp == rec->sp) {
-		struct gm_alloc_key key;
-
-		if (GM_COOKIE_API(cookie) != GM_COOKIE_API(rec->cookie))
-			return false;
-		if (bpf_ktime_get_ns() - rec->time_ns < GM_SAME_TRAP_NS)
-			return true;
-		/* A preempted second probe of the trap: its address is no longer live. */
-		alloc_key_of(&key, bpf_get_current_pid_tgid() >> 32, rec);
-		return !bpf_map_lookup_elem(&allocs, &key);
-	}
-	return !bpf_probe_read_user(&ret, sizeof(ret), (void *)rec->sp) && ret == rec->ret_addr;
+	alloc_key_of(&key, bpf_get_current_pid_tgid() >> 32, rec);
+	if (!bpf_map_lookup_elem(&allocs, &key))
+		return true;
+	/* A refused free leaves it live: the driver's call inside it has its kind; the free of
+	 * the right kind that follows (cudaFreeHost after cudaFree) is a free of its own. */
+	return rec->refused && GM_COOKIE_KIND(cookie) == GM_COOKIE_KIND(rec->cookie);
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,
@@ -320,6 +308,7 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 		/* cudaFree of pinned host memory, cudaFreeHost of device memory: refused by the
 		 * driver, and the allocation stays. */
 		count(GM_CNT_FAILED_FREES);
+		rec->refused = 1;
 		return;
 	}
 	if (found) {
@@ -373,16 +362,15 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 		count(GM_CNT_NESTED_CALLS);
 		return 0;
 	}
-	now = bpf_ktime_get_ns();	/* not before: a nested call needs no clock */
+	/* Not before: a nested call needs no clock; nor does a free, but to hold a new process. */
+	now = is_free_shape(cookie) && !hold_new_procs ? 0 : bpf_ktime_get_ns();
 	if (rec->sp && !rec->entry_only)
 		count(GM_CNT_STALE_INFLIGHT);
 	rec->sp = sp;
 	rec->cookie = cookie;
 	rec->entry_only = is_free_shape(cookie);
-	rec->time_ns = now;	/* an allocation's age; a free's, for a second probe of its trap */
-	rec->ret_addr = 0;
-	if (rec->entry_only)
-		bpf_probe_read_user(&rec->ret_addr, sizeof(rec->ret_addr), (void *)sp);
+	rec->refused = 0;
+	rec->time_ns = now;	/* an allocation's age (0 for a free) */
 	rec->out_ptr = out_ptr;
 	rec->out_pitch = out_pitch;
 	rec->size = size;

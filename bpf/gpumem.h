@@ -250,11 +250,10 @@ struct gm_inflight {
 	__u64 height;		/* pitch allocations */
 	__u64 addr;		/* frees: the address or handle released */
 	/* A free's record: frees are accounted at their entry and have no return probe, so the
-	 * record stays after the call returned. A call below it is inside it only while the
-	 * free's frame is live: while its return address (ret_addr, read at its entry) is still
-	 * at its stack pointer. */
+	 * record stays after the call returned (inside_call says what is inside it). refused:
+	 * the free was of the other kind (failed_frees), its allocation left live. */
 	__u32 entry_only;
-	__u64 ret_addr;
+	__u32 refused;
 	/* The thread's process, read at its first call: a thread never changes process, and
 	 * exec keeps the start time (a thread that execs takes its leader's). 0: not read yet. */
 	__u32 gen;
