@@ -253,8 +253,8 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
  * inside cudaFree, or the second probe of its trap) exactly when the address is no longer
  * live, the free having taken it (or the free was refused, below); a free of an address live
  * again was handed it since (by another thread's allocation), and is a free of its own, from
- * the same frame too. A program's double free from one frame, with no CUDA call between,
- * counts as nested, not unknown. */
+ * the same frame too. A program's double free from one frame (one API), with no CUDA call
+ * between, counts as nested, not unknown. */
 static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
 					__u64 addr)
 {
@@ -266,6 +266,9 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 		return true;
 	if (!is_free_shape(cookie) || addr != rec->addr ||
 	    GM_COOKIE_SPACE(cookie) != GM_COOKIE_SPACE(rec->cookie))
+		return false;
+	/* From the free's own frame, only its own API: a second probe of one trap. */
+	if (sp == rec->sp && GM_COOKIE_API(cookie) != GM_COOKIE_API(rec->cookie))
 		return false;
 	alloc_key_of(&key, bpf_get_current_pid_tgid() >> 32, rec);
 	if (!bpf_map_lookup_elem(&allocs, &key))
