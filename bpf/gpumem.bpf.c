@@ -255,8 +255,8 @@ static __always_inline void alloc_key_of(struct gm_alloc_key *key, __u32 tgid,
  * again was handed it since (by another thread's allocation), and is a free of its own, from
  * the same frame too. A program's double free from one frame (one API), with no CUDA call
  * between, counts as nested, not unknown. */
-static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp, __u64 cookie,
-					__u64 addr)
+static __always_inline bool inside_call(const struct gm_inflight *rec, __u32 tgid, __u64 sp,
+					__u64 cookie, __u64 addr)
 {
 	struct gm_alloc_key key;
 
@@ -270,7 +270,7 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u64 sp,
 	/* From the free's own frame, only its own API: a second probe of one trap. */
 	if (sp == rec->sp && GM_COOKIE_API(cookie) != GM_COOKIE_API(rec->cookie))
 		return false;
-	alloc_key_of(&key, bpf_get_current_pid_tgid() >> 32, rec);
+	alloc_key_of(&key, tgid, rec);
 	if (!bpf_map_lookup_elem(&allocs, &key))
 		return true;
 	/* A refused free leaves it live: the driver's call inside it has its kind; the free of
@@ -361,7 +361,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	if (!rec)
 		return 0;
 	cookie = bpf_get_attach_cookie(ctx);
-	if (inside_call(rec, sp, cookie, addr)) {
+	if (inside_call(rec, id >> 32, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
 		return 0;
 	}

@@ -135,6 +135,12 @@ static inline __u32 gm_site_gpu(__u32 kind, __u32 layer, __s32 device)
 	return (__u32)device + 1;
 }
 
+/* The gm_proc_stats.gpu_bytes slot of a site's gpu (the device + 1; 0 not known: the last). */
+static inline __u32 gm_gpu_slot(__u32 gpu)
+{
+	return gpu && gpu <= GM_MAX_GPUS ? gpu - 1 : GM_MAX_GPUS;
+}
+
 struct gm_ctx_key {
 	__u32 tgid;
 	__u32 gen;

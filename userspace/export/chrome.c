@@ -82,7 +82,7 @@ static int site_gpu_slot(const struct tl_site *site, bool tensor)
 {
 	if (tensor || !gm_kind_is_gpu(site->kind))
 		return -1;
-	return site->gpu && site->gpu <= GM_MAX_GPUS ? (int)site->gpu - 1 : GM_MAX_GPUS;
+	return (int)gm_gpu_slot(site->gpu);
 }
 
 /* The end of a process: the driver frees everything it held. */

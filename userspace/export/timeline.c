@@ -174,7 +174,7 @@ static bool early_take(struct tl_proc *p, uint64_t addr)
 /* A site's bytes changed by delta: its device's too, for GPU memory (not a tensor's). */
 static void site_add(struct tl_proc *p, struct tl_site *site, bool tensor, uint64_t delta)
 {
-	uint32_t g = site->gpu && site->gpu <= GM_MAX_GPUS ? site->gpu - 1 : GM_MAX_GPUS;
+	uint32_t g = gm_gpu_slot(site->gpu);
 
 	site->bytes += delta;
 	if (tensor || !gm_kind_is_gpu(site->kind))

@@ -32,8 +32,7 @@ static void copy_sites(struct recording *r, const struct rproc *rp, struct snap_
 		};
 		if (!tensor) {	/* a recording keeps the bytes per device in its sites */
 			if (gm_kind_is_gpu(s->kind))
-				out->st.gpu_bytes[s->gpu ? s->gpu - 1 : GM_MAX_GPUS] +=
-					s->st.current_bytes;
+				out->st.gpu_bytes[gm_gpu_slot(s->gpu)] += s->st.current_bytes;
 			continue;
 		}
 		out->tensor.current_bytes += s->st.current_bytes;

@@ -136,8 +136,7 @@ static void write_process_memory(FILE *out, const struct snapshot *s)
 	}
 }
 
-/* The gpu label of device slot g (gm_proc_stats.gpu_bytes): its number, or "unknown". */
-static const char *gpu_label(unsigned int g, char *buf, size_t len)
+const char *prom_gpu_label(unsigned int g, char *buf, size_t len)
 {
 	if (g < GM_MAX_GPUS)
 		snprintf(buf, len, "%u", g);
@@ -178,7 +177,7 @@ static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 			}
 			if (host >= 0)
 				snprintf(host_gpu, sizeof(host_gpu), "%d", host);
-			prom_label_add(&pl.ls, "gpu", gpu_label(g, gpu, sizeof(gpu)));
+			prom_label_add(&pl.ls, "gpu", prom_gpu_label(g, gpu, sizeof(gpu)));
 			prom_label_add(&pl.ls, "host_gpu", host_gpu);
 			prom_label_add(&pl.ls, "uuid", d ? d->uuid : "");
 			prom_label_add(&pl.ls, "name", d ? d->name : "");
@@ -406,7 +405,8 @@ static void write_group_gpu_memory(FILE *out, const struct scope *sc, const stru
 		for (unsigned int d = 0; d <= GM_MAX_GPUS; d++) {
 			if (!g[i].gpu_bytes[d])
 				continue;
-			ls.l[ls.n - 1] = (struct prom_label){ "gpu", gpu_label(d, gpu, sizeof(gpu)) };
+			ls.l[ls.n - 1] =
+				(struct prom_label){ "gpu", prom_gpu_label(d, gpu, sizeof(gpu)) };
 			prom_sample(out, sc->gpu, &ls, g[i].gpu_bytes[d]);
 		}
 	}

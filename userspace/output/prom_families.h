@@ -22,6 +22,10 @@ struct proc_labels {
 bool prom_proc_shown(const struct snapshot *s, size_t i);
 void prom_proc_labels(const struct snap_proc *p, struct proc_labels *pl);
 
+/* The gpu label of device slot g (gm_proc_stats.gpu_bytes, gm_gpu_slot): its number, or
+ * "unknown". Returns buf. */
+const char *prom_gpu_label(unsigned int g, char *buf, size_t len);
+
 /* The call-site families: at most per_proc sites of each process in each. 0 or -ENOMEM. */
 int prom_write_sites(FILE *out, const struct snapshot *s, unsigned int per_proc);
 

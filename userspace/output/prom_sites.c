@@ -199,13 +199,9 @@ static void write_site_family(FILE *out, const struct snapshot *s, const struct 
 			prom_label_add(&pl.ls, "api", probe_api_name(rows[r].api));
 			if (!f->host && !f->tensor)
 				prom_label_add(&pl.ls, "kind", kind_name(rows[r].kind));
-			if (!f->host) {
-				if (rows[r].gpu)
-					snprintf(gpu, sizeof(gpu), "%u", rows[r].gpu - 1);
-				else
-					snprintf(gpu, sizeof(gpu), "unknown");
-				prom_label_add(&pl.ls, "gpu", gpu);
-			}
+			if (!f->host)
+				prom_label_add(&pl.ls, "gpu", prom_gpu_label(gm_gpu_slot(rows[r].gpu),
+									     gpu, sizeof(gpu)));
 			prom_sample(out, f->name, &pl.ls, rows[r].bytes);
 		}
 	}
