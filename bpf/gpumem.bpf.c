@@ -36,6 +36,7 @@ const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (
 						 * userspace captures its module map, then
 						 * sends SIGCONT; likewise at each new Python
 						 * stack, until its code objects are read */
+const volatile __u32 alloc_mask = GM_DEFAULT_MAX_ALLOCS - 1;	/* allocs' slots - 1 */
 const volatile bool python_frames = true;	/* --no-python clears it */
 
 /* Where a thread's user stack is walked (user_stack()): off the 512-byte BPF stack, and per
@@ -79,14 +80,122 @@ struct {
 	__type(value, struct thread_state);
 } inflight SEC(".maps");
 
-/* Never LRU: eviction would corrupt the totals silently. Sized by --max-allocs. */
+/* The live allocations, in open addressing (gpumem.h): nothing is ever evicted, which would
+ * corrupt the totals silently. Slots: --max-allocs, rounded up to a power of two. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, GM_DEFAULT_MAX_ALLOCS);
-	__type(key, struct gm_alloc_key);
-	__type(value, struct gm_alloc_info);
+	__type(key, __u32);
+	__type(value, struct gm_alloc_slot);
 } allocs SEC(".maps");
+
+static __always_inline bool slot_has(const struct gm_alloc_slot *sl, const struct gm_alloc_key *k)
+{
+	return sl->addr == k->addr && sl->tgid == k->tgid && sl->gen == k->gen &&
+	       sl->space == k->space;
+}
+
+/* The slot holding key live, and the state it was seen in (*seen); -1: none. A global
+ * function: the verifier checks its loop once, not in every program that calls it. */
+__noinline int alloc_find(const struct gm_alloc_key *key, __u32 *seen)
+{
+	__u32 home;
+
+	if (!key || !seen)
+		return -1;
+	home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask);
+	for (__u32 i = 0; i < GM_ALLOC_PROBES; i++) {
+		__u32 idx = (home + i) & alloc_mask;
+		struct gm_alloc_slot *sl = bpf_map_lookup_elem(&allocs, &idx);
+		__u32 st;
+
+		if (!sl)
+			return -1;
+		st = *(volatile __u32 *)&sl->state;
+		if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY)
+			return -1;
+		if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && slot_has(sl, key)) {
+			*seen = st;
+			return (int)idx;
+		}
+	}
+	return -1;
+}
+
+/* Takes out the entry at idx if it is still the one seen live: true for the one caller that
+ * did, with its info in *out. */
+static __always_inline bool alloc_take(__u32 idx, __u32 seen, struct gm_alloc_info *out)
+{
+	struct gm_alloc_slot *sl = bpf_map_lookup_elem(&allocs, &idx);
+
+	if (!sl)
+		return false;
+	*out = sl->info;
+	return __sync_val_compare_and_swap(&sl->state, seen, GM_SLOT_NEXT(seen, GM_SLOT_TOMB)) ==
+	       seen;
+}
+
+/* Makes key live with info: 0, or 1 when it replaced a live entry of that key (its free was
+ * not seen; its info in *old); -1 when no slot near its home is free (the table is full
+ * there). Two tries: a slot another CPU claimed first is looked for again. */
+__noinline int alloc_insert(const struct gm_alloc_key *key, const struct gm_alloc_info *info,
+			    struct gm_alloc_info *old)
+{
+	__u32 home;
+
+	if (!key || !info || !old)
+		return -1;
+	home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask);
+	for (int round = 0; round < 2; round++) {
+		struct gm_alloc_slot *sl = NULL;
+		__u32 free_st = 0, claim;
+		int replaced = 0;
+
+		for (__u32 i = 0; i < GM_ALLOC_PROBES; i++) {
+			__u32 idx = (home + i) & alloc_mask, st;
+			struct gm_alloc_slot *at = bpf_map_lookup_elem(&allocs, &idx);
+
+			if (!at)
+				return -1;
+			st = *(volatile __u32 *)&at->state;
+			if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && slot_has(at, key)) {
+				*old = at->info;
+				sl = at;
+				free_st = st;
+				replaced = 1;
+				break;
+			}
+			if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY || GM_SLOT_STATE(st) == GM_SLOT_TOMB) {
+				if (!sl) {
+					sl = at;
+					free_st = st;
+				}
+				if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY)
+					break;
+			}
+		}
+		if (!sl)
+			return -1;
+		claim = GM_SLOT_NEXT(free_st, GM_SLOT_BUSY);
+		if (__sync_val_compare_and_swap(&sl->state, free_st, claim) != free_st)
+			continue;
+		sl->tgid = key->tgid;
+		sl->gen = key->gen;
+		sl->space = key->space;
+		sl->addr = key->addr;
+		sl->info = *info;
+		/* The entry is whole before it is live: x86's stores are seen in order; elsewhere
+		 * an exchange orders them. */
+#ifdef __TARGET_ARCH_x86
+		*(volatile __u32 *)&sl->state = (claim & ~3u) | GM_SLOT_LIVE;
+#else
+		__sync_lock_test_and_set(&sl->state, (claim & ~3u) | GM_SLOT_LIVE);
+#endif
+		return replaced;
+	}
+	return -1;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -259,6 +368,7 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u32 tgi
 					__u64 cookie, __u64 addr)
 {
 	struct gm_alloc_key key;
+	__u32 seen = 0;
 
 	if (!rec->sp || sp > rec->sp)
 		return false;
@@ -271,7 +381,7 @@ static __always_inline bool inside_call(const struct gm_inflight *rec, __u32 tgi
 	if (sp == rec->sp && GM_COOKIE_API(cookie) != GM_COOKIE_API(rec->cookie))
 		return false;
 	alloc_key_of(&key, tgid, rec);
-	if (!bpf_map_lookup_elem(&allocs, &key))
+	if (alloc_find(&key, &seen) < 0)
 		return true;
 	/* A refused free leaves it live: the driver's call inside it has its kind; the free of
 	 * the right kind that follows (cudaFreeHost after cudaFree) is a free of its own. */
@@ -297,27 +407,31 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 {
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	struct gm_alloc_key key;
-	struct gm_alloc_info *found, info;
+	struct gm_alloc_slot *found = NULL;
+	struct gm_alloc_info info;
 	__s32 stack_id = -1;
 	bool stream, mine = false;
+	__u32 seen = 0, idx;
 	__u64 total;
+	int at;
 
 	if (!rec->addr)		/* cudaFree(NULL) frees nothing */
 		return;
 	alloc_key_of(&key, tgid, rec);
-	found = bpf_map_lookup_elem(&allocs, &key);
+	at = alloc_find(&key, &seen);
+	idx = (__u32)at;
+	if (at >= 0)
+		found = bpf_map_lookup_elem(&allocs, &idx);
 	if (found && key.space == GM_SPACE_ADDR &&
-	    (found->kind == GM_KIND_HOST) != (GM_COOKIE_KIND(rec->cookie) == GM_KIND_HOST)) {
+	    (found->info.kind == GM_KIND_HOST) != (GM_COOKIE_KIND(rec->cookie) == GM_KIND_HOST)) {
 		/* cudaFree of pinned host memory, cudaFreeHost of device memory: refused by the
 		 * driver, and the allocation stays. */
 		count(GM_CNT_FAILED_FREES);
 		rec->refused = 1;
 		return;
 	}
-	if (found) {
-		info = *found;
-		mine = bpf_map_delete_elem(&allocs, &key) == 0;
-	}
+	if (found)
+		mine = alloc_take(idx, seen, &info);
 	stream = stream_calls();
 	if (stream)
 		stack_id = user_stack(ctx, rec, true);
@@ -1578,36 +1692,23 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	return __sync_fetch_and_add(&ps->current_bytes, -info->size) - info->size;
 }
 
-/* The driver handed out an address we still hold as live: it was freed by a call we do not
- * probe. Account that free so the totals stay right, and say so. */
-static __always_inline void replace_stale(struct gm_alloc_key *akey)
-{
-	struct gm_alloc_info *found = bpf_map_lookup_elem(&allocs, akey), old;
-
-	if (!found)
-		return;
-	old = *found;
-	if (bpf_map_delete_elem(&allocs, akey))
-		return;
-	count(GM_CNT_REPLACED_ALLOCS);
-	account_free(akey->tgid, akey->gen, &old);
-}
-
-/* Records a live allocation; an entry its key still has (its free was not seen) is replaced
- * and counted. False when the map is full (counted: counting the allocation would make its
+/* Records a live allocation. An entry its key still has is replaced, and its free accounted
+ * and counted: the driver handed out an address we still held as live, freed by a call we do
+ * not probe. False when the table is full (counted: counting the allocation would make its
  * free look unknown later). */
 static __always_inline bool insert_live(struct gm_alloc_key *akey,
 					const struct gm_alloc_info *info)
 {
-	int err = bpf_map_update_elem(&allocs, akey, info, BPF_NOEXIST);
+	struct gm_alloc_info old = {};
+	int rc = alloc_insert(akey, info, &old);
 
-	if (err == -EEXIST) {
-		replace_stale(akey);
-		err = bpf_map_update_elem(&allocs, akey, info, BPF_NOEXIST);
-	}
-	if (err) {
+	if (rc < 0) {
 		count(GM_CNT_ALLOC_MAP_FULL);
 		return false;
+	}
+	if (rc == 1) {
+		count(GM_CNT_REPLACED_ALLOCS);
+		account_free(akey->tgid, akey->gen, &old);
 	}
 	return true;
 }
@@ -1777,19 +1878,18 @@ struct release_walk {
 	__u64 released;
 };
 
-static long release_one(struct bpf_map *map, struct gm_alloc_key *key, struct gm_alloc_info *val,
+static long release_one(struct bpf_map *map, __u32 *idx, struct gm_alloc_slot *sl,
 			struct release_walk *w)
 {
-	struct gm_alloc_key k;
+	__u32 st = *(volatile __u32 *)&sl->state;
 	struct gm_alloc_info info;
 
 	(void)map;
-	if (key->tgid != w->tgid || key->gen != w->gen || val->ctx != w->ctx ||
-	    key->space == GM_SPACE_TENSOR || val->kind == GM_KIND_ASYNC)
+	if (GM_SLOT_STATE(st) != GM_SLOT_LIVE || sl->tgid != w->tgid || sl->gen != w->gen ||
+	    sl->info.ctx != w->ctx || sl->space == GM_SPACE_TENSOR ||
+	    sl->info.kind == GM_KIND_ASYNC)
 		return 0;
-	k = *key;
-	info = *val;
-	if (bpf_map_delete_elem(&allocs, &k) == 0) {
+	if (alloc_take(*idx, st, &info)) {
 		account_free(w->tgid, w->gen, &info);
 		w->released++;
 	}
@@ -1989,7 +2089,10 @@ int BPF_USDT(tensor_free, __u64 ptr)
 	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
 	__u32 tgid = id >> 32, type = GM_REC_FREE;
 	struct gm_alloc_key key = { .tgid = tgid, .space = GM_SPACE_TENSOR, .addr = ptr };
-	struct gm_alloc_info *found, info = {};
+	struct gm_alloc_info info = {};
+	__u32 seen = 0;
+	bool found;
+	int at;
 	__u64 reserved = 0, tensors = 0;
 	struct gm_inflight *rec;
 
@@ -1999,13 +2102,13 @@ int BPF_USDT(tensor_free, __u64 ptr)
 	if (!rec)
 		return 0;
 	key.gen = rec->gen;
-	found = bpf_map_lookup_elem(&allocs, &key);
+	at = alloc_find(&key, &seen);
+	found = at >= 0;
 	if (!found) {
 		count(GM_CNT_UNKNOWN_TENSOR_FREES);
 		type = GM_REC_UNKNOWN_FREE;
 	} else {
-		info = *found;
-		if (bpf_map_delete_elem(&allocs, &key))
+		if (!alloc_take((__u32)at, seen, &info))
 			return 0;
 		tensor_account_free(tgid, key.gen, &info, &reserved, &tensors);
 	}

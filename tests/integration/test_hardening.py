@@ -111,6 +111,21 @@ def test_a_failure_storm_keeps_exact_counts_and_the_first_and_last_records(tmp_p
     assert times == sorted(times)    # the first ten, then the last ten, in order
 
 
+def test_a_full_allocation_table_counts_every_allocation_it_could_not_keep():
+    """--max-allocs 64: 128 slots for 200 kept allocations and 200 freed at once. Each one is
+    either kept (and exact in its site) or counted in alloc_map_full, and each free of one not
+    kept is an unknown free: nothing is lost without a count."""
+    report, rc = run_snapshot_c([WORKLOAD, "leak", 200, 4096], gpumem_args=["--max-allocs", "64"])
+    assert rc == 0
+    [proc] = [p for p in report["processes"] if p["comm"] == "workload"]
+    lost = report["lost"]
+    kept = proc["alloc_count"] - proc["free_count"]
+    assert 0 < lost["alloc_map_full"] and 0 < kept <= 128    # 128 slots
+    assert proc["alloc_count"] + lost["alloc_map_full"] == 400
+    assert proc["free_count"] + lost["unknown_frees"] == 200
+    assert proc["current_bytes"] == kept * 4096 == sum(s["current_bytes"] for s in proc["sites"])
+
+
 def test_processes_beyond_max_procs_show_their_sites_totals_and_leave_nothing_in_the_maps():
     # 10 processes, room for 4 process entries: those without one have sites but no totals.
     script = ("for i in 1 2 3 4 5 6 7 8 9 10; do "

@@ -277,7 +277,7 @@ def test_pins_of_other_capacities_are_refused_with_the_reset_command(pins):
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert "map allocs has 4096 entries" in lines[0]
+    assert "map allocs has 8192 entries" in lines[0]     # twice --max-allocs: slots
     assert f"gpumem serve --reset --pin-dir {pins}" in lines[0]
 
 
@@ -546,35 +546,42 @@ def test_pins_of_another_layout_version_are_refused(pins):
     assert "layout 99" in done.stderr and "gpumem serve --reset" in done.stderr, done.stderr
 
 
+SMALL_TABLE = ("--max-allocs", "4096")     # a table bpftool dumps whole in a moment
+
+
 def alloc_entries_of(pins, pid):
-    """The live-allocation entries of process pid in the agent's pinned map."""
+    """The live-allocation entries of process pid in the agent's pinned table (its slots in
+    state GM_SLOT_LIVE, 2 in the state's two low bits)."""
     out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pins / "allocs")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return sum(1 for e in json.loads(out.stdout) if e["formatted"]["key"]["tgid"] == pid)
+    slots = [e["formatted"]["value"] for e in json.loads(out.stdout)]
+    assert len(slots) == 8192        # twice --max-allocs
+    return sum(1 for v in slots if v["state"] & 3 == 2 and v["tgid"] == pid)
 
 
 def test_an_ended_process_leaves_no_allocation_entries_in_the_pins(pins):
     """An end costs no walk over every allocation: the entries of processes that ended holding
     memory are deleted later, together; an agent that stops deletes what waits, and one that
     adopts the pins of a killed one deletes what it left."""
-    agent = Agent(pins)
+    agent = Agent(pins, *SMALL_TABLE)
     try:
         w = Driven()
         for _ in range(3):
             w.do("a 4096")
+        assert alloc_entries_of(pins, w.pid) == 3    # the count sees live entries
         w.quit()
         wait_until(lambda: f'pid="{w.pid}"' not in agent.metrics(), what="the end")
         assert agent.term() == 0
         assert alloc_entries_of(pins, w.pid) == 0
-        agent = Agent(pins)
+        agent = Agent(pins, *SMALL_TABLE)
         w = Driven()
         for _ in range(3):
             w.do("a 4096")
         w.quit()
         wait_until(lambda: f'pid="{w.pid}"' not in agent.metrics(), what="the end")
         agent.kill()
-        agent = Agent(pins)
+        agent = Agent(pins, *SMALL_TABLE)
         assert alloc_entries_of(pins, w.pid) == 0
         adopted = [l for l in agent.stderr.lines if "adopted the pinned state" in l]
         assert adopted and re.search(r"\((\d+) allocation entries", adopted[0]), adopted

@@ -42,7 +42,10 @@ static char skip_reason[160];
 
 static int create_map(enum bpf_map_type type, const char *name, __u32 ksz, __u32 vsz)
 {
-	int fd = bpf_map_create(type, name, ksz, vsz, 1024, NULL);
+	/* The allocation table is mapped: an array made so. */
+	LIBBPF_OPTS(bpf_map_create_opts, opts,
+		    .map_flags = type == BPF_MAP_TYPE_ARRAY ? BPF_F_MMAPABLE : 0);
+	int fd = bpf_map_create(type, name, ksz, vsz, 1024, &opts);
 
 	if (fd < 0 && !skip_reason[0])
 		snprintf(skip_reason, sizeof(skip_reason), "cannot create BPF map %s: %s%s", name,
@@ -69,8 +72,8 @@ static int setup(void **state)
 				  sizeof(struct gm_proc_stats));
 	fx.fds.sites = create_map(BPF_MAP_TYPE_HASH, "gm_sites", sizeof(struct gm_site_key),
 				  sizeof(struct gm_site_stats));
-	fx.fds.allocs = create_map(BPF_MAP_TYPE_HASH, "gm_allocs", sizeof(struct gm_alloc_key),
-				   sizeof(struct gm_alloc_info));
+	fx.fds.allocs = create_map(BPF_MAP_TYPE_ARRAY, "gm_allocs", sizeof(__u32),
+				   sizeof(struct gm_alloc_slot));
 	fx.fds.stacks = create_map(BPF_MAP_TYPE_STACK_TRACE, "gm_stacks", sizeof(__u32),
 				   GM_MAX_STACK_DEPTH * sizeof(__u64));
 	fx.fds.counters = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, "gm_counters", sizeof(__u32),
@@ -177,8 +180,7 @@ static void fill_maps(const struct fixture *fx)
 		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &sites[i].k, &sites[i].v,
 						     BPF_NOEXIST), 0);
 	for (size_t i = 0; i < COUNT(allocs); i++)
-		assert_int_equal(bpf_map_update_elem(fx->fds.allocs, &allocs[i].k, &allocs[i].v,
-						     BPF_NOEXIST), 0);
+		assert_int_equal(alloc_table_insert(&fx->s->allocs, &allocs[i].k, &allocs[i].v), 0);
 }
 
 static void assert_site(const struct site_rec *ss, size_t row, uint64_t oldest_ns)
@@ -232,7 +234,7 @@ static void assert_b_entries_untouched(const struct fixture *fx)
 		assert_memory_equal(&ss, &sites[i].v, sizeof(ss));
 	}
 	for (size_t i = NALLOCS_A; i < COUNT(allocs); i++) {
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), 0);
+		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), 0);
 		assert_memory_equal(&ai, &allocs[i].v, sizeof(ai));
 	}
 }
@@ -327,7 +329,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	for (size_t i = 0; i < NSITES_A; i++)
 		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), -ENOENT);
 	for (size_t i = 0; i < NALLOCS_A; i++)
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
 	assert_b_entries_untouched(fx);
 
 	/* A later refresh sees only B's entries and leaves A's final record as it was. */
@@ -355,13 +357,13 @@ static void test_an_end_without_ages_leaves_its_entries_to_one_later_purge(void 
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), -ENOENT);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[0].k, &ai), 0);
+	assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[0].k, &ai, NULL), 0);
 	assert_a_numbers_but_ages(state_find(fx->s, PID_A));
 	assert_int_equal(purge_pending(fx->s->purge), 1);
 	assert_int_equal(state_purge(fx->s, false), 0);	/* not due: recent, and few */
 	assert_int_equal(state_purge(fx->s, true), NALLOCS_A);
 	for (size_t i = 0; i < NALLOCS_A; i++)
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
 	assert_b_entries_untouched(fx);
 	assert_int_equal(purge_pending(fx->s->purge), 0);
 }
@@ -380,7 +382,7 @@ static void test_orphan_purge_deletes_what_no_living_process_owns(void **state)
 	assert_int_equal(state_refresh(fx->s, 0), 0);
 	assert_int_equal(state_purge_orphans(fx->s), NALLOCS_A);
 	for (size_t i = 0; i < NALLOCS_A; i++)
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
 	assert_b_entries_untouched(fx);
 }
 
@@ -423,8 +425,7 @@ static void fill_new_process(const struct fixture *fx)
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_new, BPF_NOEXIST), 0);
 	assert_int_equal(bpf_map_update_elem(fx->fds.sites, &site_new, &site_new_stats, BPF_NOEXIST),
 			 0);
-	assert_int_equal(bpf_map_update_elem(fx->fds.allocs, &alloc_new, &alloc_new_info,
-					     BPF_NOEXIST), 0);
+	assert_int_equal(alloc_table_insert(&fx->s->allocs, &alloc_new, &alloc_new_info), 0);
 }
 
 static void assert_new_numbers(const struct proc_rec *p)
@@ -503,9 +504,9 @@ static void test_reused_pid_before_the_reap_keeps_both_processes_apart(void **st
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &old_key, &ps), -ENOENT);
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &new_key, &ps), 0);
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &site_new, &ss), 0);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &alloc_new, &ai), 0);
+	assert_int_equal(alloc_table_find(&fx->s->allocs, &alloc_new, &ai, NULL), 0);
 	for (size_t i = 0; i < NALLOCS_A; i++)
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.allocs, &allocs[i].k, &ai), -ENOENT);
+		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
 	assert_b_entries_untouched(fx);
 
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);

@@ -436,7 +436,7 @@ const struct option_spec option_specs[] = {
 		  "failure counts stay exact" },
 	{ "max-allocs", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_allocs),
 	  .max = 1u << 26, .deflt = GM_DEFAULT_MAX_ALLOCS,
-	  .help = "live allocations tracked (default {default})" },
+	  .help = "live allocations tracked (default {default}; 128 bytes each, from the start)" },
 	{ "max-stacks", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_stacks),
 	  .max = 1u << 20, .deflt = GM_DEFAULT_MAX_STACKS,
 	  .help = "distinct call stacks (default {default})" },

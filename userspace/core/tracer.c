@@ -59,10 +59,24 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
+/* The allocation table's slots: twice --max-allocs, rounded up to a power of two (its probes
+ * wrap by a mask). Half full at most, an entry lies a few slots from its home and the 32 a
+ * probe may look at are never all taken. */
+static uint32_t alloc_slots(uint32_t max_allocs)
+{
+	uint64_t n = 1;
+
+	while (n < 2 * (uint64_t)max_allocs && n < (1u << 31))
+		n <<= 1;
+	return (uint32_t)n;
+}
+
 static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 {
-	if (o->max_allocs)
-		bpf_map__set_max_entries(skel->maps.allocs, o->max_allocs);
+	uint32_t slots = alloc_slots(o->max_allocs ? o->max_allocs : GM_DEFAULT_MAX_ALLOCS);
+
+	bpf_map__set_max_entries(skel->maps.allocs, slots);
+	skel->rodata->alloc_mask = slots - 1;
 	if (o->max_stacks) {
 		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
 		bpf_map__set_max_entries(skel->maps.py_stacks, o->max_stacks);
@@ -291,7 +305,7 @@ void tracer_release(struct tracer *t, int pid)
 }
 
 /* About what the sized maps pin in the kernel (entries x (key + value + the kernel's
- * per-element overhead)), for -v: the capacities are the user's to choose. */
+ * per-element overhead); the allocation table's slots, all made at the start), for -v: the capacities are the user's to choose. */
 static void report_kernel_memory(struct gpumem_bpf *skel)
 {
 	const struct bpf_map *maps[] = { skel->maps.allocs, skel->maps.stacks, skel->maps.sites,
@@ -304,6 +318,8 @@ static void report_kernel_memory(struct gpumem_bpf *skel)
 
 		if (bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF)
 			bytes = n;
+		else if (bpf_map__type(m) == BPF_MAP_TYPE_ARRAY)
+			bytes = n * bpf_map__value_size(m);	/* all of it, from the start */
 		else
 			bytes = n * (bpf_map__key_size(m) + bpf_map__value_size(m) + 48);
 		total += bytes;

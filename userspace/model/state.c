@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "alloc_table.h"
 #include "cgroups.h"
 #include "oci.h"
 #include "purge.h"
@@ -79,6 +80,8 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 	s->sym = symbolizer_new();
 	s->purge = purge_new();
 	s->alloc_capacity = map_capacity(s->fd.allocs);
+	if (s->fd.allocs >= 0 && alloc_table_open(&s->allocs, s->fd.allocs, !s->opt.read_only))
+		p_err("cannot map the allocation map: ages and the purge of ended processes' entries are off");
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
 	if (!s->opt.no_python)
@@ -109,6 +112,7 @@ void state_free(struct state *s)
 	if (!s)
 		return;
 	python_free(s->py);
+	alloc_table_close(&s->allocs);
 	for (size_t i = 0; i < s->nprocs; i++)
 		proc_rec_free(s->procs[i]);
 	free(s->procs);
@@ -953,10 +957,10 @@ static void walk_site(void *ctx, const void *key, const void *value)
 	queue_delete(w, key);
 }
 
-static void walk_alloc(void *ctx, const void *key, const void *value)
+static void walk_alloc(void *ctx, struct alloc_ref ref, const struct gm_alloc_key *k,
+		       const struct gm_alloc_info *info)
 {
 	struct walk *w = ctx;
-	const struct gm_alloc_key *k = key;
 	struct proc_rec *p;
 	bool unknown;
 
@@ -964,8 +968,20 @@ static void walk_alloc(void *ctx, const void *key, const void *value)
 	p = walk_owner(w, k->tgid, k->gen, &unknown);
 	if (!p)
 		return;
-	note_age(w->s, p, value, w->median);
-	queue_delete(w, key);
+	note_age(w->s, p, info, w->median);
+	queue_delete(w, &ref);
+}
+
+/* Takes out the allocation entries a walk queued (struct alloc_ref each). */
+static void take_queued(struct state *s, struct walk *w)
+{
+	const struct alloc_ref *refs = w->del_keys;
+
+	for (size_t i = 0; i < w->ndel && !s->opt.read_only; i++)
+		alloc_table_take(&s->allocs, refs[i]);
+	free(w->del_keys);
+	w->del_keys = NULL;
+	w->ndel = w->del_cap = 0;
 }
 
 static void sort_sites(struct state *s)
@@ -1140,13 +1156,12 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 	}
 	if (need_ages) {
 		w.seen = 0;
-		w.ksz = sizeof(struct gm_alloc_key);
-		err = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
-			       sizeof(struct gm_alloc_info), walk_alloc, &w);
+		w.ksz = sizeof(struct alloc_ref);
+		alloc_table_walk(&s->allocs, walk_alloc, &w);
 		s->map_allocs = w.seen - w.ndel;
-		s->map_allocs_valid = true;
+		s->map_allocs_valid = s->allocs.slots != NULL;
 		assign_median_ages(s);
-		delete_queued(s->fd.allocs, &w);
+		take_queued(s, &w);
 	}
 	mark_ages(s, w.reap, need_ages, w.median);
 	for (size_t i = 0; i < nending && !s->opt.read_only; i++) {
@@ -1272,13 +1287,13 @@ struct purge_walk {
 	struct walk del;
 };
 
-static void walk_purge(void *ctx, const void *key, const void *value)
+static void walk_purge(void *ctx, struct alloc_ref ref, const struct gm_alloc_key *k,
+		       const struct gm_alloc_info *info)
 {
 	struct purge_walk *pw = ctx;
-	const struct gm_alloc_key *k = key;
 	bool stale;
 
-	(void)value;
+	(void)info;
 	if (pw->orphans) {
 		const struct proc_rec *p = state_find_gen(pw->s, (int)k->tgid, k->gen);
 
@@ -1289,25 +1304,23 @@ static void walk_purge(void *ctx, const void *key, const void *value)
 		stale = purge_has(pw->s->purge, k->tgid, k->gen);
 	}
 	if (stale)
-		queue_delete(&pw->del, key);
+		queue_delete(&pw->del, &ref);
 }
 
 /* Deletes what the rule chooses; *complete: the walk reached every entry. */
 static uint64_t purge_walk(struct state *s, bool orphans, bool *complete)
 {
 	struct purge_walk pw = { .s = s, .orphans = orphans,
-				 .del = { .s = s, .reap = true, .ksz = sizeof(struct gm_alloc_key) } };
+				 .del = { .s = s, .reap = true, .ksz = sizeof(struct alloc_ref) } };
 	uint64_t n;
 
 	*complete = false;
 	if (s->opt.read_only)
 		return 0;
-	*complete = map_walk(s->fd.allocs, sizeof(struct gm_alloc_key),
-			     sizeof(struct gm_alloc_info), walk_purge, &pw) == 0;
-	if (!*complete)
-		p_debug("the purge walk of the allocation map stopped early: tried again later");
+	*complete = s->allocs.slots != NULL;
+	alloc_table_walk(&s->allocs, walk_purge, &pw);
 	n = pw.del.ndel;
-	delete_queued(s->fd.allocs, &pw.del);
+	take_queued(s, &pw.del);
 	return n;
 }
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpumem.h"
+#include "alloc_table.h"
 #include "container.h"
 #include "procs.h"
 #include "snapshot.h"
@@ -144,6 +145,7 @@ struct state {
 	struct symbolizer *sym;
 	struct purge *purge;	/* ended processes whose allocation entries wait (purge.h) */
 	uint64_t alloc_capacity;	/* the allocation map's max_entries */
+	struct alloc_table allocs;	/* that map, mapped */
 	struct cgroup_cache *cgroups;
 	struct user_cache *users;
 	struct known_path *paths;
