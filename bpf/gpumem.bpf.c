@@ -96,31 +96,61 @@ static __always_inline bool slot_has(const struct gm_alloc_slot *sl, const struc
 	       sl->space == k->space;
 }
 
+/* The word a slot's space shares with its span (high half), changed by compare-and-swap. */
+static __always_inline __u32 *space_span(struct gm_alloc_slot *sl)
+{
+	return (__u32 *)&sl->space;
+}
+
+/* How many slots from home a lookup looks at: its span + 1. */
+static __always_inline __u32 home_reach(struct gm_alloc_slot *home)
+{
+	return ((*(volatile __u32 *)space_span(home)) >> 16) + 1;
+}
+
 /* The slot holding key live, and the state it was seen in (*seen); -1: none. A global
- * function: the verifier checks its loop once, not in every program that calls it. */
+ * function, its loop a bpf_loop callback: the verifier checks them once. */
+struct live_search {
+	const struct gm_alloc_key *key;
+	__u32 home, seen;
+	int idx;
+};
+
+static long live_slot(__u64 i, void *data)
+{
+	struct live_search *f = data;
+	__u32 idx = (f->home + (__u32)i) & alloc_mask, st;
+	struct gm_alloc_slot *s = bpf_map_lookup_elem(&allocs, &idx);
+	struct gm_alloc_key k;
+
+	if (!s)
+		return 1;
+	st = *(volatile __u32 *)&s->state;
+	k = *f->key;
+	if (GM_SLOT_STATE(st) != GM_SLOT_LIVE || !slot_has(s, &k))
+		return 0;
+	f->seen = st;
+	f->idx = (int)idx;
+	return 1;
+}
+
 __noinline int alloc_find(const struct gm_alloc_key *key, __u32 *seen)
 {
-	__u32 home;
+	struct live_search f = { .key = key, .idx = -1 };
+	struct gm_alloc_slot *h;
+	__u32 reach;
 
 	if (!key || !seen)
 		return -1;
-	home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask);
-	for (__u32 i = 0; i < GM_ALLOC_PROBES; i++) {
-		__u32 idx = (home + i) & alloc_mask;
-		struct gm_alloc_slot *sl = bpf_map_lookup_elem(&allocs, &idx);
-		__u32 st;
-
-		if (!sl)
-			return -1;
-		st = *(volatile __u32 *)&sl->state;
-		if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY)
-			return -1;
-		if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && slot_has(sl, key)) {
-			*seen = st;
-			return (int)idx;
-		}
-	}
-	return -1;
+	f.home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask);
+	h = bpf_map_lookup_elem(&allocs, &f.home);
+	if (!h)
+		return -1;
+	reach = home_reach(h);
+	bpf_loop(reach < GM_ALLOC_PROBES ? reach : GM_ALLOC_PROBES, live_slot, &f, 0);
+	if (f.idx >= 0)
+		*seen = f.seen;
+	return f.idx;
 }
 
 /* Takes out the entry at idx if it is still the one seen live: true for the one caller that
@@ -132,69 +162,125 @@ static __always_inline bool alloc_take(__u32 idx, __u32 seen, struct gm_alloc_in
 	if (!sl)
 		return false;
 	*out = sl->info;
-	return __sync_val_compare_and_swap(&sl->state, seen, GM_SLOT_NEXT(seen, GM_SLOT_TOMB)) ==
+	return __sync_val_compare_and_swap(&sl->state, seen, GM_SLOT_NEXT(seen, GM_SLOT_FREE)) ==
 	       seen;
 }
 
-/* Makes key live with info: 0, or 1 when it replaced a live entry of that key (its free was
- * not seen; its info in *old); -1 when no slot near its home is free (the table is full
- * there). Two tries: a slot another CPU claimed first is looked for again. */
-__noinline int alloc_insert(const struct gm_alloc_key *key, const struct gm_alloc_info *info,
-			    struct gm_alloc_info *old)
+/* Sets the low half of the word (space), or raises the high half (span) to at least hi: a few
+ * tries, each lost only to another writer of the word (rare: inserts of the same home). */
+static __always_inline bool set_space(struct gm_alloc_slot *sl, __u32 space)
 {
-	__u32 home;
+	for (int i = 0; i < 8; i++) {
+		__u32 old = *(volatile __u32 *)space_span(sl);
+
+		if (__sync_val_compare_and_swap(space_span(sl), old,
+						(old & 0xffff0000u) | (space & 0xffffu)) == old)
+			return true;
+	}
+	return false;
+}
+
+static __always_inline bool raise_span(struct gm_alloc_slot *home, __u32 span)
+{
+	for (int i = 0; i < 8; i++) {
+		__u32 old = *(volatile __u32 *)space_span(home);
+
+		if (old >> 16 >= span)
+			return true;
+		if (__sync_val_compare_and_swap(space_span(home), old,
+						(old & 0xffffu) | (span << 16)) == old)
+			return true;
+	}
+	return false;
+}
+
+/* The first free slot from home (a bpf_loop callback: its body is verified once). */
+struct free_search {
+	__u32 home, at, st;
+	struct gm_alloc_slot *sl;
+};
+
+static long free_slot(__u64 i, void *data)
+{
+	struct free_search *f = data;
+	__u32 idx = (f->home + (__u32)i) & alloc_mask, st;
+	struct gm_alloc_slot *s = bpf_map_lookup_elem(&allocs, &idx);
+
+	if (!s)
+		return 1;
+	st = *(volatile __u32 *)&s->state;
+	if (GM_SLOT_STATE(st) != GM_SLOT_FREE)
+		return 0;
+	f->sl = s;
+	f->at = (__u32)i;
+	f->st = st;
+	return 1;
+}
+
+/* One try of alloc_insert: -2 when the slot it chose was claimed by another CPU first. */
+__noinline int alloc_insert_once(const struct gm_alloc_key *key, const struct gm_alloc_info *info,
+				 struct gm_alloc_info *old)
+{
+	struct free_search f = {};
+	struct gm_alloc_slot *h, *sl;
+	__u32 claim, seen = 0, idx;
+	int replaced = 0, at;
 
 	if (!key || !info || !old)
 		return -1;
-	home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask);
-	for (int round = 0; round < 2; round++) {
-		struct gm_alloc_slot *sl = NULL;
-		__u32 free_st = 0, claim;
-		int replaced = 0;
-
-		for (__u32 i = 0; i < GM_ALLOC_PROBES; i++) {
-			__u32 idx = (home + i) & alloc_mask, st;
-			struct gm_alloc_slot *at = bpf_map_lookup_elem(&allocs, &idx);
-
-			if (!at)
-				return -1;
-			st = *(volatile __u32 *)&at->state;
-			if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && slot_has(at, key)) {
-				*old = at->info;
-				sl = at;
-				free_st = st;
-				replaced = 1;
-				break;
-			}
-			if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY || GM_SLOT_STATE(st) == GM_SLOT_TOMB) {
-				if (!sl) {
-					sl = at;
-					free_st = st;
-				}
-				if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY)
-					break;
-			}
-		}
+	f.home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask);
+	h = bpf_map_lookup_elem(&allocs, &f.home);
+	if (!h)
+		return -1;
+	/* Live already (its free not seen): that slot, its entry replaced. */
+	at = alloc_find(key, &seen);
+	if (at >= 0) {
+		idx = (__u32)at;
+		sl = bpf_map_lookup_elem(&allocs, &idx);
 		if (!sl)
 			return -1;
-		claim = GM_SLOT_NEXT(free_st, GM_SLOT_BUSY);
-		if (__sync_val_compare_and_swap(&sl->state, free_st, claim) != free_st)
-			continue;
-		sl->tgid = key->tgid;
-		sl->gen = key->gen;
-		sl->space = key->space;
-		sl->addr = key->addr;
-		sl->info = *info;
-		/* The entry is whole before it is live: x86's stores are seen in order; elsewhere
-		 * an exchange orders them. */
-#ifdef __TARGET_ARCH_x86
-		*(volatile __u32 *)&sl->state = (claim & ~3u) | GM_SLOT_LIVE;
-#else
-		__sync_lock_test_and_set(&sl->state, (claim & ~3u) | GM_SLOT_LIVE);
-#endif
-		return replaced;
+		*old = sl->info;
+		f.st = seen;
+		replaced = 1;
+	} else {
+		bpf_loop(GM_ALLOC_PROBES, free_slot, &f, 0);
+		sl = f.sl;
+		if (!sl)
+			return -1;
 	}
-	return -1;
+	claim = GM_SLOT_NEXT(f.st, GM_SLOT_BUSY);
+	if (__sync_val_compare_and_swap(&sl->state, f.st, claim) != f.st)
+		return -2;
+	sl->tgid = key->tgid;
+	sl->gen = key->gen;
+	sl->addr = key->addr;
+	sl->info = *info;
+	/* The home reaches it before it is live. */
+	if (!set_space(sl, key->space) || !raise_span(h, f.at)) {
+		*(volatile __u32 *)&sl->state = GM_SLOT_NEXT(claim, GM_SLOT_FREE);
+		return -1;
+	}
+	/* The entry is whole before it is live: x86's stores are seen in order; elsewhere an
+	 * exchange orders them. */
+#ifdef __TARGET_ARCH_x86
+	*(volatile __u32 *)&sl->state = (claim & ~3u) | GM_SLOT_LIVE;
+#else
+	__sync_lock_test_and_set(&sl->state, (claim & ~3u) | GM_SLOT_LIVE);
+#endif
+	return replaced;
+}
+
+/* Makes key live with info: 0, or 1 when it replaced a live entry of that key (its free was
+ * not seen; its info in *old); -1 when none of its GM_ALLOC_PROBES slots is free (the table
+ * is full there). GM_ALLOC_TRIES tries: a slot another CPU claimed first is looked for again. */
+static __always_inline int alloc_insert(const struct gm_alloc_key *key,
+					const struct gm_alloc_info *info, struct gm_alloc_info *old)
+{
+	int rc = -2;
+
+	for (int i = 0; i < GM_ALLOC_TRIES && rc == -2; i++)
+		rc = alloc_insert_once(key, info, old);
+	return rc == -2 ? -1 : rc;
 }
 
 struct {

@@ -303,31 +303,39 @@ _Static_assert(sizeof(struct gm_alloc_key) == 24, "gm_alloc_key has no hidden pa
 /*
  * The live allocations (the allocs map): open addressing in an array, with no lock and no
  * allocation on the hot path (a hash map's insert and delete were 250 ns of a traced pair's
- * 2.4 µs). An entry lies within GM_ALLOC_PROBES slots of its home, gm_alloc_home(), after
- * slots that were all taken when it was made: a lookup stops at an empty slot. A slot's
- * state is claimed by compare-and-swap, and its sequence (above the two state bits) changes
- * at every claim, so that whoever saw an entry live takes it out only if it is still that
- * entry: two frees of one address count once, and userspace's deletes (of ended processes)
- * race with nothing. A freed slot is a tombstone, taken again by the next insert that passes
- * it. The array is mapped by userspace (BPF_F_MMAPABLE), which walks it in place.
+ * 2.4 µs). A key's entry lies in one of the GM_ALLOC_PROBES slots from its home,
+ * gm_alloc_home(), and no further than its home slot's span says: every insert raises its
+ * home's span to where it put the entry before the entry is live, so a lookup looks at span + 1
+ * slots, most often one, and a free slot anywhere is as free as one never used (no tombstones:
+ * the cost of a lookup never grows with the table's age). A slot's state is claimed by
+ * compare-and-swap and its sequence (above the two state bits) changes at every claim, so that
+ * whoever saw an entry live takes it out only if it is still that entry: two frees of one
+ * address count once, and userspace's deletes (of ended processes) race with nothing. The
+ * array is mapped by userspace (BPF_F_MMAPABLE), which walks it in place.
  */
-#define GM_SLOT_EMPTY 0
+#define GM_SLOT_FREE 0
 #define GM_SLOT_BUSY 1		/* claimed, being written */
 #define GM_SLOT_LIVE 2
-#define GM_SLOT_TOMB 3
 #define GM_SLOT_STATE(s) ((s) & 3u)
 #define GM_SLOT_NEXT(s, st) ((((s) & ~3u) + 4u) | (st))	/* the next claim's state */
-#define GM_ALLOC_PROBES 32
+#define GM_ALLOC_PROBES 64
+#define GM_ALLOC_TRIES 4	/* an insert whose slot another CPU claimed first looks again */
 
 struct gm_alloc_slot {
 	__u32 state;		/* GM_SLOT_* and the sequence */
 	__u32 tgid;		/* the key: tgid, gen, space, addr (a gm_alloc_key's fields) */
 	__u32 gen;
-	__u32 space;
+	/* One 32-bit word, changed by compare-and-swap only: the entry's space, and the span of
+	 * the keys whose home this slot is (whatever entry the slot itself holds). */
+	__u16 space;
+	__u16 span;
 	__u64 addr;
 	struct gm_alloc_info info;
 };
 _Static_assert(sizeof(struct gm_alloc_slot) == 64, "gm_alloc_slot is one cache line");
+_Static_assert(__builtin_offsetof(struct gm_alloc_slot, span) ==
+	       __builtin_offsetof(struct gm_alloc_slot, space) + 2,
+	       "space and span share a word, span in its high half");
 
 /* The slot a key's probe starts at; mask: the slot count (a power of two) - 1. The top bits of
  * a multiplicative hash: addresses are aligned, their low bits say nothing. */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The allocation table from userspace, on a real mapped BPF array: keys found where the
- * probe put them, past collisions and tombstones; a take only of the entry a walk saw, once;
- * a full neighbourhood refused; a walk that sees live entries only. The BPF programs follow
+ * probe put them, past collisions, as far as their home's span; a freed slot taken again by
+ * the next insert; a take only of the entry a walk saw, once; a full neighbourhood refused; a
+ * walk that sees live entries only. The BPF programs follow
  * the same protocol (gpumem.h); the integration tests check them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,7 +111,7 @@ static void test_table_of_a_map_that_is_not_one_is_refused(void **state)
 	assert_int_equal(alloc_table_open(&t, -1, false), -EBADF);
 }
 
-static void test_colliding_keys_are_found_past_each_other_and_past_tombstones(void **state)
+static void test_colliding_keys_are_found_past_each_other_and_freed_slots_are_taken_again(void **state)
 {
 	struct fixture *fx = fixture_or_skip(state);
 	uint64_t addrs[5];
@@ -131,7 +132,8 @@ static void test_colliding_keys_are_found_past_each_other_and_past_tombstones(vo
 		assert_int_equal(got.size, 4096 * (i + 1));
 		assert_int_equal(ref.idx, (home_of(&k) + i) & (SLOTS - 1));
 	}
-	/* The second taken out: a tombstone the fifth's lookup passes, the next insert takes. */
+	/* The second taken out: a free slot the fifth's lookup passes (the home's span reaches
+	 * it), the next insert takes. */
 	{
 		struct gm_alloc_key k1 = key_of(addrs[1]), k4 = key_of(addrs[4]);
 		struct gm_alloc_info in = info_of(1);
@@ -145,6 +147,24 @@ static void test_colliding_keys_are_found_past_each_other_and_past_tombstones(vo
 		assert_int_equal(ref.idx, (home_of(&k1) + 1) & (SLOTS - 1));
 		assert_int_equal(got.size, 1);
 		assert_int_equal(alloc_table_insert(&fx->t, &k1, &in), -EEXIST);
+	}
+	/* The home's span: as far as the fifth, whatever was taken out since. */
+	assert_int_equal(fx->t.slots[home_of(&(struct gm_alloc_key){ .tgid = 1234, .gen = 7,
+			 .space = GM_SPACE_ADDR, .addr = addrs[0] })].span, 4);
+	/* The first taken out: its slot, the home itself, is the next insert's. */
+	{
+		struct gm_alloc_key k0 = key_of(addrs[0]);
+		uint64_t more[6];
+		struct gm_alloc_key k5;
+		struct gm_alloc_info in = info_of(2);
+
+		assert_int_equal(colliding(more, 6), 6);
+		k5 = key_of(more[5]);
+		assert_int_equal(alloc_table_find(&fx->t, &k0, &got, &ref), 0);
+		assert_true(alloc_table_take(&fx->t, ref));
+		assert_int_equal(alloc_table_insert(&fx->t, &k5, &in), 0);
+		assert_int_equal(alloc_table_find(&fx->t, &k5, &got, &ref), 0);
+		assert_int_equal(ref.idx, home_of(&k5));
 	}
 }
 
@@ -275,13 +295,60 @@ static void test_racing_takes_take_each_entry_once(void **state)
 	}
 }
 
+/* Two threads insert keys of one home at once: every one is made live, found, and once. */
+struct inserter {
+	struct fixture *fx;
+	const uint64_t *addrs;
+	size_t n;
+	int failed;
+};
+
+static void *insert_all(void *arg)
+{
+	struct inserter *r = arg;
+
+	for (size_t i = 0; i < r->n; i++) {
+		struct gm_alloc_key k = key_of(r->addrs[i]);
+		struct gm_alloc_info in = info_of(r->addrs[i]);
+
+		r->failed += alloc_table_insert(&r->fx->t, &k, &in) != 0;
+	}
+	return NULL;
+}
+
+static void test_racing_inserts_of_one_home_all_land(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	uint64_t addrs[40];
+	struct inserter a, b;
+	pthread_t ta, tb;
+	uint64_t bytes = 0;
+
+	assert_int_equal(colliding(addrs, 40), 40);
+	a = (struct inserter){ .fx = fx, .addrs = addrs, .n = 20 };
+	b = (struct inserter){ .fx = fx, .addrs = addrs + 20, .n = 20 };
+	assert_int_equal(pthread_create(&ta, NULL, insert_all, &a), 0);
+	assert_int_equal(pthread_create(&tb, NULL, insert_all, &b), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	assert_int_equal(a.failed + b.failed, 0);
+	for (size_t i = 0; i < 40; i++) {
+		struct gm_alloc_key k = key_of(addrs[i]);
+		struct gm_alloc_info got;
+
+		assert_int_equal(alloc_table_find(&fx->t, &k, &got, NULL), 0);
+		assert_int_equal(got.size, addrs[i]);
+	}
+	assert_int_equal(alloc_table_walk(&fx->t, count_live, &bytes), 40);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_table_of_a_map_that_is_not_one_is_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
-			test_colliding_keys_are_found_past_each_other_and_past_tombstones, setup,
+			test_colliding_keys_are_found_past_each_other_and_freed_slots_are_taken_again, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_a_take_succeeds_once_and_only_for_the_entry_seen,
 						setup, teardown),
@@ -290,6 +357,8 @@ int main(void)
 			setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_walk_sees_live_entries_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_racing_takes_take_each_entry_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_racing_inserts_of_one_home_all_land, setup,
 						teardown),
 	};
 

@@ -46,12 +46,6 @@ static uint32_t load_state(const struct gm_alloc_slot *sl)
 	return __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 }
 
-static bool slot_has(const struct gm_alloc_slot *sl, const struct gm_alloc_key *k)
-{
-	return sl->addr == k->addr && sl->tgid == k->tgid && sl->gen == k->gen &&
-	       sl->space == k->space;
-}
-
 /* A live slot's key and info as one whole: read between two loads of its state. */
 static bool read_slot(const struct gm_alloc_slot *sl, uint32_t *seen, struct gm_alloc_key *key,
 		      struct gm_alloc_info *info)
@@ -87,9 +81,9 @@ uint64_t alloc_table_walk(const struct alloc_table *t, alloc_walk_fn cb, void *c
 	return live;
 }
 
-static bool claim(struct gm_alloc_slot *sl, uint32_t from, uint32_t to)
+static bool claim(uint32_t *word, uint32_t from, uint32_t to)
 {
-	return __atomic_compare_exchange_n(&sl->state, &from, to, false, __ATOMIC_ACQ_REL,
+	return __atomic_compare_exchange_n(word, &from, to, false, __ATOMIC_ACQ_REL,
 					   __ATOMIC_ACQUIRE);
 }
 
@@ -97,32 +91,50 @@ bool alloc_table_take(struct alloc_table *t, struct alloc_ref ref)
 {
 	if (!t->slots || !t->writable || ref.idx >= t->nslots)
 		return false;
-	return claim(&t->slots[ref.idx], ref.seen, GM_SLOT_NEXT(ref.seen, GM_SLOT_TOMB));
+	return claim(&t->slots[ref.idx].state, ref.seen, GM_SLOT_NEXT(ref.seen, GM_SLOT_FREE));
+}
+
+/* The word a slot's space shares with its span (high half). */
+static uint32_t *space_span(struct gm_alloc_slot *sl)
+{
+	return (uint32_t *)(void *)&sl->space;
 }
 
 int alloc_table_find(const struct alloc_table *t, const struct gm_alloc_key *key,
 		     struct gm_alloc_info *info, struct alloc_ref *ref)
 {
-	uint32_t mask = t->nslots - 1, home;
+	uint32_t mask = t->nslots - 1, home, reach;
 
 	if (!t->slots)
 		return -ENOENT;
 	home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, mask);
-	for (uint32_t i = 0; i < GM_ALLOC_PROBES; i++) {
+	reach = (__atomic_load_n(space_span(&t->slots[home]), __ATOMIC_ACQUIRE) >> 16) + 1;
+	for (uint32_t i = 0; i < GM_ALLOC_PROBES && i < reach; i++) {
 		uint32_t idx = (home + i) & mask, seen;
-		const struct gm_alloc_slot *sl = &t->slots[idx];
 		struct gm_alloc_key k;
 
-		if (GM_SLOT_STATE(load_state(sl)) == GM_SLOT_EMPTY)
-			break;
-		if (read_slot(sl, &seen, &k, info) && k.addr == key->addr && k.tgid == key->tgid &&
-		    k.gen == key->gen && k.space == key->space) {
+		if (read_slot(&t->slots[idx], &seen, &k, info) && k.addr == key->addr &&
+		    k.tgid == key->tgid && k.gen == key->gen && k.space == key->space) {
 			if (ref)
 				*ref = (struct alloc_ref){ .idx = idx, .seen = seen };
 			return 0;
 		}
 	}
 	return -ENOENT;
+}
+
+/* As the BPF programs set a slot's space and raise a home's span (see alloc_insert). */
+static bool set_word(uint32_t *w, uint32_t keep_mask, uint32_t value, bool raise)
+{
+	for (int i = 0; i < 8; i++) {
+		uint32_t old = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+
+		if (raise && (old >> 16) >= (value >> 16))
+			return true;
+		if (claim(w, old, (old & keep_mask) | value))
+			return true;
+	}
+	return false;
 }
 
 int alloc_table_insert(struct alloc_table *t, const struct gm_alloc_key *key,
@@ -133,36 +145,37 @@ int alloc_table_insert(struct alloc_table *t, const struct gm_alloc_key *key,
 	if (!t->slots || !t->writable)
 		return -EPERM;
 	home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, mask);
-	for (int round = 0; round < 2; round++) {
-		struct gm_alloc_slot *free_sl = NULL;
-		uint32_t free_st = 0, busy;
+	if (!alloc_table_find(t, key, &(struct gm_alloc_info){ 0 }, NULL))
+		return -EEXIST;
+	for (int round = 0; round < GM_ALLOC_TRIES; round++) {
+		struct gm_alloc_slot *sl = NULL;
+		uint32_t st = 0, at = 0, busy;
 
-		for (uint32_t i = 0; i < GM_ALLOC_PROBES; i++) {
-			struct gm_alloc_slot *sl = &t->slots[(home + i) & mask];
-			uint32_t st = load_state(sl);
+		for (uint32_t i = 0; !sl && i < GM_ALLOC_PROBES; i++) {
+			struct gm_alloc_slot *s = &t->slots[(home + i) & mask];
 
-			if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && slot_has(sl, key))
-				return -EEXIST;
-			if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY || GM_SLOT_STATE(st) == GM_SLOT_TOMB) {
-				if (!free_sl) {
-					free_sl = sl;
-					free_st = st;
-				}
-				if (GM_SLOT_STATE(st) == GM_SLOT_EMPTY)
-					break;
+			st = load_state(s);
+			if (GM_SLOT_STATE(st) == GM_SLOT_FREE) {
+				sl = s;
+				at = i;
 			}
 		}
-		if (!free_sl)
+		if (!sl)
 			return -ENOSPC;
-		busy = GM_SLOT_NEXT(free_st, GM_SLOT_BUSY);
-		if (!claim(free_sl, free_st, busy))
+		busy = GM_SLOT_NEXT(st, GM_SLOT_BUSY);
+		if (!claim(&sl->state, st, busy))
 			continue;
-		free_sl->tgid = key->tgid;
-		free_sl->gen = key->gen;
-		free_sl->space = key->space;
-		free_sl->addr = key->addr;
-		free_sl->info = *info;
-		__atomic_store_n(&free_sl->state, (busy & ~3u) | GM_SLOT_LIVE, __ATOMIC_RELEASE);
+		sl->tgid = key->tgid;
+		sl->gen = key->gen;
+		sl->addr = key->addr;
+		sl->info = *info;
+		if (!set_word(space_span(sl), 0xffff0000u, key->space & 0xffffu, false) ||
+		    !set_word(space_span(&t->slots[home]), 0xffffu, at << 16, true)) {
+			__atomic_store_n(&sl->state, GM_SLOT_NEXT(busy, GM_SLOT_FREE),
+					 __ATOMIC_RELEASE);
+			return -ENOSPC;
+		}
+		__atomic_store_n(&sl->state, (busy & ~3u) | GM_SLOT_LIVE, __ATOMIC_RELEASE);
 		return 0;
 	}
 	return -ENOSPC;
