@@ -173,6 +173,9 @@ static __always_inline bool set_space(struct gm_alloc_slot *sl, __u32 space)
 	for (int i = 0; i < 8; i++) {
 		__u32 old = *(volatile __u32 *)space_span(sl);
 
+		if ((old & 0xffffu) == (space & 0xffffu))
+			return true;	/* most often: an address of the same space again */
+
 		if (__sync_val_compare_and_swap(space_span(sl), old,
 						(old & 0xffff0000u) | (space & 0xffffu)) == old)
 			return true;
@@ -232,6 +235,16 @@ __noinline int alloc_insert_once(const struct gm_alloc_key *key, const struct gm
 	h = bpf_map_lookup_elem(&allocs, &f.home);
 	if (!h)
 		return -1;
+	/* The home's span 0 (most often): the key can be only there, and a free home is it. */
+	if (!(*(volatile __u32 *)space_span(h) >> 16)) {
+		__u32 st = *(volatile __u32 *)&h->state;
+
+		if (GM_SLOT_STATE(st) == GM_SLOT_FREE) {
+			sl = h;
+			f.st = st;
+			goto claim;
+		}
+	}
 	/* Live already (its free not seen): that slot, its entry replaced. */
 	at = alloc_find(key, &seen);
 	if (at >= 0) {
@@ -248,6 +261,7 @@ __noinline int alloc_insert_once(const struct gm_alloc_key *key, const struct gm
 		if (!sl)
 			return -1;
 	}
+claim:
 	claim = GM_SLOT_NEXT(f.st, GM_SLOT_BUSY);
 	if (__sync_val_compare_and_swap(&sl->state, f.st, claim) != f.st)
 		return -2;
