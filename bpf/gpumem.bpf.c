@@ -126,6 +126,7 @@ static long live_slot(__u64 i, void *data)
 	if (!s)
 		return 1;
 	st = *(volatile __u32 *)&s->state;
+	barrier();	/* the key read after the state that says whose it is */
 	k = *f->key;
 	if (GM_SLOT_STATE(st) != GM_SLOT_LIVE || !slot_has(s, &k))
 		return 0;
@@ -271,9 +272,11 @@ claim:
 	sl->info = *info;
 	/* The home reaches it before it is live. */
 	if (!set_space(sl, key->space) || !raise_span(h, f.at)) {
+		barrier();
 		*(volatile __u32 *)&sl->state = GM_SLOT_NEXT(claim, GM_SLOT_FREE);
 		return -1;
 	}
+	barrier();	/* the compiler keeps the entry's stores before the state's */
 	/* The entry is whole before it is live: x86's stores are seen in order; elsewhere an
 	 * exchange orders them. */
 #ifdef __TARGET_ARCH_x86
@@ -523,7 +526,8 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 	if (at >= 0)
 		found = bpf_map_lookup_elem(&allocs, &idx);
 	if (found && key.space == GM_SPACE_ADDR &&
-	    (found->info.kind == GM_KIND_HOST) != (GM_COOKIE_KIND(rec->cookie) == GM_KIND_HOST)) {
+	    (found->info.kind == GM_KIND_HOST) != (GM_COOKIE_KIND(rec->cookie) == GM_KIND_HOST) &&
+	    *(volatile __u32 *)&found->state == seen) {	/* still that entry's kind */
 		/* cudaFree of pinned host memory, cudaFreeHost of device memory: refused by the
 		 * driver, and the allocation stays. */
 		count(GM_CNT_FAILED_FREES);

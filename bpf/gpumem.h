@@ -306,8 +306,9 @@ _Static_assert(sizeof(struct gm_alloc_key) == 24, "gm_alloc_key has no hidden pa
  * 2.4 µs). A key's entry lies in one of the GM_ALLOC_PROBES slots from its home,
  * gm_alloc_home(), and no further than its home slot's span says: every insert raises its
  * home's span to where it put the entry before the entry is live, so a lookup looks at span + 1
- * slots, most often one, and a free slot anywhere is as free as one never used (no tombstones:
- * the cost of a lookup never grows with the table's age). A slot's state is claimed by
+ * slots, most often one, and a free slot anywhere is as free as one never used (no tombstones
+ * pile up; a home's span only grows, to the longest run of taken slots it ever met, 63 at
+ * most). A slot's state is claimed by
  * compare-and-swap and its sequence (above the two state bits) changes at every claim, so that
  * whoever saw an entry live takes it out only if it is still that entry: two frees of one
  * address count once, and userspace's deletes (of ended processes) race with nothing. The

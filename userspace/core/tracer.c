@@ -60,8 +60,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 }
 
 /* The allocation table's slots: twice --max-allocs, rounded up to a power of two (its probes
- * wrap by a mask). Half full at most, an entry lies a few slots from its home and the 32 a
- * probe may look at are never all taken. */
+ * wrap by a mask). Half full at most, an entry lies a few slots from its home, and the 64 an
+ * insert may look at were never seen all taken. */
 static uint32_t alloc_slots(uint32_t max_allocs)
 {
 	uint64_t n = 1;

@@ -36,8 +36,8 @@ uint64_t alloc_table_walk(const struct alloc_table *t, alloc_walk_fn cb, void *c
 /* Takes the entry out if it is still the one the walk saw: true when this call did. */
 bool alloc_table_take(struct alloc_table *t, struct alloc_ref ref);
 
-/* As the BPF programs do (tests, and what userspace adds): 0 when made live; -EEXIST when key
- * is live; -ENOSPC when no slot near its home is free. */
+/* An entry made as the BPF programs make one (the unit tests' way in): 0 when made live;
+ * -EEXIST when key is live; -ENOSPC when none of its GM_ALLOC_PROBES slots is free. */
 int alloc_table_insert(struct alloc_table *t, const struct gm_alloc_key *key,
 		       const struct gm_alloc_info *info);
 /* 0 and *info when key is live; -ENOENT when not. */

@@ -79,9 +79,11 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 	s->mono_to_real_ns = realtime_ns() - now_ns();
 	s->sym = symbolizer_new();
 	s->purge = purge_new();
-	s->alloc_capacity = map_capacity(s->fd.allocs);
+	/* The allocations it holds (--max-allocs): half its slots. */
+	s->alloc_capacity = map_capacity(s->fd.allocs) / 2;
 	if (s->fd.allocs >= 0 && alloc_table_open(&s->allocs, s->fd.allocs, !s->opt.read_only))
-		p_err("cannot map the allocation map: ages and the purge of ended processes' entries are off");
+		p_err("cannot map the allocation table: no ages, and the entries of ended processes "
+		      "are not taken out (it fills: alloc_map_full)");
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
 	if (!s->opt.no_python)

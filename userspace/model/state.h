@@ -144,7 +144,7 @@ struct state {
 	size_t npending, pending_cap;
 	struct symbolizer *sym;
 	struct purge *purge;	/* ended processes whose allocation entries wait (purge.h) */
-	uint64_t alloc_capacity;	/* the allocation map's max_entries */
+	uint64_t alloc_capacity;	/* the allocations the table holds: half its slots */
 	struct alloc_table allocs;	/* that map, mapped */
 	struct cgroup_cache *cgroups;
 	struct user_cache *users;
