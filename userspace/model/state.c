@@ -883,13 +883,18 @@ static void queue_delete(struct walk *w, const void *key)
 	w->ndel++;
 }
 
+static void clear_queue(struct walk *w)
+{
+	free(w->del_keys);
+	w->del_keys = NULL;
+	w->ndel = w->del_cap = 0;
+}
+
 static void delete_queued(int fd, struct walk *w)
 {
 	for (size_t i = 0; i < w->ndel && !w->s->opt.read_only; i++)
 		bpf_map_delete_elem(fd, (char *)w->del_keys + i * w->ksz);
-	free(w->del_keys);
-	w->del_keys = NULL;
-	w->ndel = w->del_cap = 0;
+	clear_queue(w);
 }
 
 static void walk_proc(void *ctx, const void *key, const void *value)
@@ -981,9 +986,7 @@ static void take_queued(struct state *s, struct walk *w)
 
 	for (size_t i = 0; i < w->ndel && !s->opt.read_only; i++)
 		alloc_table_take(&s->allocs, refs[i]);
-	free(w->del_keys);
-	w->del_keys = NULL;
-	w->ndel = w->del_cap = 0;
+	clear_queue(w);
 }
 
 static void sort_sites(struct state *s)
