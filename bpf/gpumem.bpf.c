@@ -14,6 +14,7 @@ extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struc
 				 __u64 addr) __weak __ksym;
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __weak __ksym;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
+extern bool bpf_session_is_return(void) __weak __ksym;
 
 #define VM_EXEC_FLAG 0x4
 #define EEXIST 17
@@ -568,7 +569,8 @@ static __always_inline struct gm_inflight *thread_record(__u32 tgid)
 
 /* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
  * a call inside the recorded one is skipped; a record whose return never fired (sp not above
- * ours) is stale and replaced. */
+ * ours) is stale and replaced. 0 when the call's return has work (a session's entry returns
+ * it: anything else spares the return its trap). */
 static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 out_pitch,
 				      __u64 size, __u64 height, __u64 addr)
 {
@@ -577,11 +579,11 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	struct gm_inflight *rec = thread_record(id >> 32);
 
 	if (!rec)
-		return 0;
+		return 1;
 	cookie = bpf_get_attach_cookie(ctx);
 	if (inside_call(rec, id >> 32, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
-		return 0;
+		return 1;
 	}
 	/* Not before: a nested call needs no clock; nor does a free, but to hold a new process. */
 	now = is_free_shape(cookie) && !hold_new_procs ? 0 : bpf_ktime_get_ns();
@@ -603,27 +605,32 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	 * allocation's Python stack is walked. */
 	if (hold_new_procs)
 		first_call(id >> 32, rec, now);
-	if (rec->entry_only)
+	if (rec->entry_only) {
 		free_enter(ctx, rec, id);
+		return 1;
+	}
 	return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(enter_alloc, void *out_ptr, __u64 size)
 {
-	return call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
+	call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
+	return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(enter_alloc_pitch, void *out_ptr, void *out_pitch, __u64 width, __u64 height)
 {
-	return call_enter(ctx, (__u64)out_ptr, (__u64)out_pitch, width, height, 0);
+	call_enter(ctx, (__u64)out_ptr, (__u64)out_pitch, width, height, 0);
+	return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(enter_free, __u64 addr)
 {
-	return call_enter(ctx, 0, 0, 0, 0, addr);
+	call_enter(ctx, 0, 0, 0, 0, addr);
+	return 0;
 }
 
 /* ---- Arrays: the size is the one the caller's descriptor asks for ---- */
@@ -713,8 +720,8 @@ static __always_inline bool read_extent(struct pt_regs *ctx, __u64 ext[3])
 /* Every array shape (and cudaMalloc3D) has its own descriptor: sized here, at entry, while the
  * caller's descriptor is what it passed. For arrays, height says whether the descriptor was
  * sized (1) or not (0: held with 0 bytes, counted at a successful return). */
-SEC("uprobe")
-int BPF_KPROBE(enter_array, void *out, void *desc, __u64 a2, __u64 a3, __u64 a4)
+static __always_inline int array_enter(struct pt_regs *ctx, void *out, void *desc, __u64 a2,
+				       __u64 a3, __u64 a4)
 {
 	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
 	__u64 d[5] = {}, ext[3] = {}, bytes = 0, elem;
@@ -776,6 +783,13 @@ int BPF_KPROBE(enter_array, void *out, void *desc, __u64 a2, __u64 a3, __u64 a4)
 		return 0;
 	}
 	return call_enter(ctx, (__u64)out, 0, bytes, bytes ? 1 : 0, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(enter_array, void *out, void *desc, __u64 a2, __u64 a3, __u64 a4)
+{
+	array_enter(ctx, out, desc, a2, a3, a4);
+	return 0;
 }
 
 static __always_inline bool is_array_shape(__u32 shape)
@@ -2050,8 +2064,7 @@ static __noinline void teardown_return(struct gm_inflight *rec, __u32 tgid, __u3
  * thread's own and no other program runs on this thread meanwhile: it is read in place. The
  * Python walk is called from here, not from alloc_return, so that the two frames never stack
  * up past 512 bytes. */
-SEC("uretprobe")
-int BPF_KRETPROBE(call_return, long ret)
+static __always_inline void call_returned(struct pt_regs *ctx, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
@@ -2059,23 +2072,43 @@ int BPF_KRETPROBE(call_return, long ret)
 
 	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
 	if (!rec)
-		return 0;
+		return;
 	if (is_ctx_shape(shape)) {	/* followed at entry and return, nested or not */
 		ctx_return(rec, id >> 32, shape, (__s32)ret);
-		return 0;
+		return;
 	}
 	if (!rec->sp || rec->entry_only || PT_REGS_SP(ctx) <= rec->sp)
-		return 0;
+		return;
 	rec->sp = 0;
 	shape = GM_COOKIE_SHAPE(rec->cookie);
 	if (is_teardown_shape(shape)) {
 		if ((__s32)ret == 0)
 			teardown_return(rec, id >> 32, shape);
-		return 0;
+		return;
 	}
 	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate,
 						&thread_of(rec)->py_none_gen_plus1));
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(call_return, long ret)
+{
+	call_returned(ctx, ret);
 	return 0;
+}
+
+/* Kernels since 6.13: the alloc shape's entry and return in one session program (loaded
+ * instead of enter_alloc, whose calls then have no call_return), its entry saying whether the
+ * return has work: a nested driver call (cuMemAlloc_v2 inside cudaMalloc) or a process not
+ * traced returns without the return probe's trap. */
+SEC("uprobe")
+int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
+{
+	if (bpf_session_is_return()) {
+		call_returned(ctx, PT_REGS_RC(ctx));
+		return 0;
+	}
+	return call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
 }
 
 /* ---- PyTorch tensors ---- */

@@ -1221,6 +1221,7 @@ GM_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 GM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	gm_keep_frame();
+	gm_say_return_probe("cuMemAlloc_v2", __builtin_return_address(0));
 	return impl_mem_alloc(dptr, bytesize);
 }
 

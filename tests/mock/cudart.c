@@ -156,6 +156,7 @@ GM_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 	CUresult rc;
 
 	gm_keep_frame();
+	gm_say_return_probe("cudaMalloc", __builtin_return_address(0));
 	if (!have_driver())
 		return no_driver();
 	if (!devPtr)

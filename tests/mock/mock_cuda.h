@@ -4,6 +4,10 @@
 #define GM_MOCK_CUDA_H
 
 #ifdef GM_HAVE_CUDA_HEADERS
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #else
@@ -69,6 +73,34 @@ const struct gm_mock_driver_api *cuMockGetPrivateTable(void);
 static inline __attribute__((always_inline)) void gm_keep_frame(void)
 {
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
+}
+
+/*
+ * GPUMEM_MOCK_SAY_RETURN_PROBES=1: an API says on stderr whether a return probe is armed for
+ * this call ("return probe cuMemAlloc_v2 yes"): the kernel arms one by replacing the return
+ * address with its trampoline, in the process's [uprobes] mapping. ret: the API's own
+ * __builtin_return_address(0).
+ */
+static inline void gm_say_return_probe(const char *api, const void *ret)
+{
+	const char *say = getenv("GPUMEM_MOCK_SAY_RETURN_PROBES");
+	char line[512];
+	bool armed = false;
+	FILE *maps;
+
+	if (!say || strcmp(say, "1"))
+		return;
+	maps = fopen("/proc/self/maps", "re");
+	while (maps && fgets(line, sizeof(line), maps)) {
+		unsigned long lo, hi;
+
+		if (strstr(line, "[uprobes]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2 &&
+		    (unsigned long)ret >= lo && (unsigned long)ret < hi)
+			armed = true;
+	}
+	if (maps)
+		fclose(maps);
+	fprintf(stderr, "return probe %s %s\n", api, armed ? "yes" : "no");
 }
 
 #endif

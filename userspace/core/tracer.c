@@ -40,6 +40,7 @@ struct tracer {
 	struct record_handler handler;
 	bool watches_opens;
 	bool multi;
+	bool session;	/* session_alloc loaded, not enter_alloc */
 	/* The agent's pins (tracer_opts.pin_dir), or the agent a reader reads. */
 	const char *pin_dir;
 	bool adopted;		/* the pinned state was an earlier agent's */
@@ -92,8 +93,17 @@ static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 /* Kernels since 6.6 attach all of a file's probes in one uprobe_multi link, which also
  * detaches in one RCU grace period instead of one per probe (seconds for a library). */
 
-static void use_uprobe_multi(struct gpumem_bpf *skel)
+static void use_uprobe_multi(struct gpumem_bpf *skel, bool session)
 {
+	/* Since 6.13 the alloc shape's entry and return are one session program, whose entry
+	 * spares a return with nothing to do its trap. */
+	if (session) {
+		bpf_program__set_expected_attach_type(skel->progs.session_alloc,
+						      ATTACH_UPROBE_SESSION);
+		bpf_program__set_autoload(skel->progs.enter_alloc, false);
+	} else {
+		bpf_program__set_autoload(skel->progs.session_alloc, false);
+	}
 	bpf_program__set_expected_attach_type(skel->progs.enter_alloc, ATTACH_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(skel->progs.enter_alloc_pitch, ATTACH_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(skel->progs.enter_free, ATTACH_UPROBE_MULTI);
@@ -152,7 +162,15 @@ static struct gm_agent agent_settings(const struct tracer_opts *o)
 	};
 }
 
-static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi,
+/* GPUMEM_UPROBE_SESSIONS=0: entry and return links as kernels before 6.13 have them. */
+static bool no_sessions(void)
+{
+	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
+
+	return v && !strcmp(v, "0");
+}
+
+static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi, bool session,
 					  bool with_open_watch, bool *adopting)
 {
 	struct gpumem_bpf *skel = gpumem_bpf__open();
@@ -161,7 +179,9 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	if (!skel)
 		return NULL;
 	if (multi)
-		use_uprobe_multi(skel);
+		use_uprobe_multi(skel, session);
+	else
+		bpf_program__set_autoload(skel->progs.session_alloc, false);
 	skel->rodata->filter_pids = o->filter_pids;
 	skel->rodata->hold_new_procs = o->hold_new_procs;
 	skel->rodata->hold_new_libs = o->hold_new_libs;
@@ -393,18 +413,23 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	int err;
 
 	libbpf_set_print(libbpf_print);
-	/* Newest kernel features first; the open watch and uprobe_multi are optional. */
+	/* Newest kernel features first; the open watch, uprobe sessions and uprobe_multi are
+	 * optional. */
 	static const struct {
-		bool multi, open_watch;
-	} tries[] = { { true, true }, { false, true }, { false, false } };
+		bool multi, session, open_watch;
+	} tries[] = { { true, true, true }, { true, false, true }, { false, false, true },
+		      { false, false, false } };
 
 	err = -EINVAL;
 	t->pin_dir = opts->pin_dir;
 	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
 		if (opts->pin_dir && !tries[i].multi)
 			continue;	/* an agent's probes are pinned uprobe_multi links */
+		if (tries[i].session && no_sessions())
+			continue;
 		gpumem_bpf__destroy(t->skel);
-		t->skel = open_configured(opts, tries[i].multi, tries[i].open_watch, &t->adopted);
+		t->skel = open_configured(opts, tries[i].multi, tries[i].session, tries[i].open_watch,
+					  &t->adopted);
 		if (!t->skel && opts->pin_dir && (errno == EEXIST || errno == EBUSY ||
 						  errno == ENOTSUP || errno == ENAMETOOLONG)) {
 			err = -errno;	/* pin_prepare said why */
@@ -417,9 +442,11 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		}
 		err = gpumem_bpf__load(t->skel);
 		t->multi = tries[i].multi;
+		t->session = tries[i].session;
 		if (err)
-			p_debug("loading (uprobe_multi %d, open watch %d) failed: %s",
-				tries[i].multi, tries[i].open_watch, strerror(-err));
+			p_debug("loading (uprobe_multi %d, sessions %d, open watch %d) failed: %s",
+				tries[i].multi, tries[i].session, tries[i].open_watch,
+				strerror(-err));
 	}
 	if (err == -EPERM || err == -EACCES) {
 		p_err("cannot load BPF programs: permission denied (run as root or grant "
@@ -521,7 +548,7 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 	if (!t->skel)
 		return -EOPNOTSUPP;
 	pp = (struct probe_programs){
-		.enter_alloc = t->skel->progs.enter_alloc,
+		.enter_alloc = t->session ? t->skel->progs.session_alloc : t->skel->progs.enter_alloc,
 		.enter_alloc_pitch = t->skel->progs.enter_alloc_pitch,
 		.enter_free = t->skel->progs.enter_free,
 		.enter_array = t->skel->progs.enter_array,
@@ -530,6 +557,7 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 		.tensor_malloc = t->skel->progs.tensor_malloc,
 		.tensor_free = t->skel->progs.tensor_free,
 		.multi = t->multi,
+		.session = t->session,
 		.pin_dir = t->pin_dir,
 	};
 	if (t->pin_dir) {

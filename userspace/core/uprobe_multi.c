@@ -29,7 +29,7 @@ int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *o
 {
 	struct uprobe_multi_attr attr = {
 		.prog_fd = (__u32)bpf_program__fd(prog),
-		.attach_type = ATTACH_UPROBE_MULTI,
+		.attach_type = bpf_program__expected_attach_type(prog),
 		.path = (__u64)(unsigned long)path,
 		.offsets = (__u64)(unsigned long)offsets,
 		.cookies = (__u64)(unsigned long)cookies,

@@ -8,11 +8,13 @@
 #include <linux/types.h>
 
 #define ATTACH_UPROBE_MULTI 48	/* BPF_TRACE_UPROBE_MULTI */
+#define ATTACH_UPROBE_SESSION 57	/* BPF_TRACE_UPROBE_SESSION (6.13+): entry and return */
 
 struct bpf_program;
 
 /* A link of prog on path at the file offsets, each with its cookie; ret: return probes.
- * The program must have been loaded with expected attach type ATTACH_UPROBE_MULTI.
+ * The program must have been loaded with expected attach type ATTACH_UPROBE_MULTI, or
+ * ATTACH_UPROBE_SESSION (a session link: its entry and return, ret false).
  * Returns the link's fd (close it to detach) or -errno. */
 int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *offsets,
 		      const __u64 *cookies, unsigned int cnt, bool ret);

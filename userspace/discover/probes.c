@@ -419,6 +419,8 @@ static int attach_multi(const struct probe_programs *pp, struct attached_file *f
 				continue;
 			if (ret ? !has_return_probe(p->shape) : entry_program(pp, p->shape) != progs[i])
 				continue;
+			if (ret && pp->session && entry_program(pp, p->shape) == pp->enter_alloc)
+				continue;	/* its session's return */
 			offsets[cnt] = f->offsets[api];
 			cookies[cnt++] = probe_cookie(api);
 		}

@@ -50,6 +50,7 @@ struct probe_programs {
 	struct bpf_program *enter_ctx;		/* the thread's current context */
 	struct bpf_program *tensor_malloc, *tensor_free;	/* USDT; NULL: not attached */
 	bool multi;	/* in uprobe_multi links (else one perf-event link per probe) */
+	bool session;	/* enter_alloc is a session program: its shapes have no call_return */
 	/* The agent's pins (pin.h): each link is pinned by the file's device and inode, and a
 	 * file whose links an earlier agent pinned is adopted (its links opened, not made). */
 	const char *pin_dir;	/* NULL: nothing pinned */
