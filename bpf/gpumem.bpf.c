@@ -136,7 +136,7 @@ static long live_slot(__u64 i, void *data)
 	return 1;
 }
 
-__noinline int alloc_find(const struct gm_alloc_key *key, __u32 *seen)
+__noinline int alloc_find_far(const struct gm_alloc_key *key, __u32 *seen)
 {
 	struct live_search f = { .key = key, .idx = -1 };
 	struct gm_alloc_slot *h;
@@ -153,6 +153,25 @@ __noinline int alloc_find(const struct gm_alloc_key *key, __u32 *seen)
 	if (f.idx >= 0)
 		*seen = f.seen;
 	return f.idx;
+}
+
+/* alloc_find_far, but where the home's span is 0 (most often): the key can be only in its
+ * home slot, read here without the walk's call. */
+static __always_inline int alloc_find(const struct gm_alloc_key *key, __u32 *seen)
+{
+	__u32 home = gm_alloc_home(key->tgid, key->gen, key->space, key->addr, alloc_mask), st;
+	struct gm_alloc_slot *h = bpf_map_lookup_elem(&allocs, &home);
+
+	if (!h)
+		return -1;
+	if ((*(volatile __u32 *)space_span(h)) >> 16)
+		return alloc_find_far(key, seen);
+	st = *(volatile __u32 *)&h->state;
+	barrier();	/* the key read after the state that says whose it is */
+	if (GM_SLOT_STATE(st) != GM_SLOT_LIVE || !slot_has(h, key))
+		return -1;
+	*seen = st;
+	return (int)home;
 }
 
 /* Takes out the entry at idx if it is still the one seen live: true for the one caller that
@@ -580,6 +599,11 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 
 	if (!rec)
 		return 1;
+	/* Inside an allocation's call (the driver's under the runtime's): no cookie needed. */
+	if (rec->sp && !rec->entry_only && sp <= rec->sp) {
+		count(GM_CNT_NESTED_CALLS);
+		return 1;
+	}
 	cookie = bpf_get_attach_cookie(ctx);
 	if (inside_call(rec, id >> 32, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
