@@ -7,7 +7,8 @@
 # Two setups (BENCH_SETUP):
 #   nested        each runtime call nests a driver call through the driver's exported symbols;
 #                 bare = empty programs on every symbol gpumem probes, on entry, and on return
-#                 but for the frees (gpumem has no return probe on a free);
+#                 but for the frees (gpumem has no return probe on a free); on kernels with
+#                 uprobe sessions gpumem's nested cuMemAlloc_v2 has no return trap, bare's has;
 #                 bpftrace = bench/gpumem.bt (gpumem's nesting rule in bpftrace).
 #   runtime-only  the runtime reaches the driver through its private table
 #                 (GPUMEM_MOCK_RUNTIME_PRIVATE=1), so only runtime probes fire; bare = the three

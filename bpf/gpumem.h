@@ -489,7 +489,7 @@ struct gm_agent {
 	__u32 stack_mode;
 	__u32 stack_bytes;
 	__u32 python_frames;
-	__u32 pad;
+	__u32 uprobe_sessions;	/* the alloc shape's probes are session links (0 before them) */
 };
 
 struct gm_file_key {

@@ -7,6 +7,7 @@ default /sys/fs/bpf/gpumem) are never touched.
 """
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -599,6 +600,28 @@ def test_pins_whose_programs_were_loaded_otherwise_are_refused(pins):
     assert done.returncode == 1
     assert "--unwind" in done.stderr and "gpumem serve --reset" in done.stderr, done.stderr
     agent = Agent(pins, "--unwind", "fp")     # the same options: adopted
+    try:
+        assert any("adopted the pinned state" in l for l in agent.stderr.lines)
+    finally:
+        agent.kill()
+
+
+def test_pins_made_with_or_without_uprobe_sessions_are_adopted_only_so(pins):
+    """The pinned alloc links are uprobe sessions or entry and return links: an agent of the
+    other kind would leave one of its links unused, or put a second return on a session's
+    probes. It is refused, and the kind the pins were made with is adopted."""
+    major, minor = (int(x) for x in platform.release().split(".")[:2])
+    if (major, minor) < (6, 13):
+        pytest.skip(f"kernel {platform.release()} has no uprobe sessions (6.13+)")
+    agent = Agent(pins, env={"GPUMEM_UPROBE_SESSIONS": "0"})
+    agent.kill()
+    env = {k: v for k, v in os.environ.items() if k != "GPUMEM_UPROBE_SESSIONS"}
+    done = subprocess.run([str(GPUMEM), "serve", "--pin-dir", str(pins), "--listen",
+                           "127.0.0.1:0"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert "are no uprobe sessions" in line and "gpumem serve --reset" in line, line
+    agent = Agent(pins, env={"GPUMEM_UPROBE_SESSIONS": "0"})     # the same kind: adopted
     try:
         assert any("adopted the pinned state" in l for l in agent.stderr.lines)
     finally:

@@ -48,10 +48,18 @@ def armed_returns(env_extra):
     them too; what the mock said of each call's return probe, and gpumem's report."""
     with tempfile.TemporaryDirectory(prefix="gpumem-it-") as tmp:
         tmp = Path(tmp)
-        libs = tmp / "lib"
+        libs = (tmp / "lib").resolve()
         shutil.copytree(MOCK_LIB_DIR, libs, symlinks=True)
-        env = dict(os.environ, LD_LIBRARY_PATH=str(libs), GPUMEM_MOCK_SAY_RETURN_PROBES="1",
-                   **env_extra)
+        env = dict(os.environ, LD_LIBRARY_PATH=str(libs), GPUMEM_MOCK_SAY_RETURN_PROBES="1")
+        env.pop("GPUMEM_UPROBE_SESSIONS", None)
+        env.update(env_extra)
+        # Before gpumem: a return probe armed now is another tracer's (a system-wide one
+        # attaches to every CUDA library a process maps, these copies too).
+        with open(tmp / "before", "wb") as err:
+            subprocess.run([str(WORKLOAD), "leak", "1", "4096"], env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=err, timeout=RUN_TIMEOUT)
+        if any(armed for _, armed in said(tmp / "before")):
+            pytest.skip("another tracer arms return probes on this test's libraries")
         done, out = tmp / "done", tmp / "report.json"
         script = (f'"{WORKLOAD}" leak 1 4096 >/dev/null 2>"{tmp}/traced" && touch "{done}" && '
                   f'while [ ! -e "{done}.end" ]; do sleep 0.05; done')
@@ -76,7 +84,7 @@ def armed_returns(env_extra):
                 gpumem.kill()
                 gpumem.wait(10)
             gpumem.stderr.close()
-        if others:
+        if others or any(armed for _, armed in said(tmp / "before")):
             pytest.skip(f"pids {sorted(others)} trace this test's libraries too: the return "
                         "probes they arm are theirs")
         report = json.loads(out.read_text())

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "gpumem.skel.h"
 #include "pin.h"
@@ -153,21 +154,44 @@ static void share_holds(struct gpumem_bpf *skel)
 }
 
 /* What an agent's programs are loaded with, beside the pinned settings map. */
-static struct gm_agent agent_settings(const struct tracer_opts *o)
+static struct gm_agent agent_settings(const struct tracer_opts *o, bool session)
 {
 	return (struct gm_agent){
 		.stack_mode = o->stack_mode,
 		.stack_bytes = o->stack_bytes ? o->stack_bytes : GM_STACK_COPY_DEFAULT,
 		.python_frames = !o->no_python,
+		.uprobe_sessions = session,
 	};
 }
 
-/* GPUMEM_UPROBE_SESSIONS=0: entry and return links as kernels before 6.13 have them. */
-static bool no_sessions(void)
+/* Uprobe sessions, where the kernel's attach types name them (6.13+) and
+ * GPUMEM_UPROBE_SESSIONS=0 does not keep the entry and return links of older kernels. Asked
+ * of the kernel's BTF, not of a load: a load that fails says so at length, and verifies
+ * everything twice. */
+static bool want_sessions(void)
 {
 	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
+	struct btf *btf;
+	bool found = false;
+	int id;
 
-	return v && !strcmp(v, "0");
+	if (v && !strcmp(v, "0"))
+		return false;
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return false;
+	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+	if (id > 0) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e = btf_enum(t);
+
+		for (unsigned int i = 0; i < btf_vlen(t) && !found; i++)
+			found = !strcmp(btf__name_by_offset(btf, e[i].name_off),
+					"BPF_TRACE_UPROBE_SESSION") &&
+				e[i].val == ATTACH_UPROBE_SESSION;
+	}
+	btf__free(btf);
+	return found;
 }
 
 static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi, bool session,
@@ -196,7 +220,7 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	if (!with_open_watch)
 		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
 	if (o->pin_dir) {
-		const struct gm_agent want = agent_settings(o);
+		const struct gm_agent want = agent_settings(o, session);
 
 		err = pin_prepare(skel->obj, o->pin_dir, &want, adopting);
 		if (err) {
@@ -388,7 +412,7 @@ static void start_agent_record(struct tracer *t, const struct tracer_opts *o)
 
 	if (!t->adopted || pin_read_agent(t->pin_dir, &old))
 		old.started_ns = now;
-	t->agent = agent_settings(o);	/* as adoption checked: the programs' own */
+	t->agent = agent_settings(o, t->session);	/* as adoption checked: the programs' own */
 	t->agent.layout = GM_LAYOUT_VERSION;
 	t->agent.pid = (__u32)getpid();
 	t->agent.heartbeat_ns = now;
@@ -419,13 +443,14 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		bool multi, session, open_watch;
 	} tries[] = { { true, true, true }, { true, false, true }, { false, false, true },
 		      { false, false, false } };
+	const bool sessions = want_sessions();
 
 	err = -EINVAL;
 	t->pin_dir = opts->pin_dir;
 	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
 		if (opts->pin_dir && !tries[i].multi)
 			continue;	/* an agent's probes are pinned uprobe_multi links */
-		if (tries[i].session && no_sessions())
+		if (tries[i].session && !sessions)
 			continue;
 		gpumem_bpf__destroy(t->skel);
 		t->skel = open_configured(opts, tries[i].multi, tries[i].session, tries[i].open_watch,
