@@ -2088,10 +2088,11 @@ static __noinline void teardown_return(struct gm_inflight *rec, __u32 tgid, __u3
  * thread's own and no other program runs on this thread meanwhile: it is read in place. The
  * Python walk is called from here, not from alloc_return, so that the two frames never stack
  * up past 512 bytes. */
-static __always_inline void call_returned(struct pt_regs *ctx, long ret)
+/* may_be_ctx: false where the probe is known to be of the alloc shape (its cookie unread). */
+static __always_inline void call_returned(struct pt_regs *ctx, long ret, bool may_be_ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 shape = GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx));
+	__u32 shape = may_be_ctx ? GM_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)) : GM_SHAPE_ALLOC;
 	struct gm_inflight *rec;
 
 	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0, 0);
@@ -2117,7 +2118,7 @@ static __always_inline void call_returned(struct pt_regs *ctx, long ret)
 SEC("uretprobe")
 int BPF_KRETPROBE(call_return, long ret)
 {
-	call_returned(ctx, ret);
+	call_returned(ctx, ret, true);
 	return 0;
 }
 
@@ -2129,7 +2130,7 @@ SEC("uprobe")
 int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
 {
 	if (bpf_session_is_return()) {
-		call_returned(ctx, PT_REGS_RC(ctx));
+		call_returned(ctx, PT_REGS_RC(ctx), false);
 		return 0;
 	}
 	return call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
