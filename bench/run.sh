@@ -84,6 +84,12 @@ done
 # gpumem as shipped (DWARF mode: frame-pointer stacks, CFI unwinding of each new site's
 # first stack), and with --unwind fp and --unwind none, for the cost of stacks.
 CONFIGS=(untraced bare gpumem gpumem-fp gpumem-nostack)
+# Where the kernel has uprobe sessions (6.13+) gpumem uses them; beside it, gpumem with the
+# entry and return links of older kernels (GPUMEM_UPROBE_SESSIONS=0), for what they save.
+if bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -q "'BPF_TRACE_UPROBE_SESSION'"
+then
+	CONFIGS+=(gpumem-nosession)
+fi
 if command -v bpftrace >/dev/null; then
 	CONFIGS+=(bpftrace)
 	HAVE_BPFTRACE=1
@@ -160,11 +166,13 @@ measure_once() {
 		result=$(run_loop "$PAIRS")
 		stop_tracer
 		;;
-	gpumem | gpumem-fp | gpumem-nostack)
-		local unwind=dwarf
+	gpumem | gpumem-fp | gpumem-nostack | gpumem-nosession)
+		local unwind=dwarf sessions=1
 		[ "$config" = gpumem-fp ] && unwind=fp
 		[ "$config" = gpumem-nostack ] && unwind=none
-		start_tracer "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot --json \
+		[ "$config" = gpumem-nosession ] && sessions=0
+		start_tracer "$WORK/gpumem.log" "gpumem: tracing:" \
+			env GPUMEM_UPROBE_SESSIONS=$sessions "$GPUMEM" snapshot --json \
 			-o "$WORK/snapshot.json" --lib "$CUDART" --lib "$CUDA" --duration 600 \
 			--unwind "$unwind" || return 1
 		result=$(run_loop "$PAIRS")
@@ -252,6 +260,7 @@ for config in "${CONFIGS[@]}"; do
 	gpumem) label="gpumem (system-wide, as shipped)" ;;
 	gpumem-fp) label="gpumem --unwind fp" ;;
 	gpumem-nostack) label="gpumem --unwind none (no stacks)" ;;
+	gpumem-nosession) label="gpumem, no uprobe sessions" ;;
 	bpftrace) label="bpftrace ($SCRIPT)" ;;
 	esac
 	if [ ! -s "$WORK/$config.cpu" ]; then
@@ -279,6 +288,9 @@ fi
 printf '%-20s %9s %9s\n' "gpumem / untraced" "$(ratio gpumem untraced || echo -)" "-"
 printf '%-20s %9s %9s\n' "dwarf / no stacks" "$(ratio gpumem gpumem-nostack || echo -)" "-"
 printf '%-20s %9s %9s\n' "fp / no stacks" "$(ratio gpumem-fp gpumem-nostack || echo -)" "-"
+if [ -n "${MED[gpumem-nosession]:-}" ]; then
+	printf '%-20s %9s %9s\n' "no sessions / bare" "$(ratio gpumem-nosession bare || echo -)" "-"
+fi
 if [ -n "${MED[gpumem]:-}" ] && [ -n "${MED[bare]:-}" ]; then
 	awk -v g="${MED[gpumem]}" -v b="${MED[bare]}" 'BEGIN {
 		printf "gpumem above bare: %.0f ns per pair\n", g - b }'
