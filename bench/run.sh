@@ -167,7 +167,7 @@ measure_once() {
 		stop_tracer
 		;;
 	gpumem | gpumem-fp | gpumem-nostack | gpumem-nosession)
-		local unwind=dwarf sessions=1
+		local unwind=dwarf sessions=${GPUMEM_UPROBE_SESSIONS:-1}
 		[ "$config" = gpumem-fp ] && unwind=fp
 		[ "$config" = gpumem-nostack ] && unwind=none
 		[ "$config" = gpumem-nosession ] && sessions=0
@@ -201,7 +201,7 @@ measure_once() {
 		echo "bench: $config counted $seen allocations of pid $pid, expected" \
 			"$((PAIRS + WARMUP_PAIRS))" >&2
 	fi
-	printf '  %-9s %9.1f ns/pair cpu %9.1f wall%s\n' "$config" "$cpu" "$wall" \
+	printf '  %-16s %9.1f ns/pair cpu %9.1f wall%s\n' "$config" "$cpu" "$wall" \
 		"${seen:+  ($seen allocations seen)}"
 }
 

@@ -606,23 +606,37 @@ def test_pins_whose_programs_were_loaded_otherwise_are_refused(pins):
         agent.kill()
 
 
-def test_pins_made_with_or_without_uprobe_sessions_are_adopted_only_so(pins):
-    """The pinned alloc links are uprobe sessions or entry and return links: an agent of the
-    other kind would leave one of its links unused, or put a second return on a session's
-    probes. It is refused, and the kind the pins were made with is adopted."""
+def agent_program_names(pid):
+    ids = set()
+    for fdinfo in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            ids |= {int(l.split()[1]) for l in fdinfo.read_text(errors="replace").splitlines()
+                    if l.startswith("prog_id:")}
+        except OSError:
+            continue
+    shown = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], check=True,
+                                      capture_output=True, text=True).stdout)
+    return {p["name"] for p in shown if p["id"] in ids}
+
+
+@pytest.mark.parametrize("first, then", [("0", "1"), ("1", "0")])
+def test_an_agent_adopts_its_pins_kind_of_links_sessions_or_not(pins, first, then):
+    """The pinned alloc links are uprobe sessions or entry and return links: an agent that
+    would make the other kind (GPUMEM_UPROBE_SESSIONS) adopts the pins' kind, which a mix would
+    break (one link unused, or a second return on a session's probes)."""
     major, minor = (int(x) for x in platform.release().split(".")[:2])
     if (major, minor) < (6, 13):
         pytest.skip(f"kernel {platform.release()} has no uprobe sessions (6.13+)")
-    agent = Agent(pins, env={"GPUMEM_UPROBE_SESSIONS": "0"})
-    agent.kill()
-    env = {k: v for k, v in os.environ.items() if k != "GPUMEM_UPROBE_SESSIONS"}
-    done = subprocess.run([str(GPUMEM), "serve", "--pin-dir", str(pins), "--listen",
-                           "127.0.0.1:0"], capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 1
-    [line] = done.stderr.splitlines()
-    assert "are no uprobe sessions" in line and "gpumem serve --reset" in line, line
-    agent = Agent(pins, env={"GPUMEM_UPROBE_SESSIONS": "0"})     # the same kind: adopted
+    made = "session_alloc" if first == "1" else "enter_alloc"
+    agent = Agent(pins, env={"GPUMEM_UPROBE_SESSIONS": first})
+    try:
+        assert made in agent_program_names(agent.proc.pid)
+    finally:
+        agent.kill()
+    agent = Agent(pins, "-v", env={"GPUMEM_UPROBE_SESSIONS": then})
     try:
         assert any("adopted the pinned state" in l for l in agent.stderr.lines)
+        assert any("adopted as they are" in l for l in agent.stderr.lines)
+        assert {"enter_alloc", "session_alloc"} & agent_program_names(agent.proc.pid) == {made}
     finally:
         agent.kill()

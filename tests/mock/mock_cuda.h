@@ -3,11 +3,11 @@
 #ifndef GM_MOCK_CUDA_H
 #define GM_MOCK_CUDA_H
 
-#ifdef GM_HAVE_CUDA_HEADERS
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef GM_HAVE_CUDA_HEADERS
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #else
@@ -83,12 +83,17 @@ static inline __attribute__((always_inline)) void gm_keep_frame(void)
  */
 static inline void gm_say_return_probe(const char *api, const void *ret)
 {
-	const char *say = getenv("GPUMEM_MOCK_SAY_RETURN_PROBES");
+	static int say = -1;	/* not read yet: once, not on every call of a benchmark */
 	char line[512];
 	bool armed = false;
 	FILE *maps;
 
-	if (!say || strcmp(say, "1"))
+	if (say < 0) {
+		const char *v = getenv("GPUMEM_MOCK_SAY_RETURN_PROBES");
+
+		say = v && !strcmp(v, "1");
+	}
+	if (!say)
 		return;
 	maps = fopen("/proc/self/maps", "re");
 	while (maps && fgets(line, sizeof(line), maps)) {

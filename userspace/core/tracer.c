@@ -164,19 +164,14 @@ static struct gm_agent agent_settings(const struct tracer_opts *o, bool session)
 	};
 }
 
-/* Uprobe sessions, where the kernel's attach types name them (6.13+) and
- * GPUMEM_UPROBE_SESSIONS=0 does not keep the entry and return links of older kernels. Asked
- * of the kernel's BTF, not of a load: a load that fails says so at length, and verifies
- * everything twice. */
-static bool want_sessions(void)
+/* Uprobe sessions, where the kernel's attach types name them (6.13+). Asked of the kernel's
+ * BTF, not of a load: a load that fails says so at length, and verifies everything twice. */
+static bool want_sessions_kernel(void)
 {
-	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
 	struct btf *btf;
 	bool found = false;
 	int id;
 
-	if (v && !strcmp(v, "0"))
-		return false;
 	btf = btf__load_vmlinux_btf();
 	if (!btf)
 		return false;
@@ -192,6 +187,14 @@ static bool want_sessions(void)
 	}
 	btf__free(btf);
 	return found;
+}
+
+/* ... unless GPUMEM_UPROBE_SESSIONS=0 keeps the entry and return links of older kernels. */
+static bool want_sessions(void)
+{
+	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
+
+	return !(v && !strcmp(v, "0")) && want_sessions_kernel();
 }
 
 static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi, bool session,
@@ -443,7 +446,16 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		bool multi, session, open_watch;
 	} tries[] = { { true, true, true }, { true, false, true }, { false, false, true },
 		      { false, false, false } };
-	const bool sessions = want_sessions();
+	bool sessions = want_sessions();
+	struct gm_agent pinned;
+
+	/* An agent adopts its pins' kind of links, whatever this one would have made. */
+	if (opts->pin_dir && !pin_read_agent(opts->pin_dir, &pinned) &&
+	    pinned.layout == GM_LAYOUT_VERSION && (bool)pinned.uprobe_sessions != sessions) {
+		p_debug("the pinned probes are %suprobe sessions: adopted as they are",
+			pinned.uprobe_sessions ? "" : "no ");
+		sessions = pinned.uprobe_sessions && want_sessions_kernel();
+	}
 
 	err = -EINVAL;
 	t->pin_dir = opts->pin_dir;
