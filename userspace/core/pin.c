@@ -159,10 +159,9 @@ int pin_prepare(struct bpf_object *obj, const char *dir, const struct gm_agent *
 		return refuse(dir, "its probes were loaded with other --unwind, --stack-bytes or "
 			      "--no-python options");
 	if (*adopting && a.uprobe_sessions != want->uprobe_sessions)
-		return refuse(dir, a.uprobe_sessions ? "its probes are uprobe sessions "
-				   "(GPUMEM_UPROBE_SESSIONS=0 was not set for it)"
-				 : "its probes are no uprobe sessions (made by an older gpumem, or "
-				   "with GPUMEM_UPROBE_SESSIONS=0)");
+		return refuse(dir, a.uprobe_sessions ? "its probes are uprobe sessions, which this "
+				   "kernel has not"
+				 : "its probes are no uprobe sessions");
 	if (*adopting && pin_agent_running(&a)) {
 		p_err("an agent already runs on %s (PID %u)", dir, a.pid);
 		return -EBUSY;

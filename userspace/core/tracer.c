@@ -166,7 +166,7 @@ static struct gm_agent agent_settings(const struct tracer_opts *o, bool session)
 
 /* Uprobe sessions, where the kernel's attach types name them (6.13+). Asked of the kernel's
  * BTF, not of a load: a load that fails says so at length, and verifies everything twice. */
-static bool want_sessions_kernel(void)
+static bool kernel_has_sessions(void)
 {
 	struct btf *btf;
 	bool found = false;
@@ -189,12 +189,23 @@ static bool want_sessions_kernel(void)
 	return found;
 }
 
-/* ... unless GPUMEM_UPROBE_SESSIONS=0 keeps the entry and return links of older kernels. */
-static bool want_sessions(void)
+/* Whether the alloc probes are uprobe sessions: where the kernel has them, unless
+ * GPUMEM_UPROBE_SESSIONS=0 keeps the entry and return links of older kernels; an agent adopts
+ * its pins' kind of links, whatever it would have made (a mix would leave one link unused, or
+ * put a second return on a session's probes). */
+static bool choose_sessions(const struct tracer_opts *o)
 {
 	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
+	bool kernel = kernel_has_sessions(), want = kernel && !(v && !strcmp(v, "0"));
+	struct gm_agent pinned;
 
-	return !(v && !strcmp(v, "0")) && want_sessions_kernel();
+	if (o->pin_dir && !pin_read_agent(o->pin_dir, &pinned) &&
+	    pinned.layout == GM_LAYOUT_VERSION && (bool)pinned.uprobe_sessions != want) {
+		p_debug("the pinned probes are %suprobe sessions: adopted as they are",
+			pinned.uprobe_sessions ? "" : "no ");
+		return pinned.uprobe_sessions && kernel;
+	}
+	return want;
 }
 
 static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi, bool session,
@@ -446,16 +457,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		bool multi, session, open_watch;
 	} tries[] = { { true, true, true }, { true, false, true }, { false, false, true },
 		      { false, false, false } };
-	bool sessions = want_sessions();
-	struct gm_agent pinned;
-
-	/* An agent adopts its pins' kind of links, whatever this one would have made. */
-	if (opts->pin_dir && !pin_read_agent(opts->pin_dir, &pinned) &&
-	    pinned.layout == GM_LAYOUT_VERSION && (bool)pinned.uprobe_sessions != sessions) {
-		p_debug("the pinned probes are %suprobe sessions: adopted as they are",
-			pinned.uprobe_sessions ? "" : "no ");
-		sessions = pinned.uprobe_sessions && want_sessions_kernel();
-	}
+	const bool sessions = choose_sessions(opts);
 
 	err = -EINVAL;
 	t->pin_dir = opts->pin_dir;
