@@ -586,12 +586,13 @@ static __always_inline struct gm_inflight *thread_record(__u32 tgid)
 	return rec;
 }
 
-/* Entry of any probed call. The outermost call in flight on a thread owns the accounting:
- * a call inside the recorded one is skipped; a record whose return never fired (sp not above
- * ours) is stale and replaced. 0 when the call's return has work (a session's entry returns
- * it: anything else spares the return its trap). */
-static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 out_pitch,
-				      __u64 size, __u64 height, __u64 addr)
+/* Entry of a probed call (may_free: enter_free's, whose shapes include the frees). The
+ * outermost call in flight on a thread owns the accounting: a call inside the recorded one is
+ * skipped; a record whose return never fired (sp not above ours) is stale and replaced. 0 when
+ * the call's return has work (a session's entry returns it: anything else spares the return
+ * its trap). */
+static __always_inline int probe_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 out_pitch,
+				       __u64 size, __u64 height, __u64 addr, bool may_free)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx), cookie, now;
@@ -605,17 +606,18 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 		return 1;
 	}
 	cookie = bpf_get_attach_cookie(ctx);
-	if (inside_call(rec, id >> 32, sp, cookie, addr)) {
+	/* Past the test above only a free's record can hold a call inside it. */
+	if (may_free && inside_call(rec, id >> 32, sp, cookie, addr)) {
 		count(GM_CNT_NESTED_CALLS);
 		return 1;
 	}
 	/* Not before: a nested call needs no clock; nor does a free, but to hold a new process. */
-	now = is_free_shape(cookie) && !hold_new_procs ? 0 : bpf_ktime_get_ns();
+	now = may_free && is_free_shape(cookie) && !hold_new_procs ? 0 : bpf_ktime_get_ns();
 	if (rec->sp && !rec->entry_only)
 		count(GM_CNT_STALE_INFLIGHT);
 	rec->sp = sp;
 	rec->cookie = cookie;
-	rec->entry_only = is_free_shape(cookie);
+	rec->entry_only = may_free && is_free_shape(cookie);
 	rec->refused = 0;
 	rec->time_ns = now;	/* an allocation's age (0 for a free) */
 	rec->out_ptr = out_ptr;
@@ -629,31 +631,39 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 
 	 * allocation's Python stack is walked. */
 	if (hold_new_procs)
 		first_call(id >> 32, rec, now);
-	if (rec->entry_only) {
+	if (may_free && rec->entry_only) {
 		free_enter(ctx, rec, id);
 		return 1;
 	}
 	return 0;
 }
 
+/* Entry of a call of a shape that is never a free (every program's but enter_free's): the
+ * free's path is not in its code, nor its stack in the program's frame. */
+static __always_inline int call_enter(struct pt_regs *ctx, __u64 out_ptr, __u64 out_pitch,
+				      __u64 size, __u64 height)
+{
+	return probe_enter(ctx, out_ptr, out_pitch, size, height, 0, false);
+}
+
 SEC("uprobe")
 int BPF_KPROBE(enter_alloc, void *out_ptr, __u64 size)
 {
-	call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
+	call_enter(ctx, (__u64)out_ptr, 0, size, 1);
 	return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(enter_alloc_pitch, void *out_ptr, void *out_pitch, __u64 width, __u64 height)
 {
-	call_enter(ctx, (__u64)out_ptr, (__u64)out_pitch, width, height, 0);
+	call_enter(ctx, (__u64)out_ptr, (__u64)out_pitch, width, height);
 	return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(enter_free, __u64 addr)
 {
-	call_enter(ctx, 0, 0, 0, 0, addr);
+	probe_enter(ctx, 0, 0, 0, 0, addr, true);
 	return 0;
 }
 
@@ -762,7 +772,7 @@ static __always_inline int array_enter(struct pt_regs *ctx, void *out, void *des
 		if (a2 && !bpf_probe_read_user(loc, sizeof(loc), (void *)(a2 + 8)) && loc[0] == 1 &&
 		    loc[1] >= 0 && loc[1] < GM_MAX_GPUS)
 			device = (__u64)loc[1] + 1;
-		return call_enter(ctx, (__u64)out, device, (__u64)desc, 1, 0);
+		return call_enter(ctx, (__u64)out, device, (__u64)desc, 1);
 	}
 	case GM_SHAPE_MALLOC3D: {
 		__u64 rows;
@@ -773,7 +783,7 @@ static __always_inline int array_enter(struct pt_regs *ctx, void *out, void *des
 		if (!mul_bounded(&rows, ext[2] ? ext[2] : 1))
 			rows = 0;
 		/* pitch (offset 8 of the cudaPitchedPtr) x rows, read at return */
-		return call_enter(ctx, (__u64)out, (__u64)out + 8, ext[0], rows, 0);
+		return call_enter(ctx, (__u64)out, (__u64)out + 8, ext[0], rows);
 	}
 	case GM_SHAPE_ARRAY_RT:
 		bytes = array_bytes(channel_desc_bytes((__u64)desc), (__u64)a2, a3, 0, 1, false);
@@ -806,7 +816,7 @@ static __always_inline int array_enter(struct pt_regs *ctx, void *out, void *des
 	default:
 		return 0;
 	}
-	return call_enter(ctx, (__u64)out, 0, bytes, bytes ? 1 : 0, 0);
+	return call_enter(ctx, (__u64)out, 0, bytes, bytes ? 1 : 0);
 }
 
 SEC("uprobe")
@@ -2133,7 +2143,7 @@ int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
 		call_returned(ctx, PT_REGS_RC(ctx), false);
 		return 0;
 	}
-	return call_enter(ctx, (__u64)out_ptr, 0, size, 1, 0);
+	return call_enter(ctx, (__u64)out_ptr, 0, size, 1);
 }
 
 /* ---- PyTorch tensors ---- */
