@@ -38,6 +38,7 @@ const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (
 						 * sends SIGCONT; likewise at each new Python
 						 * stack, until its code objects are read */
 const volatile __u32 alloc_mask = GM_DEFAULT_MAX_ALLOCS - 1;	/* allocs' slots - 1 */
+const volatile __u32 site_mask = 2 * GM_DEFAULT_MAX_SITES - 1;	/* sites' slots - 1 */
 const volatile bool python_frames = true;	/* --no-python clears it */
 
 /* Where a thread's user stack is walked (user_stack()): off the 512-byte BPF stack, and per
@@ -320,12 +321,113 @@ static __always_inline int alloc_insert(const struct gm_alloc_key *key,
 	return rc == -2 ? -1 : rc;
 }
 
+/* The call sites, in open addressing (gpumem.h): an allocation keeps its site's slot. Slots:
+ * twice --max-sites, rounded up to a power of two. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GM_DEFAULT_MAX_SITES);
-	__type(key, struct gm_site_key);
-	__type(value, struct gm_site_stats);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2 * GM_DEFAULT_MAX_SITES);
+	__type(key, __u32);
+	__type(value, struct gm_site_slot);
 } sites SEC(".maps");
+
+static __always_inline bool site_is(const struct gm_site_slot *sl, const struct gm_site_key *k)
+{
+	return sl->key.stack_id == k->stack_id && sl->key.tgid == k->tgid &&
+	       sl->key.gen == k->gen && sl->key.py_stack_id == k->py_stack_id &&
+	       sl->key.api == k->api && sl->key.kind == k->kind && sl->key.gpu == k->gpu;
+}
+
+/* From home: the first slot holding key live, and the first free one (a bpf_loop callback,
+ * verified once). It stops at a live match, or at a free slot past the home's span (no
+ * entry of key lies further). */
+struct site_search {
+	const struct gm_site_key *key;
+	__u32 home, reach;
+	int live;			/* -1: none */
+	__u32 at, st;			/* the free slot's distance from home and state */
+	struct gm_site_slot *free;	/* NULL: none */
+};
+
+static long site_slot(__u64 i, void *data)
+{
+	struct site_search *f = data;
+	__u32 idx = (f->home + (__u32)i) & site_mask, st;
+	struct gm_site_slot *sl = bpf_map_lookup_elem(&sites, &idx);
+	struct gm_site_key k;
+
+	if (!sl)
+		return 1;
+	st = *(volatile __u32 *)&sl->state;
+	barrier();	/* the key read after the state that says whose it is */
+	k = *f->key;
+	if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && site_is(sl, &k)) {
+		f->live = (int)idx;
+		return 1;
+	}
+	if (GM_SLOT_STATE(st) == GM_SLOT_FREE && !f->free) {
+		f->free = sl;
+		f->at = (__u32)i;
+		f->st = st;
+	}
+	return f->free && i + 1 >= f->reach;
+}
+
+/* The span of home raised to at least span (a few tries, each lost only to another insert of
+ * the same home). */
+static __always_inline bool raise_site_span(struct gm_site_slot *home, __u32 span)
+{
+	for (int i = 0; i < 8; i++) {
+		__u32 old = *(volatile __u32 *)&home->span;
+
+		if (old >= span)
+			return true;
+		if (__sync_val_compare_and_swap(&home->span, old, span) == old)
+			return true;
+	}
+	return false;
+}
+
+/* The slot of key, found live or made (*made = 1, its numbers zero); -1 when none of the
+ * GM_SITE_PROBES slots from home is free (the table is full there), -2 when another CPU
+ * claimed the free slot first. A global function: verified once. */
+__noinline int site_slot_of(const struct gm_site_key *key, __u32 home, __u32 *made)
+{
+	struct site_search f = { .key = key, .home = home, .live = -1 };
+	struct gm_site_slot *h, *sl;
+	__u32 claim;
+
+	if (!key || !made)
+		return -1;
+	h = bpf_map_lookup_elem(&sites, &home);
+	if (!h)
+		return -1;
+	f.reach = *(volatile __u32 *)&h->span + 1;
+	bpf_loop(GM_SITE_PROBES, site_slot, &f, 0);
+	if (f.live >= 0)
+		return f.live;
+	sl = f.free;
+	if (!sl)
+		return -1;
+	claim = GM_SLOT_NEXT(f.st, GM_SLOT_BUSY);
+	if (__sync_val_compare_and_swap(&sl->state, f.st, claim) != f.st)
+		return -2;
+	sl->key = *key;
+	__builtin_memset(&sl->stats, 0, sizeof(sl->stats));
+	if (!raise_site_span(h, f.at)) {
+		barrier();
+		*(volatile __u32 *)&sl->state = GM_SLOT_NEXT(claim, GM_SLOT_FREE);
+		return -1;
+	}
+	barrier();	/* the entry's stores before the state's (x86: seen in that order) */
+#ifdef __TARGET_ARCH_x86
+	*(volatile __u32 *)&sl->state = (claim & ~3u) | GM_SLOT_LIVE;
+#else
+	__sync_lock_test_and_set(&sl->state, (claim & ~3u) | GM_SLOT_LIVE);
+#endif
+	*made = 1;
+	return (int)((home + f.at) & site_mask);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1062,18 +1164,53 @@ static __noinline void first_call(__u32 tgid, struct gm_inflight *rec, __u64 now
 	proc_stats(tgid, rec, now);
 }
 
-static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key, bool *created)
+/* The numbers of the site key, made if new (*created), and its slot (*slot, GM_NO_SITE with
+ * NULL: the table is full, counted). Most often found in its home slot, with no call. */
+static __always_inline struct gm_site_stats *site_stats(struct gm_site_key *key, bool *created,
+							 __u32 *slot)
 {
-	struct gm_site_stats *ss, zero = {};
+	__u32 home = gm_site_home(key, site_mask), made = 0, idx;
+	struct gm_site_slot *sl = bpf_map_lookup_elem(&sites, &home);
+	int at = -2;
 
-	ss = bpf_map_lookup_elem(&sites, key);
-	if (ss)
-		return ss;
-	*created = bpf_map_update_elem(&sites, key, &zero, BPF_NOEXIST) == 0;
-	ss = bpf_map_lookup_elem(&sites, key);
-	if (!ss)
+	*slot = GM_NO_SITE;
+	if (!sl)
+		return NULL;
+	if (!*(volatile __u32 *)&sl->span) {
+		__u32 st = *(volatile __u32 *)&sl->state;
+
+		barrier();	/* the key read after the state that says whose it is */
+		if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && site_is(sl, key)) {
+			*slot = home;
+			return &sl->stats;
+		}
+	}
+	for (int i = 0; i < GM_ALLOC_TRIES && at == -2; i++)
+		at = site_slot_of(key, home, &made);
+	if (at < 0) {
 		count(GM_CNT_SITE_MAP_FULL);
-	return ss;
+		return NULL;
+	}
+	idx = (__u32)at;
+	sl = bpf_map_lookup_elem(&sites, &idx);
+	if (!sl)
+		return NULL;
+	*created = made;
+	*slot = idx;
+	return &sl->stats;
+}
+
+/* The numbers of the site in slot idx, an allocation's (of process tgid, gen); NULL: none. */
+static __always_inline struct gm_site_stats *site_at(__u32 idx, __u32 tgid, __u32 gen)
+{
+	struct gm_site_slot *sl;
+
+	if (idx == GM_NO_SITE)
+		return NULL;
+	sl = bpf_map_lookup_elem(&sites, &idx);
+	if (!sl || sl->key.tgid != tgid || sl->key.gen != gen)
+		return NULL;
+	return &sl->stats;
 }
 
 static __always_inline void raise_max(__u64 *peak_at, __u64 now_bytes)
@@ -1816,15 +1953,10 @@ static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
 static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 					  const struct gm_alloc_info *info)
 {
-	struct gm_site_key skey = { .tgid = tgid, .gen = gen, .stack_id = info->stack_id,
-				    .api = info->api, .kind = info->kind,
-				    .py_stack_id = info->py_stack_id,
-				    .gpu = gm_site_gpu(info->kind, info->layer, info->device) };
 	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
+	struct gm_site_stats *ss = site_at(info->site, tgid, gen);
 	struct gm_proc_stats *ps;
-	struct gm_site_stats *ss;
 
-	ss = bpf_map_lookup_elem(&sites, &skey);
 	if (ss) {
 		__sync_fetch_and_add(&ss->current_bytes, -info->size);
 		__sync_fetch_and_add(&ss->current_allocs, -1);
@@ -1953,7 +2085,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	skey.kind = kind;
 	skey.gpu = gm_site_gpu(kind, GM_COOKIE_LAYER(rec->cookie), info.device);
 	ps = proc_stats(tgid, rec, now);
-	ss = site_stats(&skey, &new_site);
+	ss = site_stats(&skey, &new_site, &info.site);
 	if (new_site && ps)
 		ps->cgroup_id = bpf_get_current_cgroup_id();	/* followed if it moved */
 	if (new_site && stack_mode == GM_STACKS_DWARF && stack_id >= 0)
@@ -1996,8 +2128,6 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	akey.addr = addr;
 	info.size = size;
 	info.time_ns = now;
-	info.stack_id = stack_id;
-	info.py_stack_id = py_stack_id;
 	info.api = skey.api;
 	info.kind = kind;
 	info.layer = GM_COOKIE_LAYER(rec->cookie);
@@ -2176,13 +2306,11 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	skey.kind = GM_COOKIE_KIND(cookie);
 	skey.gpu = gm_site_gpu(skey.kind, GM_LAYER_TENSOR, device);
 	ps = proc_stats(tgid, rec, now);
-	ss = site_stats(&skey, &new_site);
+	ss = site_stats(&skey, &new_site, &info.site);
 	if (new_site && stack_mode == GM_STACKS_DWARF && skey.stack_id >= 0)
 		emit_stack_copy(ctx, tgid, rec->gen, tid, skey.stack_id);
 	info.size = size;
 	info.time_ns = now;
-	info.stack_id = skey.stack_id;
-	info.py_stack_id = py_stack_id;
 	info.api = skey.api;
 	info.kind = skey.kind;
 	info.layer = GM_LAYER_TENSOR;

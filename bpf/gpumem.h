@@ -25,8 +25,10 @@
  * bytes per device, call records their device. 12: a site is kept per device
  * (gm_site_key.gpu). 13: a thread's record (inflight) keeps what the first stack read of a
  * return held at the call's out-pointers; py_procs_gen counts the entries made in py_procs.
- * 14: allocs is an array of gm_alloc_slot in open addressing (mapped by userspace). */
-#define GM_LAYOUT_VERSION 14
+ * 14: allocs is an array of gm_alloc_slot in open addressing (mapped by userspace).
+ * 15: sites is an array of gm_site_slot in open addressing too, and an allocation names its
+ * site's slot (gm_alloc_info.site) instead of its stacks. */
+#define GM_LAYOUT_VERSION 15
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -237,14 +239,17 @@ struct gm_proc_key {
 struct gm_alloc_info {
 	__u64 size;
 	__u64 time_ns;
-	__s32 stack_id;		/* negative: no stack recorded */
+	/* Its site's slot in the site table (its stacks, api, kind and device are there), where a
+	 * free subtracts it with no lookup; GM_NO_SITE: none (the table was full). */
+	__u32 site;
 	__u16 api;
 	__u8 kind;
 	__u8 layer;
-	__s32 py_stack_id;	/* negative: no Python frames */
 	__s32 device;		/* the device of its context; GM_DEVICE_UNKNOWN */
+	__u32 pad;
 	__u64 ctx;		/* its context (GM_CTX_PRIMARY | device for a primary one) */
 };
+#define GM_NO_SITE 0xffffffffu
 
 struct gm_inflight {
 	__u64 sp;		/* stack pointer at entry: nesting and return matching */
@@ -369,6 +374,34 @@ struct gm_site_stats {
 	__u64 alloc_bytes_total;
 	__u64 failed_count;
 };
+
+/*
+ * The call sites (the sites map): open addressing in an array, as the allocation table is (its
+ * slot states, GM_SLOT_*, and spans), so that a site is found without a hash map's lookup (60
+ * ns a call here) and an allocation keeps its site's slot, where its free subtracts it. Only
+ * the BPF programs make entries, and only userspace takes them out (those of ended
+ * processes). Two CPUs making one new site at once may each make it: userspace adds up the
+ * entries of one key, and every allocation keeps counting in the entry it was counted in.
+ */
+#define GM_SITE_PROBES 64
+
+struct gm_site_slot {
+	__u32 state;		/* GM_SLOT_* and the sequence */
+	__u32 span;		/* of the keys whose home this slot is; raised by compare-and-swap */
+	struct gm_site_key key;
+	struct gm_site_stats stats;
+};
+_Static_assert(sizeof(struct gm_site_slot) == 80, "gm_site_slot has no hidden padding");
+
+/* The slot a site key's probe starts at; mask: the slot count (a power of two) - 1. */
+static inline __u32 gm_site_home(const struct gm_site_key *k, __u32 mask)
+{
+	__u64 h = ((__u64)k->tgid << 32 | k->gen) * 0xff51afd7ed558ccdULL;
+
+	h ^= ((__u64)(__u32)k->stack_id << 32 | (__u32)k->py_stack_id) * 0xc4ceb9fe1a85ec53ULL;
+	h ^= (__u64)k->api << 40 | (__u64)k->kind << 32 | k->gpu;
+	return (__u32)((h * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+}
 
 /* Per process. current/peak count GPU-side kinds only; by_kind holds every kind, host too;
  * the *_count and *_total fields count calls of every kind. The BPF side keeps current_bytes,

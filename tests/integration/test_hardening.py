@@ -138,3 +138,21 @@ def test_processes_beyond_max_procs_show_their_sites_totals_and_leave_nothing_in
     assert report["lost"]["proc_map_full"] >= 1    # some had no entry of their own
     # Every one of them ended: none of their entries is left behind in the maps.
     assert (report["tracer"]["map_sites"], report["tracer"]["map_allocs"]) == (0, 0)
+
+
+def test_a_full_site_table_counts_every_call_it_could_not_give_a_site():
+    """--max-sites 1: two slots for the sites of every kind of allocation. A call that finds no
+    site is counted in site_map_full, and the process's GPU bytes (a running total of its own)
+    stay exact: the same as with every site kept."""
+    full, rc = run_snapshot_c([WORKLOAD, "kinds"], gpumem_args=["--max-sites", "1"])
+    assert rc == 0
+    roomy, rc = run_snapshot_c([WORKLOAD, "kinds"])
+    assert rc == 0
+    [cramped] = [p for p in full["processes"] if p["comm"] == "workload"]
+    [whole] = [p for p in roomy["processes"] if p["comm"] == "workload"]
+    assert roomy["lost"]["site_map_full"] == 0 and len(whole["sites"]) > 2
+    assert len(cramped["sites"]) == 2    # two slots, both taken
+    assert full["lost"]["site_map_full"] > 0
+    assert cramped["alloc_count"] + full["lost"]["site_map_full"] == whole["alloc_count"]
+    assert cramped["current_bytes"] == whole["current_bytes"]
+    assert cramped["peak_bytes"] == whole["peak_bytes"]

@@ -95,7 +95,7 @@ static size_t colliding(uint64_t *out, size_t n)
 
 static struct gm_alloc_info info_of(uint64_t size)
 {
-	return (struct gm_alloc_info){ .size = size, .stack_id = 3, .kind = GM_KIND_DEVICE };
+	return (struct gm_alloc_info){ .size = size, .site = 3, .kind = GM_KIND_DEVICE };
 }
 
 static void test_table_of_a_map_that_is_not_one_is_refused(void **state)

@@ -42,7 +42,7 @@ static char skip_reason[160];
 
 static int create_map(enum bpf_map_type type, const char *name, __u32 ksz, __u32 vsz)
 {
-	/* The allocation table is mapped: an array made so. */
+	/* The allocation and site tables are mapped: arrays made so. */
 	LIBBPF_OPTS(bpf_map_create_opts, opts,
 		    .map_flags = type == BPF_MAP_TYPE_ARRAY ? BPF_F_MMAPABLE : 0);
 	int fd = bpf_map_create(type, name, ksz, vsz, 1024, &opts);
@@ -70,8 +70,8 @@ static int setup(void **state)
 	memset(&fx, 0, sizeof(fx));
 	fx.fds.procs = create_map(BPF_MAP_TYPE_HASH, "gm_procs", sizeof(struct gm_proc_key),
 				  sizeof(struct gm_proc_stats));
-	fx.fds.sites = create_map(BPF_MAP_TYPE_HASH, "gm_sites", sizeof(struct gm_site_key),
-				  sizeof(struct gm_site_stats));
+	fx.fds.sites = create_map(BPF_MAP_TYPE_ARRAY, "gm_sites", sizeof(__u32),
+				  sizeof(struct gm_site_slot));
 	fx.fds.allocs = create_map(BPF_MAP_TYPE_ARRAY, "gm_allocs", sizeof(__u32),
 				   sizeof(struct gm_alloc_slot));
 	fx.fds.stacks = create_map(BPF_MAP_TYPE_STACK_TRACE, "gm_stacks", sizeof(__u32),
@@ -149,24 +149,61 @@ static const struct {
 #define NSITES_A 3
 #define NSITES_B 2
 
+/* Each counted in the site of row `site` above (its slot is known once the site is made). */
 static const struct {
 	struct gm_alloc_key k;
 	struct gm_alloc_info v;	/* device -1 (not known): the sites above have gpu 0 */
+	size_t site;
 } allocs[] = {
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000000000 },
-	  { MIB, 5000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 } },
+	  { .size = MIB, .time_ns = 5000, .api = API_CUDA_MALLOC, .kind = GM_KIND_DEVICE,
+	    .layer = GM_LAYER_RUNTIME, .device = -1 }, 0 },
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000200000 },
-	  { MIB, 3000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 } },
+	  { .size = MIB, .time_ns = 3000, .api = API_CUDA_MALLOC, .kind = GM_KIND_DEVICE,
+	    .layer = GM_LAYER_RUNTIME, .device = -1 }, 0 },
 	{ { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000400000 },
-	  { MIB, 8000, 9, API_CU_MEM_ALLOC, GM_KIND_DEVICE, GM_LAYER_DRIVER, -1, -1, 0 } },
+	  { .size = MIB, .time_ns = 8000, .api = API_CU_MEM_ALLOC, .kind = GM_KIND_DEVICE,
+	    .layer = GM_LAYER_DRIVER, .device = -1 }, 1 },
 	{ { PID_B, GEN_B, GM_SPACE_ADDR, 0, 0x7f0000600000 },
-	  { 4096, 2000, 7, API_CUDA_MALLOC, GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 } },
+	  { .size = 4096, .time_ns = 2000, .api = API_CUDA_MALLOC, .kind = GM_KIND_DEVICE,
+	    .layer = GM_LAYER_RUNTIME, .device = -1 }, 3 },
 	{ { PID_B, GEN_B, GM_SPACE_VMM_HANDLE, 0, 0x7f0000000000 },
-	  { 2 * MIB, 2500, 12, 26, GM_KIND_VMM, GM_LAYER_DRIVER, -1, -1, 0 } },
+	  { .size = 2 * MIB, .time_ns = 2500, .api = 26, .kind = GM_KIND_VMM,
+	    .layer = GM_LAYER_DRIVER, .device = -1 }, 4 },
 };
 #define NALLOCS_A 3
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The slot each row of sites[] was made in (fill_maps). */
+static uint32_t site_slot[COUNT(sites)];
+
+/* allocs[i]'s info, counted in its site's slot. */
+static struct gm_alloc_info alloc_info(size_t i)
+{
+	struct gm_alloc_info v = allocs[i].v;
+
+	v.site = site_slot[allocs[i].site];
+	return v;
+}
+
+static uint32_t make_site(const struct fixture *fx, const struct gm_site_key *k,
+			  const struct gm_site_stats *v)
+{
+	int slot = site_table_insert(&fx->s->sites, k, v);
+
+	assert_true(slot >= 0);
+	return (uint32_t)slot;
+}
+
+/* The numbers of site k in the site table: 0, or -ENOENT when it has none. */
+static int find_site(const struct fixture *fx, const struct gm_site_key *k,
+		     struct gm_site_stats *v)
+{
+	int slot = site_table_find(&fx->s->sites, k, v, NULL);
+
+	return slot < 0 ? slot : 0;
+}
 
 static void fill_maps(const struct fixture *fx)
 {
@@ -177,10 +214,12 @@ static void fill_maps(const struct fixture *fx)
 	key = (struct gm_proc_key){ PID_B, GEN_B };
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_b, BPF_NOEXIST), 0);
 	for (size_t i = 0; i < COUNT(sites); i++)
-		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &sites[i].k, &sites[i].v,
-						     BPF_NOEXIST), 0);
-	for (size_t i = 0; i < COUNT(allocs); i++)
-		assert_int_equal(alloc_table_insert(&fx->s->allocs, &allocs[i].k, &allocs[i].v), 0);
+		site_slot[i] = make_site(fx, &sites[i].k, &sites[i].v);
+	for (size_t i = 0; i < COUNT(allocs); i++) {
+		struct gm_alloc_info v = alloc_info(i);
+
+		assert_int_equal(alloc_table_insert(&fx->s->allocs, &allocs[i].k, &v), 0);
+	}
 }
 
 static void assert_site(const struct site_rec *ss, size_t row, uint64_t oldest_ns)
@@ -230,12 +269,14 @@ static void assert_b_entries_untouched(const struct fixture *fx)
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), 0);
 	assert_memory_equal(&ps, &stats_b, sizeof(ps));
 	for (size_t i = NSITES_A; i < COUNT(sites); i++) {
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), 0);
+		assert_int_equal(find_site(fx, &sites[i].k, &ss), 0);
 		assert_memory_equal(&ss, &sites[i].v, sizeof(ss));
 	}
 	for (size_t i = NALLOCS_A; i < COUNT(allocs); i++) {
+		struct gm_alloc_info want = alloc_info(i);
+
 		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), 0);
-		assert_memory_equal(&ai, &allocs[i].v, sizeof(ai));
+		assert_memory_equal(&ai, &want, sizeof(ai));
 	}
 }
 
@@ -327,7 +368,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), -ENOENT);
 	for (size_t i = 0; i < NSITES_A; i++)
-		assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &sites[i].k, &ss), -ENOENT);
+		assert_int_equal(find_site(fx, &sites[i].k, &ss), -ENOENT);
 	for (size_t i = 0; i < NALLOCS_A; i++)
 		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
 	assert_b_entries_untouched(fx);
@@ -377,8 +418,12 @@ static void test_orphan_purge_deletes_what_no_living_process_owns(void **state)
 
 	fill_maps(fx);
 	assert_int_equal(bpf_map_delete_elem(fx->fds.procs, &key), 0);	/* A's record is gone */
-	for (size_t i = 0; i < NSITES_A; i++)
-		assert_int_equal(bpf_map_delete_elem(fx->fds.sites, &sites[i].k), 0);
+	for (size_t i = 0; i < NSITES_A; i++) {
+		struct site_ref ref;
+
+		assert_true(site_table_find(&fx->s->sites, &sites[i].k, NULL, &ref) >= 0);
+		assert_true(site_table_take(&fx->s->sites, ref));
+	}
 	assert_int_equal(state_refresh(fx->s, 0), 0);
 	assert_int_equal(state_purge_orphans(fx->s), NALLOCS_A);
 	for (size_t i = 0; i < NALLOCS_A; i++)
@@ -415,17 +460,19 @@ static const struct gm_site_stats site_new_stats = {
 };
 static const struct gm_alloc_key alloc_new = { PID_A, GEN_A2, GM_SPACE_ADDR, 0,
 					       0x7f0000000000 };
-static const struct gm_alloc_info alloc_new_info = { 4 * MIB, 19500, 7, API_CUDA_MALLOC,
-						     GM_KIND_DEVICE, GM_LAYER_RUNTIME, -1, -1, 0 };
+static const struct gm_alloc_info alloc_new_info = { .size = 4 * MIB, .time_ns = 19500,
+						     .api = API_CUDA_MALLOC,
+						     .kind = GM_KIND_DEVICE,
+						     .layer = GM_LAYER_RUNTIME, .device = -1 };
 
 static void fill_new_process(const struct fixture *fx)
 {
 	struct gm_proc_key key = { PID_A, GEN_A2 };
+	struct gm_alloc_info info = alloc_new_info;
 
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_new, BPF_NOEXIST), 0);
-	assert_int_equal(bpf_map_update_elem(fx->fds.sites, &site_new, &site_new_stats, BPF_NOEXIST),
-			 0);
-	assert_int_equal(alloc_table_insert(&fx->s->allocs, &alloc_new, &alloc_new_info), 0);
+	info.site = make_site(fx, &site_new, &site_new_stats);
+	assert_int_equal(alloc_table_insert(&fx->s->allocs, &alloc_new, &info), 0);
 }
 
 static void assert_new_numbers(const struct proc_rec *p)
@@ -503,7 +550,7 @@ static void test_reused_pid_before_the_reap_keeps_both_processes_apart(void **st
 	assert_new_numbers(now);
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &old_key, &ps), -ENOENT);
 	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &new_key, &ps), 0);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.sites, &site_new, &ss), 0);
+	assert_int_equal(find_site(fx, &site_new, &ss), 0);
 	assert_int_equal(alloc_table_find(&fx->s->allocs, &alloc_new, &ai, NULL), 0);
 	for (size_t i = 0; i < NALLOCS_A; i++)
 		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
@@ -592,13 +639,50 @@ static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state
 	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &ps, BPF_NOEXIST), 0);
 	for (int i = 0; i < 100; i++) {
 		struct gm_site_key k = { PID_A, GEN_A, 100 + i, 0, 0, -1, 0 };
-		assert_int_equal(bpf_map_update_elem(fx->fds.sites, &k, &v, BPF_NOEXIST), 0);
+
+		make_site(fx, &k, &v);
 	}
 	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
 	assert_int_equal(state_find(fx->s, PID_A)->nsites, 100);
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(fx->s->map_sites, 0);
+}
+
+/* Two CPUs that made one new site at once made two entries of its key (gpumem.h): one site,
+ * their numbers added up, and an allocation counted in the second is aged in it. */
+static void test_two_entries_of_one_site_are_one_site(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_site_key other = sites[0].k;
+	struct gm_site_stats extra = { .current_bytes = MIB, .current_allocs = 1, .alloc_count = 1,
+				       .alloc_bytes_total = MIB };
+	struct gm_alloc_key ak = { PID_A, GEN_A, GM_SPACE_ADDR, 0, 0x7f0000800000 };
+	struct gm_alloc_info ai = allocs[0].v;
+	const struct site_rec *first;
+	struct proc_rec *a;
+	int slot;
+
+	fill_maps(fx);
+	other.gpu = 5;	/* made apart, then given the same key, as the race leaves them */
+	slot = site_table_insert(&fx->s->sites, &other, &extra);
+	assert_true(slot >= 0);
+	fx->s->sites.slots[slot].key = sites[0].k;
+	ai.time_ns = 1000;
+	ai.site = (uint32_t)slot;
+	assert_int_equal(alloc_table_insert(&fx->s->allocs, &ak, &ai), 0);
+	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	a = state_find(fx->s, PID_A);
+	assert_int_equal(a->nsites, NSITES_A);
+	first = &a->sites[0];
+	assert_memory_equal(&first->key, &sites[0].k, sizeof(first->key));
+	assert_int_equal(first->st.current_bytes, sites[0].v.current_bytes + MIB);
+	assert_int_equal(first->st.current_allocs, sites[0].v.current_allocs + 1);
+	assert_int_equal(first->st.alloc_count, sites[0].v.alloc_count + 1);
+	assert_int_equal(first->st.free_count, sites[0].v.free_count);
+	assert_int_equal(first->st.alloc_bytes_total, sites[0].v.alloc_bytes_total + MIB);
+	assert_int_equal(first->oldest_ns, 1000);
+	assert_site(&a->sites[1], 1, 8000);
 }
 
 static void test_exit_seen_before_any_record_keeps_code_and_time(void **state)
@@ -769,6 +853,8 @@ int main(void)
 
 		cmocka_unit_test_setup_teardown(test_exit_seen_before_any_record_keeps_code_and_time,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_entries_of_one_site_are_one_site, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_reap_of_a_process_with_many_sites_deletes_them_all,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refresh_gives_each_process_its_stats_and_sites,

@@ -61,30 +61,31 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-/* The allocation table's slots: twice --max-allocs, rounded up to a power of two (its probes
- * wrap by a mask). Half full at most, an entry lies a few slots from its home, and the 64 an
- * insert may look at were never seen all taken. */
-static uint32_t alloc_slots(uint32_t max_allocs)
+/* The slots of a table in open addressing (allocations, sites): twice its capacity, rounded up
+ * to a power of two (its probes wrap by a mask). Half full at most, an entry lies a few slots
+ * from its home, and the 64 an insert may look at were never seen all taken. */
+static uint32_t table_slots(uint32_t capacity)
 {
 	uint64_t n = 1;
 
-	while (n < 2 * (uint64_t)max_allocs && n < (1u << 31))
+	while (n < 2 * (uint64_t)capacity && n < (1u << 31))
 		n <<= 1;
 	return (uint32_t)n;
 }
 
 static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 {
-	uint32_t slots = alloc_slots(o->max_allocs ? o->max_allocs : GM_DEFAULT_MAX_ALLOCS);
+	uint32_t slots = table_slots(o->max_allocs ? o->max_allocs : GM_DEFAULT_MAX_ALLOCS);
+	uint32_t site_slots = table_slots(o->max_sites ? o->max_sites : GM_DEFAULT_MAX_SITES);
 
 	bpf_map__set_max_entries(skel->maps.allocs, slots);
 	skel->rodata->alloc_mask = slots - 1;
+	bpf_map__set_max_entries(skel->maps.sites, site_slots);
+	skel->rodata->site_mask = site_slots - 1;
 	if (o->max_stacks) {
 		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
 		bpf_map__set_max_entries(skel->maps.py_stacks, o->max_stacks);
 	}
-	if (o->max_sites)
-		bpf_map__set_max_entries(skel->maps.sites, o->max_sites);
 	if (o->max_procs)
 		bpf_map__set_max_entries(skel->maps.procs, o->max_procs);
 	if (o->ringbuf_mb)

@@ -84,6 +84,9 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 	if (s->fd.allocs >= 0 && alloc_table_open(&s->allocs, s->fd.allocs, !s->opt.read_only))
 		p_err("cannot map the allocation table: no ages, and the entries of ended processes "
 		      "are not taken out (it fills: alloc_map_full)");
+	if (s->fd.sites >= 0 && site_table_open(&s->sites, s->fd.sites, !s->opt.read_only))
+		p_err("cannot map the site table: no call sites are shown, and the entries of ended "
+		      "processes are not taken out (it fills: site_map_full)");
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
 	if (!s->opt.no_python)
@@ -115,6 +118,7 @@ void state_free(struct state *s)
 		return;
 	python_free(s->py);
 	alloc_table_close(&s->allocs);
+	site_table_close(&s->sites);
 	for (size_t i = 0; i < s->nprocs; i++)
 		proc_rec_free(s->procs[i]);
 	free(s->procs);
@@ -805,12 +809,14 @@ struct age_note {
 static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_info *a,
 		     bool median)
 {
-	struct gm_site_key k = { .tgid = (uint32_t)p->pid, .gen = p->gen,
-				 .stack_id = a->stack_id, .api = a->api, .kind = a->kind,
-				 .py_stack_id = a->py_stack_id,
-				 .gpu = gm_site_gpu(a->kind, a->layer, a->device) };
-	struct site_rec *ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
+	struct gm_site_key k;
+	struct site_rec *ss;
 
+	/* Its site, by the slot it was counted in (none: the site table was full). */
+	if (!site_table_key(&s->sites, a->site, &k) || k.tgid != (uint32_t)p->pid ||
+	    k.gen != p->gen)
+		return;
+	ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 	if (!ss)
 		return;
 	if (!ss->oldest_ns || a->time_ns < ss->oldest_ns)
@@ -890,13 +896,6 @@ static void clear_queue(struct walk *w)
 	w->ndel = w->del_cap = 0;
 }
 
-static void delete_queued(int fd, struct walk *w)
-{
-	for (size_t i = 0; i < w->ndel && !w->s->opt.read_only; i++)
-		bpf_map_delete_elem(fd, (char *)w->del_keys + i * w->ksz);
-	clear_queue(w);
-}
-
 static void walk_proc(void *ctx, const void *key, const void *value)
 {
 	struct walk *w = ctx;
@@ -937,10 +936,10 @@ static struct proc_rec *owner_without_entry(struct walk *w, uint32_t tgid, uint3
 	return p;
 }
 
-static void walk_site(void *ctx, const void *key, const void *value)
+static void walk_site(void *ctx, struct site_ref ref, const struct gm_site_key *k,
+		      const struct gm_site_stats *value)
 {
 	struct walk *w = ctx;
-	const struct gm_site_key *k = key;
 	struct proc_rec *p;
 	bool unknown;
 
@@ -961,7 +960,7 @@ static void walk_site(void *ctx, const void *key, const void *value)
 			p = owner_without_entry(w, k->tgid, k->gen);
 	}
 	add_site(p, k, value);
-	queue_delete(w, key);
+	queue_delete(w, &ref);
 }
 
 static void walk_alloc(void *ctx, struct alloc_ref ref, const struct gm_alloc_key *k,
@@ -989,12 +988,38 @@ static void take_queued(struct state *s, struct walk *w)
 	clear_queue(w);
 }
 
-static void sort_sites(struct state *s)
+/* Takes out the site entries a walk queued (struct site_ref each): after the allocations'
+ * walk, which finds an allocation's site by its slot. */
+static void take_queued_sites(struct state *s, const struct site_ref *refs, size_t n)
 {
-	for (size_t i = 0; i < s->nprocs; i++)
-		if (s->procs[i]->nsites > 1)
-			qsort(s->procs[i]->sites, s->procs[i]->nsites, sizeof(struct site_rec),
-			      site_cmp);
+	for (size_t i = 0; i < n && !s->opt.read_only; i++)
+		site_table_take(&s->sites, refs[i]);
+}
+
+/* Sorted by key, one record a key: two CPUs that made one new site at once made two entries
+ * (gpumem.h), whose numbers add up. */
+static void sort_sites(struct proc_rec *p)
+{
+	size_t kept = 0;
+
+	if (p->nsites < 2)
+		return;
+	qsort(p->sites, p->nsites, sizeof(struct site_rec), site_cmp);
+	for (size_t i = 1; i < p->nsites; i++) {
+		struct site_rec *a = &p->sites[kept], *b = &p->sites[i];
+
+		if (site_cmp(&a->key, &b->key)) {
+			p->sites[++kept] = *b;
+			continue;
+		}
+		a->st.current_bytes += b->st.current_bytes;
+		a->st.current_allocs += b->st.current_allocs;
+		a->st.alloc_count += b->st.alloc_count;
+		a->st.free_count += b->st.free_count;
+		a->st.alloc_bytes_total += b->st.alloc_bytes_total;
+		a->st.failed_count += b->st.failed_count;
+	}
+	p->nsites = kept + 1;
 }
 
 /* A process's counts and per-kind bytes are the sums of its sites (the BPF side keeps only
@@ -1118,6 +1143,8 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 {
 	struct walk w = { .s = s, .reap = ending != NULL, .median = wants & SNAP_MEDIAN_AGES };
 	bool need_ages = wants & (SNAP_AGES | SNAP_MEDIAN_AGES);
+	struct site_ref *site_refs = NULL;	/* the sites to take out at the end */
+	size_t nsite_refs = 0;
 	int err;
 
 	for (size_t i = 0; i < nending; i++)
@@ -1136,19 +1163,20 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 			p->nsites = 0;
 	}
 	w.seen = 0;
-	w.ksz = sizeof(struct gm_site_key);
-	err = map_walk(s->fd.sites, sizeof(struct gm_site_key), sizeof(struct gm_site_stats),
-		       walk_site, &w);
-	if (err)
-		goto out;
+	w.ksz = sizeof(struct site_ref);
+	site_table_walk(&s->sites, walk_site, &w);
 	s->map_sites = w.seen - w.ndel;
-	sort_sites(s);
-	delete_queued(s->fd.sites, &w);
+	site_refs = w.del_keys;
+	nsite_refs = w.ndel;
+	w.del_keys = NULL;
+	w.ndel = w.del_cap = 0;
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
 
-		if (pass_is_for(p, w.reap))
+		if (pass_is_for(p, w.reap)) {
+			sort_sites(p);
 			sum_sites(p);
+		}
 	}
 	if (w.reap) {
 		bool holds = holds_allocations(ending, nending);
@@ -1168,6 +1196,7 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 		assign_median_ages(s);
 		take_queued(s, &w);
 	}
+	take_queued_sites(s, site_refs, nsite_refs);
 	mark_ages(s, w.reap, need_ages, w.median);
 	for (size_t i = 0; i < nending && !s->opt.read_only; i++) {
 		struct gm_proc_key key = { .tgid = (__u32)ending[i]->pid, .gen = ending[i]->gen };
@@ -1176,6 +1205,7 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 			s->map_procs--;
 	}
 out:
+	free(site_refs);
 	for (size_t i = 0; i < nending; i++)
 		ending[i]->reaping = false;
 	return err;

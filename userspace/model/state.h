@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "gpumem.h"
 #include "alloc_table.h"
+#include "site_table.h"
 #include "container.h"
 #include "procs.h"
 #include "snapshot.h"
@@ -146,6 +147,7 @@ struct state {
 	struct purge *purge;	/* ended processes whose allocation entries wait (purge.h) */
 	uint64_t alloc_capacity;	/* the allocations the table holds: half its slots */
 	struct alloc_table allocs;	/* that map, mapped */
+	struct site_table sites;	/* the sites map, mapped */
 	struct cgroup_cache *cgroups;
 	struct user_cache *users;
 	struct known_path *paths;
