@@ -66,6 +66,8 @@ struct thread_state {
 	/* py_procs_gen + 1 when the thread's process was found to have no interpreter to walk
 	 * (no py_procs entry, or one that is off); 0: not known. */
 	__u64 py_none_gen_plus1;
+	/* The clock at the thread's first call of the scheduler tick jiffies (call_clock()). */
+	__u64 clock_jiffies, clock_ns;
 };
 
 static __always_inline struct thread_state *thread_of(struct gm_inflight *rec)
@@ -688,6 +690,21 @@ static __always_inline struct gm_inflight *thread_record(__u32 tgid)
 	return rec;
 }
 
+/* When a call began, for its allocation's age: the clock read at the thread's first call of
+ * each scheduler tick (1-4 ms), not at every call. A clock read costs 50-60 ns a call on this
+ * project's VM, jiffies a few; the coarse clock is refused to uprobe programs. */
+static __always_inline __u64 call_clock(struct gm_inflight *rec)
+{
+	struct thread_state *ts = thread_of(rec);
+	__u64 j = bpf_jiffies64();
+
+	if (j != ts->clock_jiffies || !ts->clock_ns) {
+		ts->clock_jiffies = j;
+		ts->clock_ns = bpf_ktime_get_ns();
+	}
+	return ts->clock_ns;
+}
+
 /* Entry of a probed call (may_free: enter_free's, whose shapes include the frees). The
  * outermost call in flight on a thread owns the accounting: a call inside the recorded one is
  * skipped; a record whose return never fired (sp not above ours) is stale and replaced. 0 when
@@ -714,7 +731,7 @@ static __always_inline int probe_enter(struct pt_regs *ctx, __u64 out_ptr, __u64
 		return 1;
 	}
 	/* Not before: a nested call needs no clock; nor does a free, but to hold a new process. */
-	now = may_free && is_free_shape(cookie) && !hold_new_procs ? 0 : bpf_ktime_get_ns();
+	now = may_free && is_free_shape(cookie) && !hold_new_procs ? 0 : call_clock(rec);
 	if (rec->sp && !rec->entry_only)
 		count(GM_CNT_STALE_INFLIGHT);
 	rec->sp = sp;
