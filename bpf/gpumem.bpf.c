@@ -39,6 +39,7 @@ const volatile bool hold_new_procs = false;	/* SIGSTOP at the first allocation (
 						 * stack, until its code objects are read */
 const volatile __u32 alloc_mask = GM_DEFAULT_MAX_ALLOCS - 1;	/* allocs' slots - 1 */
 const volatile __u32 site_mask = 2 * GM_DEFAULT_MAX_SITES - 1;	/* sites' slots - 1 */
+const volatile __u32 proc_mask = 2 * GM_DEFAULT_MAX_PROCS - 1;	/* procs' slots - 1 */
 const volatile bool python_frames = true;	/* --no-python clears it */
 
 /* Where a thread's user stack is walked (user_stack()): off the 512-byte BPF stack, and per
@@ -391,7 +392,7 @@ static __always_inline bool raise_site_span(struct gm_site_slot *home, __u32 spa
 }
 
 /* The slot of key, found live or made (*made = 1, its numbers zero); -1 when none of the
- * GM_SITE_PROBES slots from home is free (the table is full there), -2 when another CPU
+ * GM_SLOT_PROBES slots from home is free (the table is full there), -2 when another CPU
  * claimed the free slot first. A global function: verified once. */
 __noinline int site_slot_of(const struct gm_site_key *key, __u32 home, __u32 *made)
 {
@@ -405,7 +406,7 @@ __noinline int site_slot_of(const struct gm_site_key *key, __u32 home, __u32 *ma
 	if (!h)
 		return -1;
 	f.reach = *(volatile __u32 *)&h->span + 1;
-	bpf_loop(GM_SITE_PROBES, site_slot, &f, 0);
+	bpf_loop(GM_SLOT_PROBES, site_slot, &f, 0);
 	if (f.live >= 0)
 		return f.live;
 	sl = f.free;
@@ -431,12 +432,98 @@ __noinline int site_slot_of(const struct gm_site_key *key, __u32 home, __u32 *ma
 	return (int)((home + f.at) & site_mask);
 }
 
+/* The processes, in open addressing (gpumem.h). Slots: twice --max-procs, rounded up to a
+ * power of two. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2 * GM_DEFAULT_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct gm_proc_slot);
+} procs SEC(".maps");
+
+/* Which slot each process's entry is in, made with the entry: what decides between two threads
+ * making it at once (a second entry would split its running totals). --max-procs entries. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GM_DEFAULT_MAX_PROCS);
 	__type(key, struct gm_proc_key);
-	__type(value, struct gm_proc_stats);
-} procs SEC(".maps");
+	__type(value, __u32);
+} procs_made SEC(".maps");
+
+static __always_inline bool proc_is(const struct gm_proc_slot *sl, __u32 tgid, __u32 gen)
+{
+	return sl->key.tgid == tgid && sl->key.gen == gen;
+}
+
+/* From home: the slot holding (tgid, gen) live, or the first free one (a bpf_loop callback). */
+struct proc_search {
+	__u32 tgid, gen, home, reach;
+	int live;			/* -1: none */
+	__u32 at, st;			/* the free slot's distance from home and state */
+	struct gm_proc_slot *free;	/* NULL: none (not looked for: want_free 0) */
+	bool want_free;
+};
+
+static long proc_slot(__u64 i, void *data)
+{
+	struct proc_search *f = data;
+	__u32 idx = (f->home + (__u32)i) & proc_mask, st;
+	struct gm_proc_slot *sl = bpf_map_lookup_elem(&procs, &idx);
+
+	if (!sl)
+		return 1;
+	st = *(volatile __u32 *)&sl->state;
+	barrier();	/* the key read after the state that says whose it is */
+	if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && proc_is(sl, f->tgid, f->gen)) {
+		f->live = (int)idx;
+		return 1;
+	}
+	if (f->want_free && GM_SLOT_STATE(st) == GM_SLOT_FREE && !f->free) {
+		f->free = sl;
+		f->at = (__u32)i;
+		f->st = st;
+	}
+	return (!f->want_free || f->free) && i + 1 >= f->reach;
+}
+
+/* The slot holding process (tgid, gen) live, past its home slot (where the span says one may
+ * be); -1: none. A global function: verified once. */
+__noinline int proc_find_far(__u32 tgid, __u32 gen, __u32 home)
+{
+	struct proc_search f = { .tgid = tgid, .gen = gen, .home = home, .live = -1 };
+	struct gm_proc_slot *h = bpf_map_lookup_elem(&procs, &home);
+
+	if (!h)
+		return -1;
+	f.reach = *(volatile __u32 *)&h->span + 1;
+	bpf_loop(f.reach < GM_SLOT_PROBES ? f.reach : GM_SLOT_PROBES, proc_slot, &f, 0);
+	return f.live;
+}
+
+/* The live entry of process (tgid, gen): most often its home slot, read here with no call. */
+static __always_inline struct gm_proc_stats *proc_find(__u32 tgid, __u32 gen)
+{
+	__u32 home = gm_proc_home(tgid, gen, proc_mask), st, idx;
+	struct gm_proc_slot *sl = bpf_map_lookup_elem(&procs, &home);
+	int at;
+
+	if (!sl)
+		return NULL;
+	if (!*(volatile __u32 *)&sl->span) {
+		st = *(volatile __u32 *)&sl->state;
+		barrier();	/* the key read after the state that says whose it is */
+		if (GM_SLOT_STATE(st) == GM_SLOT_LIVE && proc_is(sl, tgid, gen))
+			return &sl->stats;
+		return NULL;
+	}
+	at = proc_find_far(tgid, gen, home);
+	if (at < 0)
+		return NULL;
+	idx = (__u32)at;
+	sl = bpf_map_lookup_elem(&procs, &idx);
+	return sl ? &sl->stats : NULL;
+}
 
 /* Frame-pointer stacks by id, as BPF_MAP_TYPE_STACK_TRACE kept them (the return addresses,
  * zeros after the last), but walked here (user_stack()): made as stacks are first seen. */
@@ -635,7 +722,9 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	struct gm_alloc_key key;
 	struct gm_alloc_slot *found = NULL;
-	struct gm_alloc_info info;
+	/* Whole on every path: left undefined where no entry was found, clang 14 read its
+	 * fields from registers the verifier refuses as never written (R4 !read_ok). */
+	struct gm_alloc_info info = {};
 	__s32 stack_id = -1;
 	bool stream, mine = false;
 	__u32 seen = 0, idx;
@@ -1126,60 +1215,114 @@ static __always_inline __u64 namespace_pid(void)
 	return (__u64)up.nr;
 }
 
-/* A new process's first record is built here, off the 512-byte BPF stack: per thread, as
- * py_scratch is (a per-CPU buffer would be shared with a program that preempts us). */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct gm_proc_stats);
-} proc_init SEC(".maps");
+/* Makes the entry of process (tgid, gen) in the first free slot from its home, or finds the
+ * one another thread made meanwhile: its slot (*made: this call made it), -1 when the table or
+ * procs_made is full there, -2 when another CPU claimed the free slot first. The entry is made whole before procs_made names it, and live
+ * after. A global function: verified once. */
+__noinline int proc_make(__u32 tgid, __u32 gen, __u64 start_ns, __u64 now, __u32 *made)
+{
+	struct gm_proc_key key = { .tgid = tgid, .gen = gen };
+	struct proc_search f = { .tgid = tgid, .gen = gen, .live = -1, .want_free = true };
+	struct gm_proc_slot *h, *sl;
+	__u32 claim, idx, *owner;
 
+	if (!made)
+		return -1;
+	owner = bpf_map_lookup_elem(&procs_made, &key);
+	if (owner)
+		return (int)*owner;
+	f.home = gm_proc_home(tgid, gen, proc_mask);
+	h = bpf_map_lookup_elem(&procs, &f.home);
+	if (!h)
+		return -1;
+	f.reach = *(volatile __u32 *)&h->span + 1;
+	bpf_loop(GM_SLOT_PROBES, proc_slot, &f, 0);
+	if (f.live >= 0)
+		return f.live;
+	sl = f.free;
+	if (!sl)
+		return -1;
+	claim = GM_SLOT_NEXT(f.st, GM_SLOT_BUSY);
+	if (__sync_val_compare_and_swap(&sl->state, f.st, claim) != f.st)
+		return -2;	/* another new process took the slot first: looked for again */
+	idx = (f.home + f.at) & proc_mask;
+	sl->key = key;
+	__builtin_memset(&sl->stats, 0, sizeof(sl->stats));
+	sl->stats.first_seen_ns = now;
+	sl->stats.cgroup_id = bpf_get_current_cgroup_id();
+	sl->stats.ns_pid = namespace_pid();
+	sl->stats.start_ns = start_ns;
+	for (int i = 0; i < 8; i++) {	/* the home's span raised to reach it */
+		__u32 old = *(volatile __u32 *)&h->span;
+
+		if (old >= f.at || __sync_val_compare_and_swap(&h->span, old, f.at) == old)
+			break;
+	}
+	if (*(volatile __u32 *)&h->span < f.at ||
+	    bpf_map_update_elem(&procs_made, &key, &idx, BPF_NOEXIST)) {
+		barrier();
+		*(volatile __u32 *)&sl->state = GM_SLOT_NEXT(claim, GM_SLOT_FREE);
+		owner = bpf_map_lookup_elem(&procs_made, &key);	/* another thread's */
+		return owner ? (int)*owner : -1;
+	}
+	barrier();	/* the entry's stores before the state's (x86: seen in that order) */
+#ifdef __TARGET_ARCH_x86
+	*(volatile __u32 *)&sl->state = (claim & ~3u) | GM_SLOT_LIVE;
+#else
+	__sync_lock_test_and_set(&sl->state, (claim & ~3u) | GM_SLOT_LIVE);
+#endif
+	*made = 1;
+	return (int)idx;
+}
+
+/* A new process: userspace is told (and, with -c, it is held until userspace answers). */
+static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, __u64 now,
+				     __u64 cgroup_id)
+{
+	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	/* Only with an event on its way: userspace's SIGCONT answers it. */
+	if (hold_new_procs)
+		hold(tgid);
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = GM_REC_PROCESS_NEW;
+	e->py_stack_id = -1;
+	e->pid = tgid;
+	e->gen = rec->gen;
+	e->start_ns = rec->start_ns;
+	e->time_ns = now;
+	e->cgroup_id = cgroup_id;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The numbers of the calling thread's process, its entry made at its first call. */
 static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
 							 const struct gm_inflight *rec, __u64 now)
 {
-	struct gm_proc_key key = { .tgid = tgid, .gen = rec->gen };
-	struct gm_proc_stats *ps, *init;
+	struct gm_proc_stats *ps = proc_find(tgid, rec->gen);
+	struct gm_proc_slot *sl;
+	__u32 made = 0, idx;
+	int at;
 
-	ps = bpf_map_lookup_elem(&procs, &key);
 	if (ps)
 		return ps;
-	init = bpf_task_storage_get(&proc_init, bpf_get_current_task_btf(), 0,
-				    BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!init) {
+	at = -2;
+	for (int i = 0; i < GM_ALLOC_TRIES && at == -2; i++)
+		at = proc_make(tgid, rec->gen, rec->start_ns, now, &made);
+	idx = (__u32)at;
+	sl = at >= 0 ? bpf_map_lookup_elem(&procs, &idx) : NULL;
+	if (!sl) {
 		count(GM_CNT_PROC_MAP_FULL);
 		return NULL;
 	}
-	__builtin_memset(init, 0, sizeof(*init));
-	init->first_seen_ns = now;
-	init->cgroup_id = bpf_get_current_cgroup_id();
-	init->ns_pid = namespace_pid();
-	init->start_ns = rec->start_ns;
-	if (bpf_map_update_elem(&procs, &key, init, BPF_NOEXIST) == 0) {
-		struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-
-		if (e) {
-			/* Only with an event on its way: userspace's SIGCONT answers it. */
-			if (hold_new_procs)
-				hold(tgid);
-			__builtin_memset(e, 0, sizeof(*e));
-			e->type = GM_REC_PROCESS_NEW;
-			e->py_stack_id = -1;
-			e->pid = tgid;
-			e->gen = rec->gen;
-			e->start_ns = rec->start_ns;
-			e->time_ns = now;
-			e->cgroup_id = init->cgroup_id;
-			bpf_get_current_comm(e->comm, sizeof(e->comm));
-			bpf_ringbuf_submit(e, 0);
-		} else {
-			count(GM_CNT_RINGBUF_DROPPED);
-		}
-	}
-	ps = bpf_map_lookup_elem(&procs, &key);
-	if (!ps)
-		count(GM_CNT_PROC_MAP_FULL);
-	return ps;
+	if (made)
+		proc_announce(tgid, rec, now, sl->stats.cgroup_id);
+	return &sl->stats;
 }
 
 /* The process's record, made at its first call (and, with -c, the hold: see call_enter). A
@@ -1978,7 +2121,6 @@ static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
 static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 					  const struct gm_alloc_info *info)
 {
-	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
 	struct gm_site_stats *ss = site_at(info->site, tgid, gen);
 	struct gm_proc_stats *ps;
 
@@ -1987,7 +2129,7 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 		__sync_fetch_and_add(&ss->current_allocs, -1);
 		__sync_fetch_and_add(&ss->free_count, 1);
 	}
-	ps = bpf_map_lookup_elem(&procs, &pkey);
+	ps = proc_find(tgid, gen);
 	if (!ps)
 		return 0;
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
@@ -2399,11 +2541,10 @@ static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
 						const struct gm_alloc_info *info, __u64 *reserved,
 						__u64 *tensors)
 {
-	struct gm_proc_key pkey = { .tgid = tgid, .gen = gen };
 	struct gm_proc_stats *ps;
 
 	*reserved = account_free(tgid, gen, info);
-	ps = bpf_map_lookup_elem(&procs, &pkey);
+	ps = proc_find(tgid, gen);
 	*tensors = ps ? ps->tensor_bytes : 0;
 }
 
@@ -2566,7 +2707,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;	/* not the last thread of its process */
 	start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
 	key.gen = gm_proc_gen(start_ns);
-	if (!bpf_map_lookup_elem(&procs, &key) && !bpf_map_lookup_elem(&targets, &tgid))
+	if (!bpf_map_lookup_elem(&procs_made, &key) && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
 	forget_contexts(tgid, key.gen);
 	emit_module_map(p, tgid, key.gen);

@@ -376,14 +376,18 @@ struct gm_site_stats {
 };
 
 /*
- * The call sites (the sites map): open addressing in an array, as the allocation table is (its
- * slot states, GM_SLOT_*, and spans), so that a site is found without a hash map's lookup (60
- * ns a call here) and an allocation keeps its site's slot, where its free subtracts it. Only
- * the BPF programs make entries, and only userspace takes them out (those of ended
- * processes). Two CPUs making one new site at once may each make it: userspace adds up the
- * entries of one key, and every allocation keeps counting in the entry it was counted in.
+ * The call sites and the processes (the sites and procs maps): open addressing in an array, as
+ * the allocation table is (its slot states, GM_SLOT_*, and spans), so that an entry is found
+ * without a hash map's lookup (30-60 ns a call here) and an allocation keeps its site's slot,
+ * where its free subtracts it. A slot is {state, span, key, value}; the span is the home's
+ * (how far from it the keys whose home it is lie). Only the BPF programs make entries, and only
+ * userspace takes them out (those of ended processes). Two CPUs making one new site at once
+ * may each make it: userspace adds up the entries of one key, and every allocation keeps
+ * counting in the entry it was counted in. A process's entry is made once: a hash map of
+ * owners (procs_made) decides between two threads making it at once, since its running totals
+ * (the peak) cannot be added up afterwards.
  */
-#define GM_SITE_PROBES 64
+#define GM_SLOT_PROBES 64
 
 struct gm_site_slot {
 	__u32 state;		/* GM_SLOT_* and the sequence */
@@ -393,7 +397,8 @@ struct gm_site_slot {
 };
 _Static_assert(sizeof(struct gm_site_slot) == 80, "gm_site_slot has no hidden padding");
 
-/* The slot a site key's probe starts at; mask: the slot count (a power of two) - 1. */
+/* The slot a site key's probe starts at; mask: the slot count (a power of two) - 1. The top bits
+ * of a multiplicative hash. */
 static inline __u32 gm_site_home(const struct gm_site_key *k, __u32 mask)
 {
 	__u64 h = ((__u64)k->tgid << 32 | k->gen) * 0xff51afd7ed558ccdULL;
@@ -428,6 +433,23 @@ struct gm_proc_stats {
 	 * not known (a context never seen created or retained) or beyond GM_MAX_GPUS. */
 	__u64 gpu_bytes[GM_MAX_GPUS + 1];
 };
+
+struct gm_proc_slot {
+	__u32 state;		/* GM_SLOT_* and the sequence */
+	__u32 span;		/* of the keys whose home this slot is; raised by compare-and-swap */
+	struct gm_proc_key key;
+	struct gm_proc_stats stats;
+};
+_Static_assert(sizeof(struct gm_proc_slot) == 16 + sizeof(struct gm_proc_stats),
+	       "gm_proc_slot has no hidden padding");
+
+/* The slot a process's probe starts at (gm_site_home()'s hash of its key). */
+static inline __u32 gm_proc_home(__u32 tgid, __u32 gen, __u32 mask)
+{
+	__u64 h = ((__u64)tgid << 32 | gen) * 0xff51afd7ed558ccdULL;
+
+	return (__u32)((h * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+}
 
 /* PyTorch tensors (the caching allocator's USDT probes pytorch:malloc and pytorch:free) are
  * sites of their own, keyed like any other with the api of the probe table's "pytorch:malloc"

@@ -68,8 +68,8 @@ static int setup(void **state)
 	static struct fixture fx;
 
 	memset(&fx, 0, sizeof(fx));
-	fx.fds.procs = create_map(BPF_MAP_TYPE_HASH, "gm_procs", sizeof(struct gm_proc_key),
-				  sizeof(struct gm_proc_stats));
+	fx.fds.procs = create_map(BPF_MAP_TYPE_ARRAY, "gm_procs", sizeof(__u32),
+				  sizeof(struct gm_proc_slot));
 	fx.fds.sites = create_map(BPF_MAP_TYPE_ARRAY, "gm_sites", sizeof(__u32),
 				  sizeof(struct gm_site_slot));
 	fx.fds.allocs = create_map(BPF_MAP_TYPE_ARRAY, "gm_allocs", sizeof(__u32),
@@ -84,6 +84,7 @@ static int setup(void **state)
 		*state = NULL;
 		return 0;
 	}
+	fx.fds.procs_made = -1;	/* the BPF side's: nothing makes entries here */
 	fx.s = state_new(&fx.fds, NULL);
 	fx.s->exit_wants = SNAP_AGES;	/* as snapshot: ages at the end (the purge tests clear it) */
 	*state = &fx;
@@ -190,29 +191,42 @@ static struct gm_alloc_info alloc_info(size_t i)
 static uint32_t make_site(const struct fixture *fx, const struct gm_site_key *k,
 			  const struct gm_site_stats *v)
 {
-	int slot = site_table_insert(&fx->s->sites, k, v);
+	int slot = slot_table_insert(&fx->s->sites, k, v);
 
 	assert_true(slot >= 0);
 	return (uint32_t)slot;
+}
+
+static void make_proc(const struct fixture *fx, uint32_t pid, uint32_t gen,
+		      const struct gm_proc_stats *v)
+{
+	struct gm_proc_key key = { pid, gen };
+
+	assert_true(slot_table_insert(&fx->s->proc_table, &key, v) >= 0);
+}
+
+/* The numbers of process (pid, gen) in the process table: 0, or -ENOENT when it has none. */
+static int find_proc(const struct fixture *fx, const struct gm_proc_key *key,
+		     struct gm_proc_stats *v)
+{
+	int slot = slot_table_find(&fx->s->proc_table, key, v, NULL);
+
+	return slot < 0 ? slot : 0;
 }
 
 /* The numbers of site k in the site table: 0, or -ENOENT when it has none. */
 static int find_site(const struct fixture *fx, const struct gm_site_key *k,
 		     struct gm_site_stats *v)
 {
-	int slot = site_table_find(&fx->s->sites, k, v, NULL);
+	int slot = slot_table_find(&fx->s->sites, k, v, NULL);
 
 	return slot < 0 ? slot : 0;
 }
 
 static void fill_maps(const struct fixture *fx)
 {
-	struct gm_proc_key key;
-
-	key = (struct gm_proc_key){ PID_A, GEN_A };
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_a, BPF_NOEXIST), 0);
-	key = (struct gm_proc_key){ PID_B, GEN_B };
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_b, BPF_NOEXIST), 0);
+	make_proc(fx, PID_A, GEN_A, &stats_a);
+	make_proc(fx, PID_B, GEN_B, &stats_b);
 	for (size_t i = 0; i < COUNT(sites); i++)
 		site_slot[i] = make_site(fx, &sites[i].k, &sites[i].v);
 	for (size_t i = 0; i < COUNT(allocs); i++) {
@@ -266,7 +280,7 @@ static void assert_b_entries_untouched(const struct fixture *fx)
 	struct gm_alloc_info ai;
 	struct gm_proc_key key = { PID_B, GEN_B };
 
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), 0);
+	assert_int_equal(find_proc(fx, &key, &ps), 0);
 	assert_memory_equal(&ps, &stats_b, sizeof(ps));
 	for (size_t i = NSITES_A; i < COUNT(sites); i++) {
 		assert_int_equal(find_site(fx, &sites[i].k, &ss), 0);
@@ -366,7 +380,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), -ENOENT);
+	assert_int_equal(find_proc(fx, &key, &ps), -ENOENT);
 	for (size_t i = 0; i < NSITES_A; i++)
 		assert_int_equal(find_site(fx, &sites[i].k, &ss), -ENOENT);
 	for (size_t i = 0; i < NALLOCS_A; i++)
@@ -397,7 +411,7 @@ static void test_an_end_without_ages_leaves_its_entries_to_one_later_purge(void 
 	assert_int_equal(state_refresh(fx->s, 0), 0);
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &key, &ps), -ENOENT);
+	assert_int_equal(find_proc(fx, &key, &ps), -ENOENT);
 	assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[0].k, &ai, NULL), 0);
 	assert_a_numbers_but_ages(state_find(fx->s, PID_A));
 	assert_int_equal(purge_pending(fx->s->purge), 1);
@@ -415,14 +429,14 @@ static void test_orphan_purge_deletes_what_no_living_process_owns(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 	struct gm_alloc_info ai;
 	struct gm_proc_key key = { PID_A, GEN_A };
+	struct slot_ref ref;
 
 	fill_maps(fx);
-	assert_int_equal(bpf_map_delete_elem(fx->fds.procs, &key), 0);	/* A's record is gone */
+	assert_true(slot_table_find(&fx->s->proc_table, &key, NULL, &ref) >= 0);
+	assert_true(slot_table_take(&fx->s->proc_table, ref));	/* A's record is gone */
 	for (size_t i = 0; i < NSITES_A; i++) {
-		struct site_ref ref;
-
-		assert_true(site_table_find(&fx->s->sites, &sites[i].k, NULL, &ref) >= 0);
-		assert_true(site_table_take(&fx->s->sites, ref));
+		assert_true(slot_table_find(&fx->s->sites, &sites[i].k, NULL, &ref) >= 0);
+		assert_true(slot_table_take(&fx->s->sites, ref));
 	}
 	assert_int_equal(state_refresh(fx->s, 0), 0);
 	assert_int_equal(state_purge_orphans(fx->s), NALLOCS_A);
@@ -470,7 +484,7 @@ static void fill_new_process(const struct fixture *fx)
 	struct gm_proc_key key = { PID_A, GEN_A2 };
 	struct gm_alloc_info info = alloc_new_info;
 
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &stats_new, BPF_NOEXIST), 0);
+	assert_true(slot_table_insert(&fx->s->proc_table, &key, &stats_new) >= 0);
 	info.site = make_site(fx, &site_new, &site_new_stats);
 	assert_int_equal(alloc_table_insert(&fx->s->allocs, &alloc_new, &info), 0);
 }
@@ -548,8 +562,8 @@ static void test_reused_pid_before_the_reap_keeps_both_processes_apart(void **st
 	assert_int_equal(old->exit_code, 3);
 	assert_a_numbers(old);
 	assert_new_numbers(now);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &old_key, &ps), -ENOENT);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &new_key, &ps), 0);
+	assert_int_equal(find_proc(fx, &old_key, &ps), -ENOENT);
+	assert_int_equal(find_proc(fx, &new_key, &ps), 0);
 	assert_int_equal(find_site(fx, &site_new, &ss), 0);
 	assert_int_equal(alloc_table_find(&fx->s->allocs, &alloc_new, &ai, NULL), 0);
 	for (size_t i = 0; i < NALLOCS_A; i++)
@@ -582,7 +596,7 @@ static void test_a_process_whose_pid_a_newer_one_has_is_reaped(void **state)
 	assert_false(old->alive);
 	assert_false(old->exit_known);
 	assert_a_numbers(old);
-	assert_int_equal(bpf_map_lookup_elem(fx->fds.procs, &old_key, &ps), -ENOENT);
+	assert_int_equal(find_proc(fx, &old_key, &ps), -ENOENT);
 	assert_new_numbers(state_find(fx->s, PID_A));
 	assert_true(state_find(fx->s, PID_B)->alive);
 }
@@ -636,7 +650,7 @@ static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state
 	struct gm_proc_key key = { PID_A, GEN_A };
 	struct gm_site_stats v = { .alloc_count = 1, .free_count = 1 };
 
-	assert_int_equal(bpf_map_update_elem(fx->fds.procs, &key, &ps, BPF_NOEXIST), 0);
+	assert_true(slot_table_insert(&fx->s->proc_table, &key, &ps) >= 0);
 	for (int i = 0; i < 100; i++) {
 		struct gm_site_key k = { PID_A, GEN_A, 100 + i, 0, 0, -1, 0 };
 
@@ -665,9 +679,9 @@ static void test_two_entries_of_one_site_are_one_site(void **state)
 
 	fill_maps(fx);
 	other.gpu = 5;	/* made apart, then given the same key, as the race leaves them */
-	slot = site_table_insert(&fx->s->sites, &other, &extra);
+	slot = slot_table_insert(&fx->s->sites, &other, &extra);
 	assert_true(slot >= 0);
-	fx->s->sites.slots[slot].key = sites[0].k;
+	((struct gm_site_slot *)(void *)fx->s->sites.slots)[slot].key = sites[0].k;
 	ai.time_ns = 1000;
 	ai.site = (uint32_t)slot;
 	assert_int_equal(alloc_table_insert(&fx->s->allocs, &ak, &ai), 0);

@@ -6,7 +6,7 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
-UNIT_TESTS := json procs gpu_map alloc_table site_table elf symbolize probes state container analysis untrusted oci prom pycode \
+UNIT_TESTS := json procs gpu_map alloc_table slot_table elf symbolize probes state container analysis untrusted oci prom pycode \
 	prom_server protobuf pickle record timeline probe_place
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
@@ -17,12 +17,12 @@ unit_mods_pycode := pycode util
 unit_mods_procs := procs
 unit_mods_gpu_map := gpu_map procs
 unit_mods_alloc_table := alloc_table
-unit_mods_site_table := site_table
+unit_mods_slot_table := slot_table
 unit_mods_elf := elf_syms
 unit_mods_symbolize := symbolize elf_syms procs untrusted
 unit_mods_probes := probes probe_place pin elf_syms uprobe_multi util
 unit_mods_probe_place := probe_place
-unit_mods_state := state alloc_table site_table stacks python pycode publish snapshot retention cgroups nvml gpu_map symbolize elf_syms procs unwind \
+unit_mods_state := state alloc_table slot_table stacks python pycode publish snapshot retention cgroups nvml gpu_map symbolize elf_syms procs unwind \
 	container oci probes probe_place pin purge uprobe_multi untrusted util
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util

@@ -77,17 +77,19 @@ static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 {
 	uint32_t slots = table_slots(o->max_allocs ? o->max_allocs : GM_DEFAULT_MAX_ALLOCS);
 	uint32_t site_slots = table_slots(o->max_sites ? o->max_sites : GM_DEFAULT_MAX_SITES);
+	uint32_t procs = o->max_procs ? o->max_procs : GM_DEFAULT_MAX_PROCS;
 
 	bpf_map__set_max_entries(skel->maps.allocs, slots);
 	skel->rodata->alloc_mask = slots - 1;
 	bpf_map__set_max_entries(skel->maps.sites, site_slots);
 	skel->rodata->site_mask = site_slots - 1;
+	bpf_map__set_max_entries(skel->maps.procs, table_slots(procs));
+	skel->rodata->proc_mask = table_slots(procs) - 1;
+	bpf_map__set_max_entries(skel->maps.procs_made, procs);
 	if (o->max_stacks) {
 		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
 		bpf_map__set_max_entries(skel->maps.py_stacks, o->max_stacks);
 	}
-	if (o->max_procs)
-		bpf_map__set_max_entries(skel->maps.procs, o->max_procs);
 	if (o->ringbuf_mb)
 		bpf_map__set_max_entries(skel->maps.events, o->ringbuf_mb << 20);
 }
@@ -498,6 +500,11 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		      "buffers; run with -v for the verifier's log)", strerror(-err));
 		goto out_destroy;
 	}
+	/* The kernel has them, but refused the program: every return probe fires, a trap more
+	 * for each nested driver call. Said, since nothing else would show it. */
+	if (sessions && !t->session && t->multi)
+		p_err("warning: this kernel refused the uprobe session program (-v shows why): "
+		      "the allocation probes use entry and return links, which cost more");
 	err = fill_cgroup_filter(t->skel, opts);
 	if (err)
 		goto out_destroy;
@@ -566,6 +573,7 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 			.py_procs = t->reader_maps.py_procs,
 			.py_stacks = t->reader_maps.py_stacks,
 			.py_procs_gen = -1,
+			.procs_made = -1,
 		};
 	return (struct model_maps){
 		.procs = bpf_map__fd(t->skel->maps.procs),
@@ -576,6 +584,7 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 		.py_procs = bpf_map__fd(t->skel->maps.py_procs),
 		.py_stacks = bpf_map__fd(t->skel->maps.py_stacks),
 		.py_procs_gen = bpf_map__fd(t->skel->maps.py_procs_gen),
+		.procs_made = bpf_map__fd(t->skel->maps.procs_made),
 	};
 }
 

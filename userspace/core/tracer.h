@@ -37,6 +37,7 @@ struct model_maps {
 	int procs, sites, allocs, stacks, counters;
 	int py_procs, py_stacks;	/* a reader's are the agent's, never written */
 	int py_procs_gen;		/* counts py_procs' new entries; -1: a reader */
+	int procs_made;			/* the slots of processes' entries; -1: a reader */
 };
 
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,

@@ -84,9 +84,14 @@ struct state *state_new(const struct model_maps *maps, const struct state_opts *
 	if (s->fd.allocs >= 0 && alloc_table_open(&s->allocs, s->fd.allocs, !s->opt.read_only))
 		p_err("cannot map the allocation table: no ages, and the entries of ended processes "
 		      "are not taken out (it fills: alloc_map_full)");
-	if (s->fd.sites >= 0 && site_table_open(&s->sites, s->fd.sites, !s->opt.read_only))
+	if (s->fd.sites >= 0 &&
+	    slot_table_open(&s->sites, s->fd.sites, !s->opt.read_only, &site_slots))
 		p_err("cannot map the site table: no call sites are shown, and the entries of ended "
 		      "processes are not taken out (it fills: site_map_full)");
+	if (s->fd.procs >= 0 &&
+	    slot_table_open(&s->proc_table, s->fd.procs, !s->opt.read_only, &proc_slots))
+		p_err("cannot map the process table: no process totals are shown, and the entries "
+		      "of ended processes are not taken out (it fills: proc_map_full)");
 	s->cgroups = cgroup_cache_new();
 	s->users = xcalloc(1, sizeof(*s->users));
 	if (!s->opt.no_python)
@@ -118,7 +123,8 @@ void state_free(struct state *s)
 		return;
 	python_free(s->py);
 	alloc_table_close(&s->allocs);
-	site_table_close(&s->sites);
+	slot_table_close(&s->sites);
+	slot_table_close(&s->proc_table);
 	for (size_t i = 0; i < s->nprocs; i++)
 		proc_rec_free(s->procs[i]);
 	free(s->procs);
@@ -721,55 +727,6 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 }
 
 
-/* Calls cb for every entry of a hash map, in batches where the kernel allows. */
-typedef void (*walk_fn)(void *ctx, const void *key, const void *value);
-
-static int map_walk(int fd, size_t ksz, size_t vsz, walk_fn cb, void *ctx)
-{
-	enum { BATCH = 4096 };
-	char *keys = xcalloc(BATCH, ksz), *vals = xcalloc(BATCH, vsz);
-	char *in = NULL, *out = xcalloc(1, ksz < 8 ? 8 : ksz), *prev = NULL;
-	LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	int err = 0;
-
-	for (;;) {
-		__u32 n = BATCH;
-
-		err = bpf_map_lookup_batch(fd, in, out, keys, vals, &n, &opts);
-		if (err && errno != ENOENT)
-			break;
-		for (__u32 i = 0; i < n; i++)
-			cb(ctx, keys + i * ksz, vals + i * vsz);
-		if (err) {	/* ENOENT: that was the last batch */
-			err = 0;
-			goto out;
-		}
-		if (!in)
-			in = xcalloc(1, ksz < 8 ? 8 : ksz);
-		memcpy(in, out, ksz < 8 ? 8 : ksz);
-	}
-	if (in) {
-		err = -errno;	/* failed half way: do not repeat what was seen */
-		goto out;
-	}
-	/* No batch support: one key at a time. */
-	prev = NULL;
-	err = 0;
-	while (bpf_map_get_next_key(fd, prev, keys) == 0) {
-		if (bpf_map_lookup_elem(fd, keys, vals) == 0)
-			cb(ctx, keys, vals);
-		if (!prev)
-			prev = in = xcalloc(1, ksz);
-		memcpy(prev, keys, ksz);
-	}
-out:
-	free(keys);
-	free(vals);
-	free(in);
-	free(out);
-	return err;
-}
-
 static struct site_rec *add_site(struct proc_rec *p, const struct gm_site_key *k,
 				  const struct gm_site_stats *v)
 {
@@ -813,7 +770,7 @@ static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_
 	struct site_rec *ss;
 
 	/* Its site, by the slot it was counted in (none: the site table was full). */
-	if (!site_table_key(&s->sites, a->site, &k) || k.tgid != (uint32_t)p->pid ||
+	if (!slot_table_key(&s->sites, a->site, &k) || k.tgid != (uint32_t)p->pid ||
 	    k.gen != p->gen)
 		return;
 	ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
@@ -896,7 +853,7 @@ static void clear_queue(struct walk *w)
 	w->ndel = w->del_cap = 0;
 }
 
-static void walk_proc(void *ctx, const void *key, const void *value)
+static void walk_proc(void *ctx, struct slot_ref ref, const void *key, const void *value)
 {
 	struct walk *w = ctx;
 	const struct gm_proc_key *k = key;
@@ -904,6 +861,7 @@ static void walk_proc(void *ctx, const void *key, const void *value)
 	struct proc_rec *p;
 	bool unknown;
 
+	(void)ref;	/* taken out at the end of a reap, by its key (take_proc) */
 	w->seen++;
 	p = walk_owner(w, k->tgid, k->gen, &unknown);
 	if (!p && unknown && !w->reap)
@@ -936,9 +894,9 @@ static struct proc_rec *owner_without_entry(struct walk *w, uint32_t tgid, uint3
 	return p;
 }
 
-static void walk_site(void *ctx, struct site_ref ref, const struct gm_site_key *k,
-		      const struct gm_site_stats *value)
+static void walk_site(void *ctx, struct slot_ref ref, const void *key, const void *value)
 {
+	const struct gm_site_key *k = key;
 	struct walk *w = ctx;
 	struct proc_rec *p;
 	bool unknown;
@@ -988,12 +946,12 @@ static void take_queued(struct state *s, struct walk *w)
 	clear_queue(w);
 }
 
-/* Takes out the site entries a walk queued (struct site_ref each): after the allocations'
+/* Takes out the site entries a walk queued (struct slot_ref each): after the allocations'
  * walk, which finds an allocation's site by its slot. */
-static void take_queued_sites(struct state *s, const struct site_ref *refs, size_t n)
+static void take_queued_sites(struct state *s, const struct slot_ref *refs, size_t n)
 {
 	for (size_t i = 0; i < n && !s->opt.read_only; i++)
-		site_table_take(&s->sites, refs[i]);
+		slot_table_take(&s->sites, refs[i]);
 }
 
 /* Sorted by key, one record a key: two CPUs that made one new site at once made two entries
@@ -1137,23 +1095,34 @@ static void mark_ages(struct state *s, bool reap, bool walked, bool median)
 	}
 }
 
+/* Takes out an ended process's entry, and what named its slot: true when there was one. */
+static bool take_proc(struct state *s, const struct proc_rec *p)
+{
+	struct gm_proc_key key = { .tgid = (__u32)p->pid, .gen = p->gen };
+	struct slot_ref ref;
+	bool taken;
+
+	taken = slot_table_find(&s->proc_table, &key, NULL, &ref) >= 0 &&
+		slot_table_take(&s->proc_table, ref);
+	if (s->fd.procs_made >= 0)
+		bpf_map_delete_elem(s->fd.procs_made, &key);
+	return taken;
+}
+
 /* One pass over procs, sites and allocs for the given ending processes (NULL: all living). */
 static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nending,
 		     unsigned int wants)
 {
 	struct walk w = { .s = s, .reap = ending != NULL, .median = wants & SNAP_MEDIAN_AGES };
 	bool need_ages = wants & (SNAP_AGES | SNAP_MEDIAN_AGES);
-	struct site_ref *site_refs = NULL;	/* the sites to take out at the end */
+	struct slot_ref *site_refs = NULL;	/* the sites to take out at the end */
 	size_t nsite_refs = 0;
-	int err;
+	/* A table that could not be mapped (said at the start) is read as empty. */
+	int err = s->proc_table.slots && s->sites.slots ? 0 : -ENODEV;
 
 	for (size_t i = 0; i < nending; i++)
 		ending[i]->reaping = ending[i]->alive;
-	w.ksz = sizeof(struct gm_proc_key);
-	err = map_walk(s->fd.procs, sizeof(struct gm_proc_key), sizeof(struct gm_proc_stats),
-		       walk_proc, &w);
-	if (err)
-		goto out;
+	slot_table_walk(&s->proc_table, walk_proc, &w);
 	s->map_procs = w.seen;
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
@@ -1163,8 +1132,8 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 			p->nsites = 0;
 	}
 	w.seen = 0;
-	w.ksz = sizeof(struct site_ref);
-	site_table_walk(&s->sites, walk_site, &w);
+	w.ksz = sizeof(struct slot_ref);
+	slot_table_walk(&s->sites, walk_site, &w);
 	s->map_sites = w.seen - w.ndel;
 	site_refs = w.del_keys;
 	nsite_refs = w.ndel;
@@ -1198,13 +1167,9 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 	}
 	take_queued_sites(s, site_refs, nsite_refs);
 	mark_ages(s, w.reap, need_ages, w.median);
-	for (size_t i = 0; i < nending && !s->opt.read_only; i++) {
-		struct gm_proc_key key = { .tgid = (__u32)ending[i]->pid, .gen = ending[i]->gen };
-
-		if (ending[i]->reaping && bpf_map_delete_elem(s->fd.procs, &key) == 0)
+	for (size_t i = 0; i < nending && !s->opt.read_only; i++)
+		if (ending[i]->reaping && take_proc(s, ending[i]))
 			s->map_procs--;
-	}
-out:
 	free(site_refs);
 	for (size_t i = 0; i < nending; i++)
 		ending[i]->reaping = false;

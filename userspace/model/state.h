@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include "gpumem.h"
 #include "alloc_table.h"
-#include "site_table.h"
+#include "slot_table.h"
 #include "container.h"
 #include "procs.h"
 #include "snapshot.h"
@@ -147,7 +147,8 @@ struct state {
 	struct purge *purge;	/* ended processes whose allocation entries wait (purge.h) */
 	uint64_t alloc_capacity;	/* the allocations the table holds: half its slots */
 	struct alloc_table allocs;	/* that map, mapped */
-	struct site_table sites;	/* the sites map, mapped */
+	struct slot_table sites;	/* the sites map, mapped */
+	struct slot_table proc_table;	/* the procs map, mapped */
 	struct cgroup_cache *cgroups;
 	struct user_cache *users;
 	struct known_path *paths;
