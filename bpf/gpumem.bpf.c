@@ -1217,8 +1217,9 @@ static __always_inline __u64 namespace_pid(void)
 
 /* Makes the entry of process (tgid, gen) in the first free slot from its home, or finds the
  * one another thread made meanwhile: its slot (*made: this call made it), -1 when the table or
- * procs_made is full there, -2 when another CPU claimed the free slot first. The entry is made whole before procs_made names it, and live
- * after. A global function: verified once. */
+ * procs_made is full there, -2 when another CPU claimed the free slot first. The entry is made
+ * whole before procs_made names it, and live after (proc_of() finds it in between). A global
+ * function: verified once. */
 __noinline int proc_make(__u32 tgid, __u32 gen, __u64 start_ns, __u64 now, __u32 *made)
 {
 	struct gm_proc_key key = { .tgid = tgid, .gen = gen };
@@ -1273,6 +1274,25 @@ __noinline int proc_make(__u32 tgid, __u32 gen, __u64 start_ns, __u64 now, __u32
 #endif
 	*made = 1;
 	return (int)idx;
+}
+
+/* The numbers of process (tgid, gen) wherever its entry is: live, or still being made by
+ * another thread, which named its slot in procs_made before making it live (an allocation
+ * may already be counted there; its free must find it too). */
+static __noinline struct gm_proc_stats *proc_of(__u32 tgid, __u32 gen)
+{
+	struct gm_proc_key key = { .tgid = tgid, .gen = gen };
+	struct gm_proc_stats *ps = proc_find(tgid, gen);
+	struct gm_proc_slot *sl;
+	__u32 *owner;
+
+	if (ps)
+		return ps;
+	owner = bpf_map_lookup_elem(&procs_made, &key);
+	if (!owner)
+		return NULL;
+	sl = bpf_map_lookup_elem(&procs, owner);
+	return sl && proc_is(sl, tgid, gen) ? &sl->stats : NULL;
 }
 
 /* A new process: userspace is told (and, with -c, it is held until userspace answers). */
@@ -1376,7 +1396,8 @@ static __always_inline struct gm_site_stats *site_at(__u32 idx, __u32 tgid, __u3
 	if (idx == GM_NO_SITE)
 		return NULL;
 	sl = bpf_map_lookup_elem(&sites, &idx);
-	if (!sl || sl->key.tgid != tgid || sl->key.gen != gen)
+	if (!sl || GM_SLOT_STATE(*(volatile __u32 *)&sl->state) != GM_SLOT_LIVE ||
+	    sl->key.tgid != tgid || sl->key.gen != gen)
 		return NULL;
 	return &sl->stats;
 }
@@ -2129,7 +2150,7 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 		__sync_fetch_and_add(&ss->current_allocs, -1);
 		__sync_fetch_and_add(&ss->free_count, 1);
 	}
-	ps = proc_find(tgid, gen);
+	ps = proc_of(tgid, gen);
 	if (!ps)
 		return 0;
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
@@ -2544,7 +2565,7 @@ static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
 	struct gm_proc_stats *ps;
 
 	*reserved = account_free(tgid, gen, info);
-	ps = proc_find(tgid, gen);
+	ps = proc_of(tgid, gen);
 	*tensors = ps ? ps->tensor_bytes : 0;
 }
 

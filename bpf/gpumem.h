@@ -26,8 +26,9 @@
  * (gm_site_key.gpu). 13: a thread's record (inflight) keeps what the first stack read of a
  * return held at the call's out-pointers; py_procs_gen counts the entries made in py_procs.
  * 14: allocs is an array of gm_alloc_slot in open addressing (mapped by userspace).
- * 15: sites is an array of gm_site_slot in open addressing too, and an allocation names its
- * site's slot (gm_alloc_info.site) instead of its stacks. */
+ * 15: sites and procs are arrays of gm_site_slot and gm_proc_slot in open addressing too,
+ * procs_made names each process's slot, and an allocation names its site's slot
+ * (gm_alloc_info.site) instead of its stacks; a thread's record keeps a clock. */
 #define GM_LAYOUT_VERSION 15
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */

@@ -310,7 +310,7 @@ static void test_refresh_gives_each_process_its_stats_and_sites(void **state)
 	struct proc_rec *a, *b;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(fx->s->nprocs, 2);
 	a = state_find(fx->s, PID_A);
 	b = state_find(fx->s, PID_B);
@@ -328,7 +328,7 @@ static void test_refresh_counts_map_entries(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(fx->s->map_procs, 2);
 	assert_int_equal(fx->s->map_sites, 5);
 	assert_int_equal(fx->s->map_allocs, 5);
@@ -339,8 +339,8 @@ static void test_refresh_twice_does_not_repeat_sites(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(fx->s->nprocs, 2);
 	assert_a_numbers(state_find(fx->s, PID_A));
 	assert_b_numbers(state_find(fx->s, PID_B));
@@ -353,7 +353,7 @@ static void test_reap_keeps_final_numbers_of_ended_process(void **state)
 	struct proc_rec *a;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	a = state_find(fx->s, PID_A);
@@ -376,7 +376,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	struct gm_proc_key key = { PID_A, GEN_A };
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 
@@ -388,7 +388,7 @@ static void test_reap_deletes_exactly_the_ended_pids_entries(void **state)
 	assert_b_entries_untouched(fx);
 
 	/* A later refresh sees only B's entries and leaves A's final record as it was. */
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(fx->s->map_procs, 1);
 	assert_int_equal(fx->s->map_sites, NSITES_B);
 	assert_int_equal(fx->s->map_allocs, 2);
@@ -408,7 +408,7 @@ static void test_an_end_without_ages_leaves_its_entries_to_one_later_purge(void 
 
 	fx->s->exit_wants = 0;
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, 0), 0);
+	state_refresh(fx->s, 0);
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(find_proc(fx, &key, &ps), -ENOENT);
@@ -438,7 +438,7 @@ static void test_orphan_purge_deletes_what_no_living_process_owns(void **state)
 		assert_true(slot_table_find(&fx->s->sites, &sites[i].k, NULL, &ref) >= 0);
 		assert_true(slot_table_take(&fx->s->sites, ref));
 	}
-	assert_int_equal(state_refresh(fx->s, 0), 0);
+	state_refresh(fx->s, 0);
 	assert_int_equal(state_purge_orphans(fx->s), NALLOCS_A);
 	for (size_t i = 0; i < NALLOCS_A; i++)
 		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
@@ -450,7 +450,7 @@ static void test_reap_counts_the_entries_left_in_the_maps(void **state)
 	struct fixture *fx = fixture_or_skip(state);
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_int_equal(fx->s->map_procs, 1);
@@ -506,7 +506,7 @@ static void test_reused_pid_gets_a_new_record(void **state)
 	struct proc_rec *old, *now;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	assert_int_equal(state_reap(fx->s), 1);
 	old = state_find(fx->s, PID_A);
@@ -524,7 +524,7 @@ static void test_reused_pid_gets_a_new_record(void **state)
 
 	/* The new process's numbers go to the new record; the ended one keeps its own. */
 	fill_new_process(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(fx->s->nprocs, 3);
 	assert_new_numbers(now);
 	assert_false(old->alive);
@@ -546,11 +546,11 @@ static void test_reused_pid_before_the_reap_keeps_both_processes_apart(void **st
 	struct proc_rec *old, *now;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	old = state_find(fx->s, PID_A);
 	end_process(fx->s, PID_A, GEN_A, 9000, 3);
 	fill_new_process(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	now = state_find(fx->s, PID_A);
 	assert_ptr_not_equal(now, old);
 	assert_int_equal(fx->s->nprocs, 3);
@@ -570,12 +570,27 @@ static void test_reused_pid_before_the_reap_keeps_both_processes_apart(void **st
 		assert_int_equal(alloc_table_find(&fx->s->allocs, &allocs[i].k, &ai, NULL), -ENOENT);
 	assert_b_entries_untouched(fx);
 
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(fx->s->map_procs, 2);
 	assert_int_equal(fx->s->map_sites, NSITES_B + 1);
 	assert_int_equal(fx->s->map_allocs, 3);
 	assert_new_numbers(now);
 	assert_a_numbers(old);
+}
+
+/* An adopting agent reads the entries of a pid's ended process and of its newer one in no
+ * particular order: the newer one is the pid's, whichever record was made first. */
+static void test_a_pids_newest_process_is_the_one_that_started_last(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *now = state_proc(fx->s, PID_A, GEN_A2, 19000);
+	struct proc_rec *old = state_proc(fx->s, PID_A, GEN_A, 1000);
+
+	assert_ptr_equal(state_find(fx->s, PID_A), now);
+	assert_ptr_equal(state_find_gen(fx->s, PID_A, GEN_A), old);
+	state_reindex(fx->s);
+	assert_ptr_equal(state_find(fx->s, PID_A), now);
+	assert_ptr_equal(state_find_gen(fx->s, PID_A, GEN_A), old);
 }
 
 /* Its end was never delivered (the ring buffer was full), but a newer process has its pid:
@@ -588,10 +603,10 @@ static void test_a_process_whose_pid_a_newer_one_has_is_reaped(void **state)
 	struct proc_rec *old;
 
 	fill_maps(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	old = state_find(fx->s, PID_A);
 	fill_new_process(fx);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(state_reap(fx->s), 1);
 	assert_false(old->alive);
 	assert_false(old->exit_known);
@@ -656,7 +671,7 @@ static void test_reap_of_a_process_with_many_sites_deletes_them_all(void **state
 
 		make_site(fx, &k, &v);
 	}
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	assert_int_equal(state_find(fx->s, PID_A)->nsites, 100);
 	end_process(fx->s, PID_A, GEN_A, 9000, 0);
 	assert_int_equal(state_reap(fx->s), 1);
@@ -685,7 +700,7 @@ static void test_two_entries_of_one_site_are_one_site(void **state)
 	ai.time_ns = 1000;
 	ai.site = (uint32_t)slot;
 	assert_int_equal(alloc_table_insert(&fx->s->allocs, &ak, &ai), 0);
-	assert_int_equal(state_refresh(fx->s, SNAP_AGES), 0);
+	state_refresh(fx->s, SNAP_AGES);
 	a = state_find(fx->s, PID_A);
 	assert_int_equal(a->nsites, NSITES_A);
 	first = &a->sites[0];
@@ -893,6 +908,8 @@ int main(void)
 			test_reused_pid_before_the_reap_keeps_both_processes_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_process_whose_pid_a_newer_one_has_is_reaped,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_a_pids_newest_process_is_the_one_that_started_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proc_reads_after_the_end_are_let_go, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_proc_reads_before_the_end_are_kept, setup,

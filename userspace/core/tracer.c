@@ -370,7 +370,8 @@ void tracer_release(struct tracer *t, int pid)
 static void report_kernel_memory(struct gpumem_bpf *skel)
 {
 	const struct bpf_map *maps[] = { skel->maps.allocs, skel->maps.stacks, skel->maps.sites,
-					 skel->maps.procs, skel->maps.events };
+					 skel->maps.procs, skel->maps.procs_made,
+					 skel->maps.events };
 	uint64_t total = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {

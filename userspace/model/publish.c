@@ -134,7 +134,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
 	if (wants & SNAP_LOSSES_ONLY)
 		return snap;	/* a stream's loss line: no walk, no processes */
-	snap->error = state_refresh(s, wants);
+	state_refresh(s, wants);
 	snap->time_ns = now_ns();	/* the time of the numbers just read */
 	snap->mono_to_real_ns = realtime_ns() - snap->time_ns;
 	state_retain(s, snap->time_ns);

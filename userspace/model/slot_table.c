@@ -160,9 +160,8 @@ int slot_table_find(const struct slot_table *t, const void *key, void *value,
 	for (uint32_t i = 0; i < GM_SLOT_PROBES && i < reach; i++) {
 		uint32_t idx = (home + i) & mask, seen;
 
-		if (!read_slot(t, slot_at(t, idx), &seen, k, NULL) || memcmp(k, key, l->key_size))
-			continue;
-		if (value && !read_slot(t, slot_at(t, idx), &seen, NULL, value))
+		/* Key and value in one read: the value is that key's. */
+		if (!read_slot(t, slot_at(t, idx), &seen, k, value) || memcmp(k, key, l->key_size))
 			continue;
 		if (ref)
 			*ref = (struct slot_ref){ .idx = idx, .seen = seen };

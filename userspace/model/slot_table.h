@@ -52,7 +52,8 @@ uint64_t slot_table_walk(const struct slot_table *t, slot_walk_fn cb, void *ctx)
 bool slot_table_key(const struct slot_table *t, uint32_t idx, void *key);
 
 /* The slot holding key live, its value in *value and its state in *ref (either may be NULL);
- * -ENOENT when there is none. */
+ * -ENOENT when there is none (*value is then undefined). A table that could not be mapped
+ * holds nothing. */
 int slot_table_find(const struct slot_table *t, const void *key, void *value,
 		    struct slot_ref *ref);
 

@@ -159,9 +159,10 @@ static size_t pid_slot(struct proc_rec *const *table, size_t cap, int pid)
 }
 
 /* Makes p the record that state_find(p->pid) returns, the pid's earlier records hanging from
- * it: a reused pid finds its newest one first. */
+ * it: a reused pid finds its newest one first (by start time, where both are known). */
 static void index_proc(struct state *s, struct proc_rec *p)
 {
+	struct proc_rec **at;
 	size_t i;
 
 	if (2 * (s->by_pid_used + 1) > s->by_pid_cap) {
@@ -178,8 +179,13 @@ static void index_proc(struct state *s, struct proc_rec *p)
 	i = pid_slot(s->by_pid, s->by_pid_cap, p->pid);
 	if (!s->by_pid[i])
 		s->by_pid_used++;
-	p->older = s->by_pid[i];
-	s->by_pid[i] = p;
+	/* Behind the records of processes that started later: an agent that adopts pins reads
+	 * the entries of a pid's ended process and of its newer one in no particular order. */
+	at = &s->by_pid[i];
+	while (*at && (*at)->start_ns && p->start_ns && (*at)->start_ns > p->start_ns)
+		at = &(*at)->older;
+	p->older = *at;
+	*at = p;
 }
 
 /* procs is in the order the records were made: a later record of a pid is a later process. */
@@ -1110,15 +1116,13 @@ static bool take_proc(struct state *s, const struct proc_rec *p)
 }
 
 /* One pass over procs, sites and allocs for the given ending processes (NULL: all living). */
-static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nending,
-		     unsigned int wants)
+static void read_maps(struct state *s, struct proc_rec *const *ending, size_t nending,
+		      unsigned int wants)
 {
 	struct walk w = { .s = s, .reap = ending != NULL, .median = wants & SNAP_MEDIAN_AGES };
 	bool need_ages = wants & (SNAP_AGES | SNAP_MEDIAN_AGES);
 	struct slot_ref *site_refs = NULL;	/* the sites to take out at the end */
 	size_t nsite_refs = 0;
-	/* A table that could not be mapped (said at the start) is read as empty. */
-	int err = s->proc_table.slots && s->sites.slots ? 0 : -ENODEV;
 
 	for (size_t i = 0; i < nending; i++)
 		ending[i]->reaping = ending[i]->alive;
@@ -1173,15 +1177,13 @@ static int read_maps(struct state *s, struct proc_rec *const *ending, size_t nen
 	free(site_refs);
 	for (size_t i = 0; i < nending; i++)
 		ending[i]->reaping = false;
-	return err;
 }
 
-int state_refresh(struct state *s, unsigned int wants)
+void state_refresh(struct state *s, unsigned int wants)
 {
 	uint64_t now = now_ns();
-	int err;
 
-	err = read_maps(s, NULL, 0, wants);
+	read_maps(s, NULL, 0, wants);
 	if (s->py)
 		python_refresh(s->py);
 	for (size_t i = 0; i < s->nprocs; i++) {
@@ -1198,7 +1200,6 @@ int state_refresh(struct state *s, unsigned int wants)
 		else if (state_find(s, p->pid) != p)
 			queue_exit(s, p);
 	}
-	return err;
 }
 
 /* An ended process's sites are final: named now, they are all it needs of its module map,

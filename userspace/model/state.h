@@ -207,8 +207,9 @@ void state_on_bad_record(struct state *s);
 /* Handles queued exits in one pass over the maps, then lets go of ended processes past
  * --keep-ended / --keep-ended-for; returns how many processes ended. */
 size_t state_reap(struct state *s);
-/* Reads the maps into the records of living processes; wants: SNAP_AGES, SNAP_MEDIAN_AGES. */
-int state_refresh(struct state *s, unsigned int wants);
+/* Reads the maps into the records of living processes; wants: SNAP_AGES, SNAP_MEDIAN_AGES. A
+ * table that could not be mapped (said by state_new) reads as empty. */
+void state_refresh(struct state *s, unsigned int wants);
 /* The named stack of a site of p (a new reference; NULL only when out of memory). */
 struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id,
 				     int32_t py_stack_id);
