@@ -16,8 +16,9 @@
 #                 bpftrace = bench/live_bytes.bt, live bytes per stack as a user would write it.
 #
 # Knobs: BENCH_SETUP (default nested), BENCH_PAIRS (traced runs, default 200000),
-# BENCH_UNTRACED_PAIRS (default 10x), BENCH_ROUNDS (default 7), BENCH_PROFILE=0 to skip the
-# per-program BPF time pass, BENCH_TAIL=0 to skip the other benchmarks run after the nested one.
+# BENCH_UNTRACED_PAIRS (default 10x), BENCH_ROUNDS (default 11), BENCH_PROFILE=0 to skip the
+# per-program BPF time pass, BENCH_TAIL=0 to skip the other benchmarks run after the nested one,
+# BENCH_BASELINE=PATH another gpumem binary measured beside in the same rounds (before/after).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
@@ -25,7 +26,7 @@ export LC_ALL=C
 BUILD=${BUILD:-build}
 PAIRS=${BENCH_PAIRS:-200000}
 UNTRACED_PAIRS=${BENCH_UNTRACED_PAIRS:-$((PAIRS * 10))}
-ROUNDS=${BENCH_ROUNDS:-7}
+ROUNDS=${BENCH_ROUNDS:-11}
 PROFILE=${BENCH_PROFILE:-1}
 SETUP=${BENCH_SETUP:-nested}
 TAIL=${BENCH_TAIL:-1}
@@ -89,6 +90,11 @@ CONFIGS=(untraced bare gpumem gpumem-fp gpumem-nostack)
 if bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -q "'BPF_TRACE_UPROBE_SESSION'"
 then
 	CONFIGS+=(gpumem-nosession)
+fi
+BASELINE=${BENCH_BASELINE:-}
+if [ -n "$BASELINE" ]; then
+	[ -x "$BASELINE" ] || die "BENCH_BASELINE=$BASELINE is no executable"
+	CONFIGS+=(baseline)
 fi
 if command -v bpftrace >/dev/null; then
 	CONFIGS+=(bpftrace)
@@ -166,13 +172,14 @@ measure_once() {
 		result=$(run_loop "$PAIRS")
 		stop_tracer
 		;;
-	gpumem | gpumem-fp | gpumem-nostack | gpumem-nosession)
-		local unwind=dwarf sessions=${GPUMEM_UPROBE_SESSIONS:-1}
+	gpumem | gpumem-fp | gpumem-nostack | gpumem-nosession | baseline)
+		local unwind=dwarf sessions=${GPUMEM_UPROBE_SESSIONS:-1} bin=$GPUMEM
 		[ "$config" = gpumem-fp ] && unwind=fp
 		[ "$config" = gpumem-nostack ] && unwind=none
 		[ "$config" = gpumem-nosession ] && sessions=0
+		[ "$config" = baseline ] && bin=$BASELINE
 		start_tracer "$WORK/gpumem.log" "gpumem: tracing:" \
-			env GPUMEM_UPROBE_SESSIONS=$sessions "$GPUMEM" snapshot --json \
+			env GPUMEM_UPROBE_SESSIONS=$sessions "$bin" snapshot --json \
 			-o "$WORK/snapshot.json" --lib "$CUDART" --lib "$CUDA" --duration 600 \
 			--unwind "$unwind" || return 1
 		result=$(run_loop "$PAIRS")
@@ -261,6 +268,7 @@ for config in "${CONFIGS[@]}"; do
 	gpumem-fp) label="gpumem --unwind fp" ;;
 	gpumem-nostack) label="gpumem --unwind none (no stacks)" ;;
 	gpumem-nosession) label="gpumem, no uprobe sessions" ;;
+	baseline) label="baseline (BENCH_BASELINE)" ;;
 	bpftrace) label="bpftrace ($SCRIPT)" ;;
 	esac
 	if [ ! -s "$WORK/$config.cpu" ]; then
@@ -291,6 +299,9 @@ printf '%-20s %9s %9s\n' "fp / no stacks" "$(ratio gpumem-fp gpumem-nostack || e
 if [ -n "${MED[gpumem-nosession]:-}" ]; then
 	printf '%-20s %9s %9s\n' "no sessions / bare" "$(ratio gpumem-nosession bare || echo -)" "-"
 fi
+if [ -n "${MED[baseline]:-}" ]; then
+	printf '%-20s %9s %9s\n' "baseline / bare" "$(ratio baseline bare || echo -)" "-"
+fi
 if [ -n "${MED[gpumem]:-}" ] && [ -n "${MED[bare]:-}" ]; then
 	awk -v g="${MED[gpumem]}" -v b="${MED[bare]}" 'BEGIN {
 		printf "gpumem above bare: %.0f ns per pair\n", g - b }'
@@ -319,7 +330,7 @@ for line in sys.stdin:
     p = json.loads(line)
     cnt = p.get("run_cnt", 0)
     if cnt:
-        print("  %-6s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
+        print("  %-8s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
               p.get("run_time_ns", 0) / cnt))' "$label"
 	stop_tracer
 }
@@ -331,6 +342,11 @@ if [ "$PROFILE" = 1 ]; then
 	wait_for_quiet
 	profile_programs gpumem "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot \
 		-o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
+	if [ -n "$BASELINE" ]; then
+		wait_for_quiet
+		profile_programs baseline "$WORK/gpumem.log" "gpumem: tracing:" "$BASELINE" \
+			snapshot -o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
+	fi
 fi
 
 # The other benchmarks, once per `make bench` (after the nested setup).

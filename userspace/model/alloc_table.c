@@ -7,29 +7,18 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "alloc_table.h"
+#include "slot_table.h"
 
 int alloc_table_open(struct alloc_table *t, int fd, bool writable)
 {
-	struct bpf_map_info info = { 0 };
-	__u32 len = sizeof(info);
-	long page = sysconf(_SC_PAGESIZE);
-	void *p;
+	void *base;
+	int err;
 
 	memset(t, 0, sizeof(*t));
-	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
-		return fd < 0 ? -EBADF : -errno;
-	if (info.type != BPF_MAP_TYPE_ARRAY || info.value_size != sizeof(struct gm_alloc_slot) ||
-	    !info.max_entries || (info.max_entries & (info.max_entries - 1)))
-		return -EINVAL;
-	t->len = (size_t)info.max_entries * sizeof(struct gm_alloc_slot);
-	t->len = (t->len + (size_t)page - 1) / (size_t)page * (size_t)page;
-	p = mmap(NULL, t->len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		t->len = 0;
-		return -errno;
-	}
-	t->slots = p;
-	t->nslots = info.max_entries;
+	err = table_map(fd, sizeof(struct gm_alloc_slot), writable, &base, &t->nslots, &t->len);
+	if (err)
+		return err;
+	t->slots = base;
 	t->writable = writable;
 	return 0;
 }

@@ -64,29 +64,42 @@ static const unsigned char *key_of(const struct slot_head *h)
 	return (const unsigned char *)(h + 1);
 }
 
-int slot_table_open(struct slot_table *t, int fd, bool writable, const struct slot_layout *l)
+int table_map(int fd, size_t slot_size, bool writable, void **base, uint32_t *nslots,
+	      size_t *len)
 {
 	struct bpf_map_info info = { 0 };
-	__u32 len = sizeof(info);
+	__u32 info_len = sizeof(info);
 	long page = sysconf(_SC_PAGESIZE);
+	size_t bytes;
 	void *p;
 
-	memset(t, 0, sizeof(*t));
-	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &info_len))
 		return fd < 0 ? -EBADF : -errno;
-	if (info.type != BPF_MAP_TYPE_ARRAY || info.value_size != slot_size(l) ||
+	if (info.type != BPF_MAP_TYPE_ARRAY || info.value_size != slot_size ||
 	    !info.max_entries || (info.max_entries & (info.max_entries - 1)))
 		return -EINVAL;
-	t->len = (size_t)info.max_entries * slot_size(l);
-	t->len = (t->len + (size_t)page - 1) / (size_t)page * (size_t)page;
-	p = mmap(NULL, t->len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		t->len = 0;
+	bytes = (size_t)info.max_entries * slot_size;
+	bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+	p = mmap(NULL, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
 		return -errno;
-	}
+	*base = p;
+	*nslots = info.max_entries;
+	*len = bytes;
+	return 0;
+}
+
+int slot_table_open(struct slot_table *t, int fd, bool writable, const struct slot_layout *l)
+{
+	void *base;
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	err = table_map(fd, slot_size(l), writable, &base, &t->nslots, &t->len);
+	if (err)
+		return err;
 	t->layout = l;
-	t->slots = p;
-	t->nslots = info.max_entries;
+	t->slots = base;
 	t->writable = writable;
 	return 0;
 }

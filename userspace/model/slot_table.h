@@ -37,6 +37,12 @@ struct slot_ref {
 	uint32_t seen;
 };
 
+/* Maps BPF array fd, a table of a power of two of slots of slot_size bytes (read only unless
+ * writable): *base, *nslots and *len (what munmap takes); -errno (-EINVAL: the map is no such
+ * table). The allocation table's way in too. */
+int table_map(int fd, size_t slot_size, bool writable, void **base, uint32_t *nslots,
+	      size_t *len);
+
 /* Maps the table of map fd, whose slots are of layout l (read only unless writable); -errno
  * on failure (-EINVAL: the map is no such table), with the table left unmapped. */
 int slot_table_open(struct slot_table *t, int fd, bool writable, const struct slot_layout *l);
