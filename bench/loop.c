@@ -1,9 +1,17 @@
 /* The benchmark workload: N cudaMalloc/cudaFree pairs through the mock runtime (each call nests
- * one driver call), timed around the loop only, never process start or probe attach. */
+ * one driver call), timed around the loop only, never process start or probe attach.
+ *
+ * With --dirs, each directory's runtime and driver (copies, each with probes of its own
+ * tracer or none) are loaded apart (a link-map namespace each, so each runtime opens its own
+ * driver), and the pairs go through them in turn, a batch at a time: every configuration is
+ * measured in the same moments, and what the shared machine does meanwhile falls on all. */
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +43,68 @@ static __attribute__((noinline)) int run_pairs(unsigned long pairs, size_t size)
 	return 0;
 }
 
+/* --dirs: one directory's runtime. */
+struct runtime {
+	const char *dir;
+	__typeof__(cudaMalloc) *malloc_fn;
+	__typeof__(cudaFree) *free_fn;
+	uint64_t cpu_ns;	/* the thread's CPU time in its batches */
+	double *batch_ns;	/* each batch's ns per pair */
+};
+
+static __attribute__((noinline)) int alloc_free_pair_in(const struct runtime *rt, size_t size)
+{
+	void *ptr = NULL;
+
+	if (rt->malloc_fn(&ptr, size) != cudaSuccess)
+		return -1;
+	if (rt->free_fn(ptr) != cudaSuccess)
+		return -1;
+	return 0;
+}
+
+static __attribute__((noinline)) int run_pairs_in(const struct runtime *rt, unsigned long pairs,
+						  size_t size)
+{
+	for (unsigned long i = 0; i < pairs; i++)
+		if (alloc_free_pair_in(rt, size))
+			return -1;
+	return 0;
+}
+
+/* The runtime of dir in a namespace of its own, its driver loaded there first (the runtime
+ * dlopen()s libcuda.so.1 by name: in the namespace, the one already there). */
+static int load_runtime(struct runtime *rt, const char *dir)
+{
+	char path[4096];
+	Lmid_t lmid;
+	void *drv, *lib;
+
+	rt->dir = dir;
+	snprintf(path, sizeof(path), "%s/libcuda.so.1", dir);
+	drv = dlmopen(LM_ID_NEWLM, path, RTLD_NOW);
+	if (!drv || dlinfo(drv, RTLD_DI_LMID, &lmid)) {
+		fprintf(stderr, "loop: cannot load %s: %s\n", path, dlerror());
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/libcudart.so.13", dir);
+	lib = dlmopen(lmid, path, RTLD_NOW);
+	rt->malloc_fn = lib ? (__typeof__(cudaMalloc) *)dlsym(lib, "cudaMalloc") : NULL;
+	rt->free_fn = lib ? (__typeof__(cudaFree) *)dlsym(lib, "cudaFree") : NULL;
+	if (!rt->malloc_fn || !rt->free_fn) {
+		fprintf(stderr, "loop: cannot load %s: %s\n", path, dlerror());
+		return -1;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
 static int parse_ulong(const char *text, unsigned long *out)
 {
 	char *end;
@@ -52,14 +122,74 @@ static uint64_t clock_ns(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* loop --dirs DIR[:DIR...] PAIRS SIZE BATCH: PAIRS through each, BATCH at a time in turn (the
+ * order rotated each turn); a line per directory. */
+static int run_dirs(char *dirs, unsigned long pairs, unsigned long size, unsigned long batch)
+{
+	struct runtime rts[16];
+	unsigned long turns = pairs / batch;
+	size_t n = 0;
+
+	for (char *d = strtok(dirs, ":"); d; d = strtok(NULL, ":")) {
+		if (n == sizeof(rts) / sizeof(rts[0])) {
+			fprintf(stderr, "loop: 16 directories at most\n");
+			return 2;
+		}
+		memset(&rts[n], 0, sizeof(rts[n]));
+		if (load_runtime(&rts[n], d))
+			return 1;
+		rts[n].batch_ns = calloc(turns, sizeof(double));
+		if (!rts[n].batch_ns || run_pairs_in(&rts[n], WARMUP_PAIRS, size)) {
+			fprintf(stderr, "loop: %s: cudaMalloc/cudaFree failed during warm-up\n", d);
+			return 1;
+		}
+		n++;
+	}
+	for (unsigned long t = 0; t < turns; t++) {
+		for (size_t k = 0; k < n; k++) {
+			struct runtime *rt = &rts[(k + t) % n];
+			uint64_t start = clock_ns(CLOCK_THREAD_CPUTIME_ID), ns;
+
+			if (run_pairs_in(rt, batch, size)) {
+				fprintf(stderr, "loop: %s: cudaMalloc/cudaFree failed\n", rt->dir);
+				return 1;
+			}
+			ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - start;
+			rt->cpu_ns += ns;
+			rt->batch_ns[t] = (double)ns / (double)batch;
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		double *b = rts[k].batch_ns;
+
+		qsort(b, turns, sizeof(*b), cmp_double);
+		printf("loop: pid %d, %s: %lu pairs of %lu bytes in %lu batches: %.2f ns/pair cpu, "
+		       "batches p10 %.2f median %.2f p90 %.2f\n", (int)getpid(), rts[k].dir,
+		       turns * batch, size, turns, (double)rts[k].cpu_ns / (double)(turns * batch),
+		       b[turns / 10], b[turns / 2], b[turns * 9 / 10]);
+		free(b);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long pairs = DEFAULT_PAIRS, size = DEFAULT_SIZE;
 	uint64_t wall_start, wall_end, cpu_start, cpu_end;
+	unsigned long batch;
 
+	if (argc == 6 && !strcmp(argv[1], "--dirs")) {
+		if (parse_ulong(argv[3], &pairs) || parse_ulong(argv[4], &size) ||
+		    parse_ulong(argv[5], &batch) || batch > pairs) {
+			fprintf(stderr, "usage: %s --dirs DIR[:DIR...] PAIRS SIZE BATCH\n", argv[0]);
+			return 2;
+		}
+		return run_dirs(argv[2], pairs, size, batch);
+	}
 	if (argc > 3 || (argc > 1 && parse_ulong(argv[1], &pairs)) ||
 	    (argc > 2 && parse_ulong(argv[2], &size))) {
-		fprintf(stderr, "usage: %s [PAIRS [SIZE]]\n", argv[0]);
+		fprintf(stderr, "usage: %s [PAIRS [SIZE]] | --dirs DIR[:DIR...] PAIRS SIZE BATCH\n",
+			argv[0]);
 		return 2;
 	}
 	if (run_pairs(WARMUP_PAIRS, size)) {

@@ -1276,23 +1276,28 @@ __noinline int proc_make(__u32 tgid, __u32 gen, __u64 start_ns, __u64 now, __u32
 	return (int)idx;
 }
 
-/* The numbers of process (tgid, gen) wherever its entry is: live, or still being made by
- * another thread, which named its slot in procs_made before making it live (an allocation
- * may already be counted there; its free must find it too). */
-static __noinline struct gm_proc_stats *proc_of(__u32 tgid, __u32 gen)
+/* The entry of process (tgid, gen) that another thread is still making: it named its slot in
+ * procs_made before making it live, and an allocation may already be counted there (its free
+ * must find it too). */
+static __noinline struct gm_proc_stats *proc_being_made(__u32 tgid, __u32 gen)
 {
 	struct gm_proc_key key = { .tgid = tgid, .gen = gen };
-	struct gm_proc_stats *ps = proc_find(tgid, gen);
 	struct gm_proc_slot *sl;
 	__u32 *owner;
 
-	if (ps)
-		return ps;
 	owner = bpf_map_lookup_elem(&procs_made, &key);
 	if (!owner)
 		return NULL;
 	sl = bpf_map_lookup_elem(&procs, owner);
 	return sl && proc_is(sl, tgid, gen) ? &sl->stats : NULL;
+}
+
+/* The numbers of process (tgid, gen) wherever its entry is: live, or being made. */
+static __always_inline struct gm_proc_stats *proc_of(__u32 tgid, __u32 gen)
+{
+	struct gm_proc_stats *ps = proc_find(tgid, gen);
+
+	return ps ? ps : proc_being_made(tgid, gen);
 }
 
 /* A new process: userspace is told (and, with -c, it is held until userspace answers). */
@@ -2076,27 +2081,21 @@ static __always_inline void emit_python_stack(__u32 tgid, __u32 gen, __s32 id,
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* The calling thread's Python stack id, or -1 (no interpreter, no Python frames, lost). */
-static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
-				     __u64 *none_cache)
+/* python_stack() past its first test; none: what *none_cache takes where the process has no
+ * interpreter to walk (py_procs_gen's count as read before the lookup + 1, 0: none read). */
+static __noinline __s32 python_walked(__u32 tgid, __u32 gen, __u64 *tstate_cache,
+				      __u64 *none_cache, __u64 none)
 {
 	struct gm_py_stack *st, *found;
 	struct py_scratch *sc;
 	struct gm_py_proc *pp;
-	__u64 tstate, *procs_gen, seen;
-	__u32 id, zero = 0;
+	__u64 tstate;
+	__u32 id;
 
-	if (!python_frames || stack_mode == GM_STACKS_NONE)
-		return -1;
-	/* Read before the lookup: an entry made meanwhile is counted after it. */
-	procs_gen = bpf_map_lookup_elem(&py_procs_gen, &zero);
-	seen = procs_gen ? *(volatile __u64 *)procs_gen : 0;
-	if (procs_gen && *none_cache == seen + 1)
-		return -1;
 	pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!pp || pp->state != GM_PY_ON) {
 		/* Off stays off: only userspace turns an entry on, and it counts that. */
-		*none_cache = procs_gen ? seen + 1 : 0;
+		*none_cache = none;
 		return -1;
 	}
 	sc = bpf_task_storage_get(&py_scratch, bpf_get_current_task_btf(), 0,
@@ -2136,6 +2135,24 @@ static __noinline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
 		return (__s32)id;
 	count(GM_CNT_PY_STACK_ERRORS);
 	return -1;
+}
+
+/* The calling thread's Python stack id, or -1 (no interpreter, no Python frames, lost). A
+ * thread of a process without an interpreter is told here, with no call. */
+static __always_inline __s32 python_stack(__u32 tgid, __u32 gen, __u64 *tstate_cache,
+					  __u64 *none_cache)
+{
+	__u64 *procs_gen, seen;
+	__u32 zero = 0;
+
+	if (!python_frames || stack_mode == GM_STACKS_NONE)
+		return -1;
+	/* Read before the lookup: an entry made meanwhile is counted after it. */
+	procs_gen = bpf_map_lookup_elem(&py_procs_gen, &zero);
+	seen = procs_gen ? *(volatile __u64 *)procs_gen : 0;
+	if (procs_gen && *none_cache == seen + 1)
+		return -1;
+	return python_walked(tgid, gen, tstate_cache, none_cache, procs_gen ? seen + 1 : 0);
 }
 
 /* Subtracts a freed allocation from its site and process; returns the process's bytes. */

@@ -84,7 +84,9 @@ static void load_driver(void)
 {
 	const char *private_env = getenv("GPUMEM_MOCK_RUNTIME_PRIVATE");
 	bool private_path = private_env && !strcmp(private_env, "1");
-	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	/* Local: the runtime reaches the driver through its handle only (and a global open in a
+	 * dlmopen() namespace, bench/loop.c --dirs, is one glibc 2.36 cannot do). */
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 
 	if (!lib)
 		return;
