@@ -1,8 +1,11 @@
 #!/bin/bash
 # `make bench`: the cost of one cudaMalloc/cudaFree pair through the mock runtime, untraced,
-# under empty probes on the symbols gpumem probes, under gpumem, and under bpftrace.
-# Configurations are interleaved, each run several times; the median is reported. A benchmark
-# measures: nothing here fails on a target.
+# under empty probes on the symbols gpumem probes, under gpumem, and under bpftrace, all in one
+# run: each configuration's tracer is attached to a copy of the mock libraries of its own, and
+# one process (bench/loop --dirs) makes its pairs through every copy in turn, a batch at a
+# time, so that what the shared machine does meanwhile falls on every configuration alike.
+# The run is made BENCH_RUNS times (the tracers started anew each time); the median of the
+# runs is reported. A benchmark measures: nothing here fails on a target.
 #
 # Two setups (BENCH_SETUP):
 #   nested        each runtime call nests a driver call through the driver's exported symbols;
@@ -15,18 +18,18 @@
 #                 probes a user's script needs (cudaMalloc entry and return, cudaFree entry);
 #                 bpftrace = bench/live_bytes.bt, live bytes per stack as a user would write it.
 #
-# Knobs: BENCH_SETUP (default nested), BENCH_PAIRS (traced runs, default 200000),
-# BENCH_UNTRACED_PAIRS (default 10x), BENCH_ROUNDS (default 11), BENCH_PROFILE=0 to skip the
-# per-program BPF time pass, BENCH_TAIL=0 to skip the other benchmarks run after the nested one,
-# BENCH_BASELINE=PATH another gpumem binary measured beside in the same rounds (before/after).
+# Knobs: BENCH_SETUP (default nested), BENCH_PAIRS (per configuration and run, default
+# 200000), BENCH_BATCH (pairs in a turn, default 2000), BENCH_RUNS (default 3), BENCH_PROFILE=0
+# to skip the per-program BPF time pass, BENCH_TAIL=0 to skip the other benchmarks run after
+# the nested one, BENCH_BASELINE=PATH another gpumem binary measured beside (before/after).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
 
 BUILD=${BUILD:-build}
 PAIRS=${BENCH_PAIRS:-200000}
-UNTRACED_PAIRS=${BENCH_UNTRACED_PAIRS:-$((PAIRS * 10))}
-ROUNDS=${BENCH_ROUNDS:-11}
+BATCH=${BENCH_BATCH:-2000}
+RUNS=${BENCH_RUNS:-3}
 PROFILE=${BENCH_PROFILE:-1}
 SETUP=${BENCH_SETUP:-nested}
 TAIL=${BENCH_TAIL:-1}
@@ -55,18 +58,24 @@ TARGET_BPFTRACE_OVER_GPUMEM=1.3
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
 BARE=$BUILD/bench/bare
 LOOP=$BUILD/bench/loop
-# Private copies (see bench/bench.mk): probes other tools put on build/tests/lib never fire here.
+# The mock libraries, copied for each configuration (see bench/bench.mk).
 LIBDIR=$(readlink -f "$BUILD/bench/lib")
 CUDART=$(readlink -f "$LIBDIR/libcudart.so.13")
 CUDA=$(readlink -f "$LIBDIR/libcuda.so.1")
-BARE_LIBS="$CUDART $CUDA"
-[ -z "${BARE_ONLY_RUNTIME:-}" ] || BARE_LIBS=$CUDART
 
 WORK=$(mktemp -d /tmp/gpumem-bench.XXXXXX)
 TRACER_PID=
+TRACERS=()
 . bench/common.sh
+stop_tracers() {
+	for pid in "${TRACERS[@]}"; do
+		TRACER_PID=$pid
+		stop_tracer
+	done
+	TRACERS=()
+}
 cleanup() {
-	[ -z "$TRACER_PID" ] || stop_tracer
+	stop_tracers
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -103,124 +112,142 @@ else
 	HAVE_BPFTRACE=0
 fi
 
-# Another tool's probes on the benchmark's libraries would run in every configuration. Probes
-# put by uprobe_multi links name their file in the link's fdinfo; a system-wide gpumem attaches
-# to any CUDA library a process opens, so the check runs before and after every run.
-FOREIGN_WAIT_S=20
+# A configuration's copies of the libraries, under names unlike CUDA libraries' (the sonames
+# are symlinks), so that no system-wide gpumem another user runs attaches to them; each copy
+# is an inode of its own, and uprobes are per inode: only its own tracer's probes fire on it.
+make_copies() {
+	local dir=$1
+	mkdir -p "$dir"
+	cp "$CUDART" "$dir/bench-mock-cudart.so.13"
+	cp "$CUDA" "$dir/bench-mock-cuda.so.1"
+	ln -s bench-mock-cudart.so.13 "$dir/libcudart.so.13"
+	ln -s bench-mock-cuda.so.1 "$dir/libcuda.so.1"
+}
+
+# Another tool's probes on the benchmark's copies would run in a configuration. Probes put by
+# uprobe_multi links name their file in the link's fdinfo.
 foreign_probe_pids() {
-	grep -ls "^path:[[:space:]]*$LIBDIR/" /proc/[0-9]*/fdinfo/* 2>/dev/null |
-		awk -F/ -v self="${TRACER_PID:-none}" '$3 != self { print $3 }' | sort -un | tr '\n' ' '
+	grep -ls "^path:[[:space:]]*$WORK/" /proc/[0-9]*/fdinfo/* 2>/dev/null |
+		awk -F/ -v ours=" ${TRACERS[*]} " 'index(ours, " " $3 " ") == 0 { print $3 }' |
+		sort -un | tr '\n' ' '
 }
 
-wait_for_quiet() {
-	local others
-	for _ in $(seq "$FOREIGN_WAIT_S"); do
-		others=$(foreign_probe_pids)
-		[ -z "$others" ] && return 0
-		sleep 1
-	done
-	echo "bench: pids $others keep probes on $LIBDIR; measuring anyway" >&2
-}
-
-# Starts a tracer in the background and waits until its log shows READY.
-start_tracer() {
-	local log=$1 ready=$2
-	shift 2
-	"$@" >"$log" 2>&1 &
+# Starts a configuration's tracer on the copies in dir (none for untraced), in the background.
+start_config() {
+	local config=$1 dir=$2 log=$3 unwind=dwarf sessions=${GPUMEM_UPROBE_SESSIONS:-1}
+	local bin=$GPUMEM rt=$2/bench-mock-cudart.so.13 drv=$2/bench-mock-cuda.so.1
+	case $config in
+	untraced)
+		return 0
+		;;
+	bare)
+		if [ -n "${BARE_ONLY_RUNTIME:-}" ]; then
+			"$BARE" "${BARE_ARGS[@]}" "$rt" >"$log" 2>&1 &
+		else
+			"$BARE" "${BARE_ARGS[@]}" "$rt" "$drv" >"$log" 2>&1 &
+		fi
+		TRACER_PID=$!
+		TRACERS+=("$TRACER_PID")
+		wait_for_tracer "$log" "attached" "bench: $config"
+		return
+		;;
+	bpftrace)
+		bpftrace "$SCRIPT" "$rt" "$drv" >"$log" 2>&1 &
+		TRACER_PID=$!
+		TRACERS+=("$TRACER_PID")
+		wait_for_tracer "$log" ".bt: tracing" "bench: $config"
+		return
+		;;
+	gpumem-fp) unwind=fp ;;
+	gpumem-nostack) unwind=none ;;
+	gpumem-nosession) sessions=0 ;;
+	baseline) bin=$BASELINE ;;
+	esac
+	env GPUMEM_UPROBE_SESSIONS="$sessions" "$bin" snapshot --json -o "$log.json" \
+		--lib "$rt" --lib "$drv" --duration 900 --unwind "$unwind" >"$log" 2>&1 &
 	TRACER_PID=$!
-	wait_for_tracer "$log" "$ready" "bench: '$*'"
+	TRACERS+=("$TRACER_PID")
+	wait_for_tracer "$log" "gpumem: tracing:" "bench: $config"
 }
 
-# Runs the workload; prints "PID NS_PER_PAIR".
-run_loop() {
-	local out
-	out=$(timeout 120 "$LOOP" "$1" "$SIZE" 2>"$WORK/loop.err") || {
-		echo "bench: $LOOP $1 failed: $(cat "$WORK/loop.err")" >&2
-		return 1
-	}
-	# "loop: pid P, N pairs of S bytes: W ns/pair wall, C ns/pair cpu" -> "P W C"
-	awk '/ns\/pair/ { sub(/,/, "", $3); print $3, $(NF - 5), $(NF - 2) }' <<<"$out"
-}
-
-# gpumem's count of the loop's allocations, from its JSON snapshot.
-gpumem_allocs() {
-	"${PYTHON:-python3}" - "$1" "$2" <<'PY' 2>/dev/null || echo "?"
+# How many of pid's allocations a configuration's tracer counted (empty: it does not say).
+allocations_seen() {
+	local config=$1 log=$2 pid=$3
+	case $config in
+	untraced | bare) ;;
+	bpftrace)
+		# live_bytes.bt's sums end at zero: only gpumem.bt's say how many it saw.
+		[ "$SETUP" = nested ] || return 0
+		awk -v pid="$pid" -v size="$SIZE" '
+			/^@bytes\[/ { split($0, a, /[[,]/); mine = a[2] == pid }
+			mine && /^\]: / { sum += $2; mine = 0 }
+			END { printf "%d\n", sum / size }' "$log"
+		;;
+	*)
+		"${PYTHON:-python3}" - "$log.json" "$pid" <<'PY' 2>/dev/null || echo "?"
 import json, sys
 snap = json.load(open(sys.argv[1]))
 print(sum(p["alloc_count"] for p in snap["processes"] if p["pid"] == int(sys.argv[2])))
 PY
-}
-
-# bpftrace's count of the loop's allocations: its per-stack byte sums over the size.
-bpftrace_allocs() {
-	awk -v pid="$2" -v size="$SIZE" '
-		/^@bytes\[/ { split($0, a, /[[,]/); mine = a[2] == pid }
-		mine && /^\]: / { sum += $2; mine = 0 }
-		END { printf "%d\n", sum / size }' "$1"
-}
-
-measure_once() {
-	local config=$1 result pid wall cpu seen= others
-	wait_for_quiet
-	case $config in
-	untraced)
-		result=$(run_loop "$UNTRACED_PAIRS") || return 1
-		;;
-	bare)
-		start_tracer "$WORK/bare.log" "attached" "$BARE" "${BARE_ARGS[@]}" $BARE_LIBS ||
-			return 1
-		result=$(run_loop "$PAIRS")
-		stop_tracer
-		;;
-	gpumem | gpumem-fp | gpumem-nostack | gpumem-nosession | baseline)
-		local unwind=dwarf sessions=${GPUMEM_UPROBE_SESSIONS:-1} bin=$GPUMEM
-		[ "$config" = gpumem-fp ] && unwind=fp
-		[ "$config" = gpumem-nostack ] && unwind=none
-		[ "$config" = gpumem-nosession ] && sessions=0
-		[ "$config" = baseline ] && bin=$BASELINE
-		start_tracer "$WORK/gpumem.log" "gpumem: tracing:" \
-			env GPUMEM_UPROBE_SESSIONS=$sessions "$bin" snapshot --json \
-			-o "$WORK/snapshot.json" --lib "$CUDART" --lib "$CUDA" --duration 600 \
-			--unwind "$unwind" || return 1
-		result=$(run_loop "$PAIRS")
-		stop_tracer
-		seen=$(gpumem_allocs "$WORK/snapshot.json" "${result%% *}")
-		;;
-	bpftrace)
-		start_tracer "$WORK/bpftrace.log" ".bt: tracing" \
-			bpftrace "$SCRIPT" "$CUDART" "$CUDA" || return 1
-		result=$(run_loop "$PAIRS")
-		stop_tracer
-		# live_bytes.bt's sums end at zero: only gpumem.bt's say how many it saw.
-		[ "$SETUP" = nested ] && seen=$(bpftrace_allocs "$WORK/bpftrace.log" "${result%% *}")
 		;;
 	esac
-	[ -n "$result" ] || return 1
-	read -r pid wall cpu <<<"$result"
-	others=$(foreign_probe_pids)
-	if [ -n "$others" ]; then
-		echo "bench: $config run discarded: pids $others put probes on $LIBDIR" >&2
-		return 2
-	fi
-	echo "$cpu" >>"$WORK/$config.cpu"
-	echo "$wall" >>"$WORK/$config.wall"
-	if [ -n "$seen" ] && [ "$seen" != $((PAIRS + WARMUP_PAIRS)) ]; then
-		echo "bench: $config counted $seen allocations of pid $pid, expected" \
-			"$((PAIRS + WARMUP_PAIRS))" >&2
-	fi
-	printf '  %-16s %9.1f ns/pair cpu %9.1f wall%s\n' "$config" "$cpu" "$wall" \
-		"${seen:+  ($seen allocations seen)}"
 }
 
-# A run another tool's probes overlapped is discarded and tried again.
-measure() {
-	local rc
-	for _ in 1 2 3; do
-		measure_once "$1"
-		rc=$?
-		[ "$rc" = 2 ] || return "$rc"
+# One run: every configuration's tracer on its copies, the loop through all of them, the
+# tracers stopped. "stats" as $2: with kernel.bpf_stats_enabled, printing each tracer's BPF
+# time per program instead of keeping the timings. Fails when a tracer does not start.
+run_all() {
+	local run=$1 mode=${2:-} dirs= pid line i config others
+	local base=$WORK/run$run
+	for config in "${CONFIGS[@]}"; do
+		make_copies "$base/$config"
+		dirs=$dirs:$base/$config
+		start_config "$config" "$base/$config" "$base/$config.log" || {
+			stop_tracers
+			return 1
+		}
 	done
-	return 1
+	others=$(foreign_probe_pids)
+	[ -z "$others" ] || echo "bench: pids $others put probes on the copies: run $run may be off" >&2
+	[ "$mode" = stats ] && sysctl -q kernel.bpf_stats_enabled=1
+	timeout 600 "$LOOP" --dirs "${dirs#:}" "$PAIRS" "$SIZE" "$BATCH" >"$base.out" \
+		2>"$base.err"
+	local rc=$?
+	[ "$mode" = stats ] && sysctl -q kernel.bpf_stats_enabled=0
+	if [ "$mode" = stats ]; then
+		i=0
+		for config in "${CONFIGS[@]}"; do
+			[ "$config" = untraced ] && continue
+			TRACER_PID=${TRACERS[$i]}
+			bpf_prog_times "$config" "" true
+			i=$((i + 1))
+		done
+	fi
+	stop_tracers
+	if [ "$rc" != 0 ]; then
+		echo "bench: $LOOP failed: $(cat "$base.err")" >&2
+		return 1
+	fi
+	[ "$mode" = stats ] && return 0
+	pid=$(awk '/^loop: pid/ { sub(/,/, "", $3); print $3; exit }' "$base.out")
+	echo "run $run/$RUNS (pid $pid)"
+	for config in "${CONFIGS[@]}"; do
+		# "loop: pid P, DIR: N pairs ... in B batches: C ns/pair cpu, batches p10 ..."
+		line=$(grep -F "$base/$config:" "$base.out") || continue
+		local cpu p10 p90 seen
+		cpu=$(awk '{ print $(NF - 9) }' <<<"$line")
+		p10=$(awk '{ print $(NF - 4) }' <<<"$line")
+		p90=$(awk '{ print $NF }' <<<"$line")
+		echo "$cpu" >>"$WORK/$config.cpu"
+		seen=$(allocations_seen "$config" "$base/$config.log" "$pid")
+		if [ -n "$seen" ] && [ "$seen" != $((PAIRS / BATCH * BATCH + WARMUP_PAIRS)) ]; then
+			echo "bench: $config counted $seen allocations of pid $pid, expected" \
+				"$((PAIRS / BATCH * BATCH + WARMUP_PAIRS))" >&2
+		fi
+		printf '  %-16s %9.1f ns/pair cpu (batches p10 %.1f, p90 %.1f)%s\n' "$config" "$cpu" \
+			"$p10" "$p90" "${seen:+  ($seen allocations seen)}"
+	done
+	return 0
 }
 
 us() {
@@ -242,24 +269,19 @@ fi
 echo "entry instruction: cudaMalloc in $CUDART: '$(entry_instruction "$CUDART" cudaMalloc)'," \
 	"cuMemAlloc_v2 in $CUDA: '$(entry_instruction "$CUDA" cuMemAlloc_v2)' (NVIDIA's runtime:" \
 	"push %rbp; NVIDIA's driver: a cmpl;je stub, measured by bench/probeplace.sh below)"
-echo "runs: $ROUNDS rounds of ${CONFIGS[*]}, interleaved (order rotated each round);" \
-	"$PAIRS pairs per traced run, $UNTRACED_PAIRS untraced; size $SIZE"
+echo "runs: $RUNS, each with ${CONFIGS[*]} at once, one copy of the libraries each; $PAIRS" \
+	"pairs per configuration, $BATCH at a time in turn; size $SIZE"
 [ "$HAVE_BPFTRACE" = 1 ] || echo "bpftrace: not installed, its row is skipped"
 
-for round in $(seq "$ROUNDS"); do
-	echo "round $round/$ROUNDS"
-	n=${#CONFIGS[@]}
-	for i in $(seq 0 $((n - 1))); do
-		config=${CONFIGS[$(((i + round - 1) % n))]}
-		measure "$config" || echo "bench: $config run failed" >&2
-	done
+for run in $(seq "$RUNS"); do
+	run_all "$run" || echo "bench: run $run failed" >&2
 done
 
-# Medians of the loop thread's CPU time (the probes run in that thread; other processes'
-# time slices do not count), wall time beside it.
+# Medians over the runs of each configuration's mean over its batches (the loop thread's CPU
+# time: the probes run in that thread, other processes' time slices do not count).
 declare -A MED
 echo
-printf '%-36s %10s %9s %9s %10s %5s\n' "µs per pair (median)" "cpu" "cpu min" "cpu max" "wall" "runs"
+printf '%-36s %10s %9s %9s %5s\n' "µs per pair (median)" "cpu" "cpu min" "cpu max" "runs"
 for config in "${CONFIGS[@]}"; do
 	case $config in
 	untraced) label="untraced" ;;
@@ -276,10 +298,9 @@ for config in "${CONFIGS[@]}"; do
 		continue
 	fi
 	MED[$config]=$(median "$WORK/$config.cpu")
-	printf '%-36s %10s %9s %9s %10s %5d\n' "$label" "$(us "${MED[$config]}")" \
+	printf '%-36s %10s %9s %9s %5d\n' "$label" "$(us "${MED[$config]}")" \
 		"$(us "$(sort -g "$WORK/$config.cpu" | head -1)")" \
-		"$(us "$(sort -g "$WORK/$config.cpu" | tail -1)")" \
-		"$(us "$(median "$WORK/$config.wall")")" "$(wc -l <"$WORK/$config.cpu")"
+		"$(us "$(sort -g "$WORK/$config.cpu" | tail -1)")" "$(wc -l <"$WORK/$config.cpu")"
 done
 
 ratio() {
@@ -307,46 +328,12 @@ if [ -n "${MED[gpumem]:-}" ] && [ -n "${MED[bare]:-}" ]; then
 		printf "gpumem above bare: %.0f ns per pair\n", g - b }'
 fi
 
-# Where gpumem's BPF time goes: one more run of each with kernel.bpf_stats_enabled, apart from
-# the timed runs above (the statistics add two clock reads to every program run).
-profile_programs() {
-	local label=$1 log=$2 ready=$3
-	shift 3
-	start_tracer "$log" "$ready" "$@" || return 1
-	local ids
-	# The tracer's own programs, from its file descriptors (bpftool here cannot show pids).
-	ids=$(grep -hs '^prog_id:' /proc/"$TRACER_PID"/fdinfo/* | awk '{ print $2 }' | sort -un)
-	sysctl -q kernel.bpf_stats_enabled=1
-	run_loop "$PAIRS" >/dev/null
-	sysctl -q kernel.bpf_stats_enabled=0
-	for id in $ids; do
-		bpftool prog show id "$id" --json
-		echo
-	done | "${PYTHON:-python3}" -c '
-import json, sys
-for line in sys.stdin:
-    if not line.strip():
-        continue
-    p = json.loads(line)
-    cnt = p.get("run_cnt", 0)
-    if cnt:
-        print("  %-8s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
-              p.get("run_time_ns", 0) / cnt))' "$label"
-	stop_tracer
-}
+# Where the BPF time goes: one more run with kernel.bpf_stats_enabled, apart from the timed
+# ones (the statistics add two clock reads to every program run).
 if [ "$PROFILE" = 1 ]; then
 	echo
-	echo "BPF time per program (one separate run each, kernel.bpf_stats_enabled=1):"
-	wait_for_quiet
-	profile_programs bare "$WORK/bare.log" "attached" "$BARE" "${BARE_ARGS[@]}" $BARE_LIBS
-	wait_for_quiet
-	profile_programs gpumem "$WORK/gpumem.log" "gpumem: tracing:" "$GPUMEM" snapshot \
-		-o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
-	if [ -n "$BASELINE" ]; then
-		wait_for_quiet
-		profile_programs baseline "$WORK/gpumem.log" "gpumem: tracing:" "$BASELINE" \
-			snapshot -o /dev/null --lib "$CUDART" --lib "$CUDA" --duration 600
-	fi
+	echo "BPF time per program (one more run, kernel.bpf_stats_enabled=1):"
+	run_all stats stats || echo "bench: the profile run failed" >&2
 fi
 
 # The other benchmarks, once per `make bench` (after the nested setup).
