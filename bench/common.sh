@@ -58,6 +58,6 @@ for line in sys.stdin:
     p = json.loads(line)
     cnt = p.get("run_cnt", 0)
     if cnt and p.get("name", "").startswith(sys.argv[2]):
-        print("  %-9s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
+        print("  %-16s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
               p.get("run_time_ns", 0) / cnt))' "$label" "$prefix"
 }

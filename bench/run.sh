@@ -56,6 +56,8 @@ esac
 TARGET_BPFTRACE_OVER_GPUMEM=1.3
 
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
+# A baseline named relative to where the bench was started.
+BASELINE=${BENCH_BASELINE:+$(cd "$OLDPWD" 2>/dev/null && readlink -f "$BENCH_BASELINE")}
 BARE=$BUILD/bench/bare
 LOOP=$BUILD/bench/loop
 # The mock libraries, copied for each configuration (see bench/bench.mk).
@@ -76,6 +78,7 @@ stop_tracers() {
 }
 cleanup() {
 	stop_tracers
+	sysctl -q kernel.bpf_stats_enabled=0 2>/dev/null
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -100,9 +103,9 @@ if bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -q "'BPF_TRA
 then
 	CONFIGS+=(gpumem-nosession)
 fi
-BASELINE=${BENCH_BASELINE:-}
-if [ -n "$BASELINE" ]; then
-	[ -x "$BASELINE" ] || die "BENCH_BASELINE=$BASELINE is no executable"
+if [ -n "${BENCH_BASELINE:-}" ]; then
+	[ -f "$BASELINE" ] && [ -x "$BASELINE" ] ||
+		die "BENCH_BASELINE=$BENCH_BASELINE is no executable file"
 	CONFIGS+=(baseline)
 fi
 if command -v bpftrace >/dev/null; then
@@ -195,17 +198,23 @@ PY
 
 # One run: every configuration's tracer on its copies, the loop through all of them, the
 # tracers stopped. "stats" as $2: with kernel.bpf_stats_enabled, printing each tracer's BPF
-# time per program instead of keeping the timings. Fails when a tracer does not start.
+# time per program instead of keeping the timings. A configuration whose tracer does not start
+# is left out of the run (said); the others are measured.
 run_all() {
-	local run=$1 mode=${2:-} dirs= pid line i config others
+	local run=$1 mode=${2:-} dirs= pid line config others
 	local base=$WORK/run$run
+	local -a ran=() traced=()
 	for config in "${CONFIGS[@]}"; do
 		make_copies "$base/$config"
+		local before=${#TRACERS[@]}
+		if ! start_config "$config" "$base/$config" "$base/$config.log"; then
+			echo "bench: run $run goes on without $config" >&2
+			TRACERS=("${TRACERS[@]:0:$before}")	# stopped by wait_for_tracer
+			continue
+		fi
 		dirs=$dirs:$base/$config
-		start_config "$config" "$base/$config" "$base/$config.log" || {
-			stop_tracers
-			return 1
-		}
+		ran+=("$config")
+		[ "$config" = untraced ] || traced+=("$config")
 	done
 	others=$(foreign_probe_pids)
 	[ -z "$others" ] || echo "bench: pids $others put probes on the copies: run $run may be off" >&2
@@ -215,12 +224,9 @@ run_all() {
 	local rc=$?
 	[ "$mode" = stats ] && sysctl -q kernel.bpf_stats_enabled=0
 	if [ "$mode" = stats ]; then
-		i=0
-		for config in "${CONFIGS[@]}"; do
-			[ "$config" = untraced ] && continue
+		for i in "${!traced[@]}"; do
 			TRACER_PID=${TRACERS[$i]}
-			bpf_prog_times "$config" "" true
-			i=$((i + 1))
+			bpf_prog_times "${traced[$i]}" "" true
 		done
 	fi
 	stop_tracers
@@ -231,9 +237,12 @@ run_all() {
 	[ "$mode" = stats ] && return 0
 	pid=$(awk '/^loop: pid/ { sub(/,/, "", $3); print $3; exit }' "$base.out")
 	echo "run $run/$RUNS (pid $pid)"
-	for config in "${CONFIGS[@]}"; do
+	for config in "${ran[@]}"; do
 		# "loop: pid P, DIR: N pairs ... in B batches: C ns/pair cpu, batches p10 ..."
-		line=$(grep -F "$base/$config:" "$base.out") || continue
+		line=$(grep -F "$base/$config:" "$base.out") || {
+			echo "bench: $LOOP said nothing of $config" >&2
+			continue
+		}
 		local cpu p10 p90 seen
 		cpu=$(awk '{ print $(NF - 9) }' <<<"$line")
 		p10=$(awk '{ print $(NF - 4) }' <<<"$line")
@@ -286,7 +295,7 @@ for config in "${CONFIGS[@]}"; do
 	case $config in
 	untraced) label="untraced" ;;
 	bare) label="bare probes (empty BPF, same links)" ;;
-	gpumem) label="gpumem (system-wide, as shipped)" ;;
+	gpumem) label="gpumem (as shipped)" ;;
 	gpumem-fp) label="gpumem --unwind fp" ;;
 	gpumem-nostack) label="gpumem --unwind none (no stacks)" ;;
 	gpumem-nosession) label="gpumem, no uprobe sessions" ;;
