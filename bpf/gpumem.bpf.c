@@ -42,9 +42,10 @@ const volatile __u32 site_mask = 2 * GM_DEFAULT_MAX_SITES - 1;	/* sites' slots -
 const volatile __u32 proc_mask = 2 * GM_DEFAULT_MAX_PROCS - 1;	/* procs' slots - 1 */
 const volatile bool python_frames = true;	/* --no-python clears it */
 
-/* Where a thread's user stack is walked (user_stack()): off the 512-byte BPF stack, and per
- * thread (a per-CPU buffer would be shared with a program that preempts us). */
-#define GM_STACK_WINDOW 512
+/* Where a thread's user stack is walked (user_stack()): per thread (a per-CPU buffer would be
+ * shared with a program that preempts us). The stack's bytes themselves are read onto the BPF
+ * stack (struct walk), GM_STACK_WINDOW at a time. */
+#define GM_STACK_WINDOW 256
 
 struct stack_scratch {
 	/* The stack walked now and the one walked before it, whose id is last_id + 1: a thread
@@ -58,7 +59,6 @@ struct stack_scratch {
 	 * read of their own. Bit i of out_have: out_val[i] holds them. */
 	__u64 out_val[2];
 	__u32 out_have;
-	__u64 win[GM_STACK_WINDOW / 8];	/* the stack read at once */
 };
 
 struct thread_state {
@@ -1524,18 +1524,21 @@ static __always_inline bool stack_bounds(struct stack_scratch *sc, __u64 sp)
 	return true;
 }
 
-/* One frame of walk_frames, a bpf_loop callback: the verifier checks its body once (a loop
- * whose index is an array subscript it would check frame by frame). Frame i + 1 of st. */
+/* A walk's state, on the BPF stack with the window of the user stack it read last: [base, base
+ * + have). On the BPF stack, not in the thread's map value: a read into map memory cost about
+ * 125 ns more here, the kernel's check of a heap destination (hardened usercopy, on in
+ * Debian's kernels), where a stack destination is told at once. */
 struct walk {
-	struct stack_scratch *sc;
 	struct gm_user_stack *st;
 	__u64 sp, fp, hi, base, have;
+	__u64 win[GM_STACK_WINDOW / 8];
 };
 
+/* One frame of walk_frames, a bpf_loop callback: the verifier checks its body once (a loop
+ * whose index is an array subscript it would check frame by frame). Frame i + 1 of st. */
 static long walk_frame(__u64 i, void *data)
 {
 	struct walk *w = data;
-	struct stack_scratch *sc = w->sc;
 	__u64 fp = w->fp, off, next, ret, len;
 	__u32 at = (i + 1) & (GM_MAX_STACK_DEPTH - 1);
 
@@ -1549,8 +1552,8 @@ static long walk_frame(__u64 i, void *data)
 		len = fp + 16 <= w->hi ? w->hi - fp : 16;
 		if (len > GM_STACK_WINDOW)
 			len = GM_STACK_WINDOW;
-		if (bpf_probe_read_user(sc->win, len, (void *)fp)) {
-			if (len == 16 || bpf_probe_read_user(sc->win, 16, (void *)fp))
+		if (bpf_probe_read_user(w->win, len, (void *)fp)) {
+			if (len == 16 || bpf_probe_read_user(w->win, 16, (void *)fp))
 				goto end;
 			len = 16;
 		}
@@ -1563,8 +1566,8 @@ static long walk_frame(__u64 i, void *data)
 		goto end;
 	/* The masks are the verifier's proof; the check above keeps both words in what was
 	 * read. */
-	next = sc->win[off & (GM_STACK_WINDOW / 8 - 1)];
-	ret = sc->win[(off + 1) & (GM_STACK_WINDOW / 8 - 1)];
+	next = w->win[off & (GM_STACK_WINDOW / 8 - 1)];
+	ret = w->win[(off + 1) & (GM_STACK_WINDOW / 8 - 1)];
 	if (!ret)
 		goto end;
 	w->st->ips[at] = ret;
@@ -1580,18 +1583,16 @@ end:
 	return 1;
 }
 
-/* The return addresses from fp up, after first, into st: a zero after the last. The window
- * holds have bytes from sp up (stack_top's read); past them, inside the stack mapping [lo, hi)
- * (hi ~0: not known now) a window is read at once, elsewhere a frame at a time; a read that
- * faults ends the stack, as the kernel's walk ends. */
-static __always_inline void walk_frames(struct stack_scratch *sc, struct gm_user_stack *st,
-					__u64 first, __u64 sp, __u64 fp, __u64 hi, __u64 have)
+/* The return addresses from fp up, after first, into w->st: a zero after the last. w->win
+ * holds w->have bytes from w->sp up (stack_top's read); past them, inside the stack mapping
+ * [lo, hi) (hi ~0: not known now) a window is read at once, elsewhere a frame at a time; a
+ * read that faults ends the stack, as the kernel's walk ends. */
+static __always_inline void walk_frames(struct walk *w, __u64 first, __u64 fp)
 {
-	struct walk w = { .sc = sc, .st = st, .sp = sp, .fp = fp, .hi = hi, .base = sp,
-			  .have = have };
-
-	st->ips[0] = first;
-	bpf_loop(GM_MAX_STACK_DEPTH - 1, walk_frame, &w, 0);
+	w->fp = fp;
+	w->base = w->sp;
+	w->st->ips[0] = first;
+	bpf_loop(GM_MAX_STACK_DEPTH - 1, walk_frame, w, 0);
 }
 
 /* a and b up to a's first zero (or all of them). */
@@ -1645,35 +1646,36 @@ static __always_inline __s32 stack_id_of(struct gm_user_stack *st)
 }
 
 /* The word at addr, if the window read from sp up holds it (8-aligned, as stack slots are). */
-static __always_inline bool window_word(const struct stack_scratch *sc, __u64 sp, __u64 have,
-					__u64 addr, __u64 *val)
+static __always_inline bool window_word(const struct walk *w, __u64 addr, __u64 *val)
 {
-	__u64 off = addr - sp;
+	__u64 off = addr - w->sp;
 
-	if (addr < sp || (off & 7) || off + 8 > have)
+	if (addr < w->sp || (off & 7) || off + 8 > w->have)
 		return false;
-	*val = sc->win[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
+	*val = w->win[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
 	return true;
 }
 
-/* The first read of a walk: the stack from sp up (inside its mapping, hi ~0: not known now),
- * which holds the innermost frames and, at a return, most often the caller's variables the
- * call wrote its results to (one read at a return, not two). The bytes read: 0 when none (the
- * walk then reads frame by frame from fp, as it would past the window). */
-static __always_inline __u64 stack_top(struct stack_scratch *sc, const struct gm_inflight *rec,
-				       __u64 sp, __u64 hi, int at_entry)
+/* The first read of a walk: the stack from w->sp up (inside its mapping, w->hi ~0: not known
+ * now), which holds the innermost frames and, at a return, most often the caller's variables
+ * the call wrote its results to (one read at a return, not two). Sets w->have, the bytes read:
+ * 0 when none (the walk then reads frame by frame from fp, as it would past the window). */
+static __always_inline void stack_top(struct walk *w, struct stack_scratch *sc,
+				      const struct gm_inflight *rec, int at_entry)
 {
+	__u64 sp = w->sp, hi = w->hi;
 	__u64 len = hi > sp && hi - sp < GM_STACK_WINDOW ? hi - sp : GM_STACK_WINDOW;
 
-	if (len < 16 || bpf_probe_read_user(sc->win, len, (void *)sp))
-		return 0;
+	w->have = 0;
+	if (len < 16 || bpf_probe_read_user(w->win, len, (void *)sp))
+		return;
+	w->have = len;
 	if (!at_entry) {
-		if (window_word(sc, sp, len, rec->out_ptr, &sc->out_val[0]))
+		if (window_word(w, rec->out_ptr, &sc->out_val[0]))
 			sc->out_have |= 1;
-		if (window_word(sc, sp, len, rec->out_pitch, &sc->out_val[1]))
+		if (window_word(w, rec->out_pitch, &sc->out_val[1]))
 			sc->out_have |= 2;
 	}
-	return len;
 }
 
 /* at_entry: the probe is on a function's first instruction, where the caller's return address
@@ -1682,28 +1684,30 @@ static __always_inline __u64 stack_top(struct stack_scratch *sc, const struct gm
  * every program that calls it (the walk's loop made that a 10 s load). */
 __noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, int at_entry)
 {
-	__u64 sp, first, hi, have;
 	struct stack_scratch *sc;
 	struct gm_user_stack *st, *last;
+	struct walk w;		/* not zeroed: the walk reads only what it read in */
+	__u64 first;
 	int id = -1;
 
 	if (stack_mode == GM_STACKS_NONE || !ctx || !ts)
 		return -1;
 	sc = &ts->stack;
 	sc->out_have = 0;
-	sp = PT_REGS_SP(ctx);
-	hi = stack_bounds(sc, sp) ? sc->hi : ~0ULL;
-	have = stack_top(sc, &ts->rec, sp, hi, at_entry);
+	w.sp = PT_REGS_SP(ctx);
+	w.hi = stack_bounds(sc, w.sp) ? sc->hi : ~0ULL;
+	stack_top(&w, sc, &ts->rec, at_entry);
 	first = PT_REGS_IP(ctx);
 	if (at_entry) {
-		if (have >= sizeof(first))
-			first = sc->win[0];
-		else if (bpf_probe_read_user(&first, sizeof(first), (void *)sp))
+		if (w.have >= sizeof(first))
+			first = w.win[0];
+		else if (bpf_probe_read_user(&first, sizeof(first), (void *)w.sp))
 			goto out;
 	}
 	st = &sc->st[sc->cur & 1];
 	last = &sc->st[(sc->cur + 1) & 1];
-	walk_frames(sc, st, first, sp, PT_REGS_FP(ctx), hi, have);
+	w.st = st;
+	walk_frames(&w, first, PT_REGS_FP(ctx));
 	if (sc->last_id_plus1 && same_stack(last, st))
 		return (int)(sc->last_id_plus1 - 1);
 	id = stack_id_of(st);
@@ -2261,12 +2265,20 @@ static __always_inline __u64 out_word(struct gm_inflight *rec, __u32 i, __u64 pt
 	return v;
 }
 
-/* At return the registers are the caller's: the stack starts at the call site itself. A
- * function of its own: its frame and the Python walk's fit the 512-byte stack only apart.
- * id: as bpf_get_current_pid_tgid() returns it. */
-static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec, __u64 id,
-				    __s32 rc, __s32 py_stack_id)
+/* A call's user and Python stack ids in one argument (a BPF function takes five). */
+static __always_inline __u64 stack_ids(__s32 stack_id, __s32 py_stack_id)
 {
+	return (__u32)stack_id | (__u64)(__u32)py_stack_id << 32;
+}
+
+/* A function of its own: its frame, the Python walk's and the user stack's fit the 512-byte
+ * stack only apart. ids: stack_ids() of the stacks at the return, where the registers are the
+ * caller's (user_stack() read what the call wrote at rec->out_ptr with them); id: as
+ * bpf_get_current_pid_tgid() returns it. */
+static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec, __u64 id,
+				    __s32 rc, __u64 ids)
+{
+	__s32 stack_id = (__s32)(__u32)ids, py_stack_id = (__s32)(ids >> 32);
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u32 kind = GM_COOKIE_KIND(rec->cookie);
 	__u32 shape = GM_COOKIE_SHAPE(rec->cookie);
@@ -2277,7 +2289,6 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	struct gm_proc_stats *ps;
 	struct gm_site_stats *ss;
 	__u64 addr = 0, size = rec->size, total = 0;
-	__s32 stack_id = user_stack(ctx, rec, false);
 	bool new_site = false;
 
 	/* The context and device it is charged to (a failure: the device it asked of). */
@@ -2457,8 +2468,10 @@ static __always_inline void call_returned(struct pt_regs *ctx, long ret, bool ma
 			teardown_return(rec, id >> 32, shape);
 		return;
 	}
-	alloc_return(ctx, rec, id, (__s32)ret, python_stack(id >> 32, rec->gen, &rec->py_tstate,
-						&thread_of(rec)->py_none_gen_plus1));
+	alloc_return(ctx, rec, id, (__s32)ret,
+		     stack_ids(user_stack(ctx, rec, false),
+			       python_stack(id >> 32, rec->gen, &rec->py_tstate,
+					    &thread_of(rec)->py_none_gen_plus1)));
 }
 
 SEC("uretprobe")
@@ -2489,8 +2502,9 @@ int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
  * process's reserved bytes stay as they are (the segment holding it was counted at its
  * cudaMalloc); its tensor bytes and their peak are running totals of their own. */
 static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec, __u64 ptr,
-				    __u64 size, __s32 py_stack_id)
+				    __u64 size, __u64 ids)
 {
+	__s32 stack_id = (__s32)(__u32)ids, py_stack_id = (__s32)(ids >> 32);
 	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u64 now = bpf_ktime_get_ns(), tensors = 0, reserved = 0;
@@ -2506,7 +2520,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	/* c10's DeviceIndex, an int8: a value out of range is a device not known. */
 	if (bpf_usdt_arg(ctx, 1, &device) || device < 0 || device > 127)
 		device = GM_DEVICE_UNKNOWN;
-	skey.stack_id = user_stack(ctx, rec, false);
+	skey.stack_id = stack_id;
 	skey.py_stack_id = py_stack_id;
 	skey.api = GM_COOKIE_API(cookie);
 	skey.kind = GM_COOKIE_KIND(cookie);
@@ -2568,8 +2582,10 @@ int tensor_malloc(struct pt_regs *ctx)
 	rec = tensor_thread(id >> 32);
 	if (!rec)
 		return 0;
-	tensor_alloc(ctx, rec, ptr, size, python_stack(id >> 32, rec->gen, &rec->py_tstate,
-						&thread_of(rec)->py_none_gen_plus1));
+	tensor_alloc(ctx, rec, ptr, size,
+		     stack_ids(user_stack(ctx, rec, false),
+			       python_stack(id >> 32, rec->gen, &rec->py_tstate,
+					    &thread_of(rec)->py_none_gen_plus1)));
 	return 0;
 }
 
