@@ -28,8 +28,9 @@
  * 14: allocs is an array of gm_alloc_slot in open addressing (mapped by userspace).
  * 15: sites and procs are arrays of gm_site_slot and gm_proc_slot in open addressing too,
  * procs_made names each process's slot, and an allocation names its site's slot
- * (gm_alloc_info.site) instead of its stacks; a thread's record keeps a clock. */
-#define GM_LAYOUT_VERSION 15
+ * (gm_alloc_info.site) instead of its stacks; a thread's record keeps a clock. 16: a thread's
+ * record no longer holds the stack walk's window (read onto the BPF stack). */
+#define GM_LAYOUT_VERSION 16
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
