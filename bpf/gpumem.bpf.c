@@ -2265,20 +2265,35 @@ static __always_inline __u64 out_word(struct gm_inflight *rec, __u32 i, __u64 pt
 	return v;
 }
 
-/* A call's user and Python stack ids in one argument (a BPF function takes five). */
-static __always_inline __u64 stack_ids(__s32 stack_id, __s32 py_stack_id)
+/* The calling thread's user and Python stack ids, walked by the probe's program itself (their
+ * frames fit the 512-byte stack only beside its own, not under alloc_return's or
+ * tensor_alloc's) and handed on in one argument: a BPF function takes five. At a return the
+ * registers are the caller's, and the user walk reads what the call wrote at rec->out_ptr. */
+static __always_inline __u64 call_stacks(struct pt_regs *ctx, struct gm_inflight *rec,
+					 __u32 tgid)
 {
+	__s32 stack_id = user_stack(ctx, rec, false);
+	__s32 py_stack_id = python_stack(tgid, rec->gen, &rec->py_tstate,
+					 &thread_of(rec)->py_none_gen_plus1);
+
 	return (__u32)stack_id | (__u64)(__u32)py_stack_id << 32;
 }
 
-/* A function of its own: its frame, the Python walk's and the user stack's fit the 512-byte
- * stack only apart. ids: stack_ids() of the stacks at the return, where the registers are the
- * caller's (user_stack() read what the call wrote at rec->out_ptr with them); id: as
- * bpf_get_current_pid_tgid() returns it. */
-static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec, __u64 id,
-				    __s32 rc, __u64 ids)
+static __always_inline __s32 user_stack_of(__u64 stacks)
 {
-	__s32 stack_id = (__s32)(__u32)ids, py_stack_id = (__s32)(ids >> 32);
+	return (__s32)(__u32)stacks;
+}
+
+static __always_inline __s32 python_stack_of(__u64 stacks)
+{
+	return (__s32)(stacks >> 32);
+}
+
+/* stacks: call_stacks() at the return; id: as bpf_get_current_pid_tgid() returns it. */
+static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec, __u64 id,
+				    __s32 rc, __u64 stacks)
+{
+	__s32 stack_id = user_stack_of(stacks), py_stack_id = python_stack_of(stacks);
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u32 kind = GM_COOKIE_KIND(rec->cookie);
 	__u32 shape = GM_COOKIE_SHAPE(rec->cookie);
@@ -2468,10 +2483,7 @@ static __always_inline void call_returned(struct pt_regs *ctx, long ret, bool ma
 			teardown_return(rec, id >> 32, shape);
 		return;
 	}
-	alloc_return(ctx, rec, id, (__s32)ret,
-		     stack_ids(user_stack(ctx, rec, false),
-			       python_stack(id >> 32, rec->gen, &rec->py_tstate,
-					    &thread_of(rec)->py_none_gen_plus1)));
+	alloc_return(ctx, rec, id, (__s32)ret, call_stacks(ctx, rec, id >> 32));
 }
 
 SEC("uretprobe")
@@ -2502,9 +2514,9 @@ int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
  * process's reserved bytes stay as they are (the segment holding it was counted at its
  * cudaMalloc); its tensor bytes and their peak are running totals of their own. */
 static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec, __u64 ptr,
-				    __u64 size, __u64 ids)
+				    __u64 size, __u64 stacks)
 {
-	__s32 stack_id = (__s32)(__u32)ids, py_stack_id = (__s32)(ids >> 32);
+	__s32 stack_id = user_stack_of(stacks), py_stack_id = python_stack_of(stacks);
 	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u64 now = bpf_ktime_get_ns(), tensors = 0, reserved = 0;
@@ -2582,10 +2594,7 @@ int tensor_malloc(struct pt_regs *ctx)
 	rec = tensor_thread(id >> 32);
 	if (!rec)
 		return 0;
-	tensor_alloc(ctx, rec, ptr, size,
-		     stack_ids(user_stack(ctx, rec, false),
-			       python_stack(id >> 32, rec->gen, &rec->py_tstate,
-					    &thread_of(rec)->py_none_gen_plus1)));
+	tensor_alloc(ctx, rec, ptr, size, call_stacks(ctx, rec, id >> 32));
 	return 0;
 }
 
