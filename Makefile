@@ -64,6 +64,7 @@ run: deps-build all
 	$(BUILD)/gpumem $(ARGS)
 
 include tests/tests.mk
+include tests/gpu/gpu.mk
 include tests/unit/unit.mk
 -include bench/bench.mk
 include deploy/install.mk
@@ -75,7 +76,8 @@ integration: all test-progs nvidia
 unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
-test: deps all test-progs nvidia unit-test unit-test-asan integration man-lint install-check deploy-check
+test: deps all test-progs nvidia unit-test unit-test-asan integration man-lint install-check deploy-check \
+	gpu-bundle-check
 
 # The Kubernetes manifests validated with no cluster, and each of the checker's rules made to
 # fire on a broken copy (Node.js and npm packages, installed on first use).

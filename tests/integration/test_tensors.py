@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (MOCK_LIB_DIR, SystemWide, Workload, find_proc,
+from conftest import (MOCK_LIB_DIR, SystemWide, Workload, find_proc, run_snapshot_c,
                       C10_LIB, TENSOR_PYTHON, TENSOR_SCRIPT, TENSOR_SKIPS)
 
 PYTHON, SCRIPT, C10 = TENSOR_PYTHON, TENSOR_SCRIPT, C10_LIB
@@ -135,3 +135,16 @@ def test_a_process_without_the_library_is_unaffected(traced):
     p = find_proc(traced["report"], traced["plain"])
     assert p["current_bytes"] == 4096
     assert p["tensor_bytes"] == 0 and p["tensor_alloc_count"] == 0 and p["tensor_sites"] == []
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-tensors",)])
+def test_no_tensors_leaves_the_probes_off_and_segments_exact(flags):
+    # The known sequence under -c, with and without --no-tensors: the segments are the same
+    # either way; the tensors are counted only with the probes on.
+    run = run_snapshot_c([PYTHON, SCRIPT, MOCK_LIB_DIR, "hold", "0"], gpumem_args=flags)
+    p = max(run.report["processes"], key=lambda p: p["alloc_count"])
+    assert (p["current_bytes"], p["alloc_count"], p["free_count"]) == (6 * MIB, 2, 0)
+    if flags:
+        assert p["tensor_alloc_count"] == 0 and p["tensor_sites"] == []
+    else:
+        assert (p["tensor_bytes"], p["tensor_alloc_count"]) == (1 * MIB, 5)

@@ -461,6 +461,9 @@ const struct option_spec option_specs[] = {
 	  .help = "C++ function names as the binary spells them" },
 	{ "no-python", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, tracer.no_python),
 	  .help = "native frames only, no CPython frames (file, function and line)" },
+	{ "no-tensors", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, tracer.no_tensors),
+	  .help = "leave PyTorch's tensor probes (pytorch:malloc/free in libc10_cuda.so) off: "
+		  "segments only, and PyTorch skips its probe sites" },
 	{ "no-hold", 0, NULL, CMD_TRACING, opt_no_hold,
 	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
 		  "(its first calls may then be missed)" },

@@ -42,6 +42,7 @@ struct tracer {
 	bool watches_opens;
 	bool multi;
 	bool session;	/* session_alloc loaded, not enter_alloc */
+	bool no_tensors;	/* --no-tensors: libc10_cuda's USDT probes are not attached */
 	/* The agent's pins (tracer_opts.pin_dir), or the agent a reader reads. */
 	const char *pin_dir;
 	bool adopted;		/* the pinned state was an earlier agent's */
@@ -465,6 +466,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 
 	err = -EINVAL;
 	t->pin_dir = opts->pin_dir;
+	t->no_tensors = opts->no_tensors;
 	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
 		if (opts->pin_dir && !tries[i].multi)
 			continue;	/* an agent's probes are pinned uprobe_multi links */
@@ -604,8 +606,8 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 		.enter_array = t->skel->progs.enter_array,
 		.enter_ctx = t->skel->progs.enter_ctx,
 		.call_return = t->skel->progs.call_return,
-		.tensor_malloc = t->skel->progs.tensor_malloc,
-		.tensor_free = t->skel->progs.tensor_free,
+		.tensor_malloc = t->no_tensors ? NULL : t->skel->progs.tensor_malloc,
+		.tensor_free = t->no_tensors ? NULL : t->skel->progs.tensor_free,
 		.multi = t->multi,
 		.session = t->session,
 		.pin_dir = t->pin_dir,

@@ -16,6 +16,7 @@ struct tracer_opts {
 	uint32_t stack_mode;	/* enum gm_stack_mode */
 	uint32_t stack_bytes;	/* DWARF mode: stack copied per new site */
 	bool no_python;		/* --no-python: no CPython frames */
+	bool no_tensors;	/* --no-tensors: PyTorch's USDT probes left off */
 	char **cgroup_dirs;	/* --cgroup/--container/--pod: trace only below these */
 	size_t ncgroup_dirs;
 	uint32_t max_allocs;
