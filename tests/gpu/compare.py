@@ -181,8 +181,9 @@ def cmd_prog(name, stdout, snap_path, trace_path, results):
         got = sum(s.get("current_bytes", 0) for s in proc.get("sites") or []
                   if func in site_symbols(s))
         rows.append((f"site {func}", kept, got))
-    if ts["events"]:
-        rows.append(("trace: GPU bytes left", exp.get("current_bytes"), ts["net_gpu_bytes"]))
+    # The trace's events, alloc minus free, leave what the program holds.
+    rows.append(("trace: GPU bytes left", exp.get("current_bytes"),
+                 ts["net_gpu_bytes"] if ts["events"] else "no events"))
     print(f"  {'field':28s} {'program':>26s} {'gpumem':>26s}")
     diffs = []
     for f, e, g in rows:
@@ -234,7 +235,8 @@ def cmd_loop(mode, stdout, results):
     if bad:
         return record(results, "FAIL", name, f"gpumem's numbers unread at "
                       f"{len(bad)} checkpoints: {bad[0]['gpumem']['error']}")
-    is_async = head and head.get("allocator_backend") == "cudaMallocAsync"
+    is_async = bool(head and head.get("allocator_backend") == "cudaMallocAsync")
+    torch = bool(head and head.get("backend") == "torch")
     print(f"  {'checkpoint':16s} {'reserved':>14s} {'allocated':>14s} {'gpumem GPU':>14s} "
           f"{'gpumem tensors':>14s} {'NVML self':>14s}")
     for c in cps:
@@ -243,10 +245,25 @@ def cmd_loop(mode, stdout, results):
               f"{g.get('current_bytes'):>14} {str(g.get('tensor_bytes')):>14s} "
               f"{str(nv.get('self')):>14s}")
     # What gpumem's GPU bytes must equal: the caching allocator's segments (reserved); with
-    # cudaMallocAsync, gpumem counts the pointers handed out, which is the pool's used memory.
+    # cudaMallocAsync, gpumem counts the sizes asked of cudaMallocAsync, and the pool's used
+    # memory (memory_allocated) rounds each up: within 511 bytes an allocation.
     want_key = "allocated" if is_async else "reserved"
-    diffs = [c for c in cps if c["gpumem"].get("current_bytes") != c[want_key]]
-    if diffs:
+    if is_async:
+        diffs = [c for c in cps
+                 if not (c["allocated"] - (ROUND - 1) * (c["gpumem"].get("current_allocs") or 0)
+                         <= (c["gpumem"].get("current_bytes") or 0) <= c["allocated"])]
+    else:
+        diffs = [c for c in cps if c["gpumem"].get("current_bytes") != c[want_key]]
+    if mode == "first_contact" and diffs:
+        # What the first process misses depends on when its libraries are mapped: a
+        # measurement of the agent's attach race, not an accounting error.
+        c = diffs[0]
+        record(results, "INFO", f"{name}: GPU bytes = memory_{want_key}()",
+               f"differ at {len(diffs)} of {len(cps)} checkpoints; first at '{c['checkpoint']}': "
+               f"memory_{want_key} {fmt(c[want_key])}, gpumem "
+               f"{fmt(c['gpumem'].get('current_bytes'))} "
+               f"({c['gpumem'].get('absent') or 'by kind %s' % c['gpumem'].get('by_kind')})")
+    elif diffs:
         c = diffs[0]
         record(results, "DIFF", f"{name}: GPU bytes = memory_{want_key}()",
                f"{len(diffs)} of {len(cps)} checkpoints differ; first at '{c['checkpoint']}': "
@@ -254,14 +271,47 @@ def cmd_loop(mode, stdout, results):
                f" ({c['gpumem'].get('absent') or 'by kind %s' % c['gpumem'].get('by_kind')})")
     else:
         record(results, "PASS", f"{name}: GPU bytes = memory_{want_key}()",
-               f"equal at {len(cps)} checkpoints ({', '.join(c['checkpoint'] for c in cps)}); "
+               f"{'within the pool rounding' if is_async else 'equal'} at {len(cps)} "
+               f"checkpoints ({', '.join(c['checkpoint'] for c in cps)}); "
                f"largest {fmt(max(c[want_key] for c in cps))}")
+    if mode == "expandable_segments" and torch:
+        # Expandable segments map cuMemCreate's handles: gpumem's vmm bytes, no device ones.
+        off = [c for c in cps if (c["gpumem"].get("by_kind") or {}).get("vmm") != c["reserved"]
+               or (c["gpumem"].get("by_kind") or {}).get("device")]
+        if off:
+            c = off[0]
+            record(results, "DIFF", f"{name}: reserved is cuMemCreate's",
+                   f"at '{c['checkpoint']}' reserved {fmt(c['reserved'])} but gpumem's kinds "
+                   f"are {c['gpumem'].get('by_kind')}: expandable segments not in effect, or "
+                   f"their handles not seen")
+        else:
+            record(results, "PASS", f"{name}: reserved is cuMemCreate's",
+                   f"gpumem's vmm bytes = reserved and no cudaMalloc bytes at {len(cps)} "
+                   f"checkpoints")
     tensors = [c for c in cps if c["gpumem"].get("tensor_bytes")]
-    if head and head["backend"] == "mock":
+    requested = all(c.get("requested") is not None for c in cps)
+    if not torch:
         pass
+    elif not tensors and is_async:
+        record(results, "SKIP", f"{name}: tensor bytes",
+               "the cudaMallocAsync backend has no pytorch:malloc probe")
     elif not tensors:
         record(results, "SKIP", f"{name}: tensor bytes = memory_allocated()",
                "gpumem saw no tensor (no pytorch:malloc probe in this wheel, or it did not fire)")
+    elif requested:
+        # pytorch:malloc passes the size asked for: memory_stats' requested_bytes.
+        out = [c for c in cps if c["gpumem"].get("tensor_bytes") != c["requested"]]
+        if out:
+            c = out[0]
+            record(results, "DIFF", f"{name}: tensor bytes = requested_bytes",
+                   f"{len(out)} of {len(cps)} checkpoints differ; first at '{c['checkpoint']}': "
+                   f"requested {fmt(c['requested'])}, gpumem tensors "
+                   f"{fmt(c['gpumem'].get('tensor_bytes'))} (allocated {fmt(c['allocated'])})")
+        else:
+            record(results, "PASS", f"{name}: tensor bytes = requested_bytes",
+                   f"equal at {len(cps)} checkpoints; memory_allocated() rounds them up to "
+                   f"its blocks: {fmt(cps[-1]['allocated'] - cps[-1]['requested'])} more at "
+                   f"the last")
     else:
         # PyTorch's probe passes the size asked for; memory_allocated() counts the block,
         # rounded up to 512 bytes: allocated - 511 * tensors <= tensor bytes <= allocated.
@@ -280,7 +330,7 @@ def cmd_loop(mode, stdout, results):
             record(results, "PASS", f"{name}: tensor bytes = memory_allocated()",
                    f"{exact} of {len(cps)} checkpoints exactly equal, the rest within the "
                    f"512-byte rounding of each live tensor")
-    if mode == "default" and head and head["backend"] == "torch":
+    if mode == "default" and torch:
         overhead(cps, results)
 
 
@@ -302,8 +352,8 @@ def overhead(cps, results):
     spread = max(later) - min(later)
     detail = (f"{src}: {', '.join(fmt(s) for s in series)} at "
               f"{', '.join(c['checkpoint'] for c in per)}; spread after the first step "
-              f"{fmt(spread)}")
-    record(results, "PASS" if spread <= 4 << 20 else "DIFF", name, detail, series=series)
+              f"{fmt(spread)} ({'flat' if spread <= 4 << 20 else 'not flat: lazily loaded kernels grow the context'})")
+    record(results, "INFO", name, detail, series=series, flat=spread <= 4 << 20)
 
 
 # ---- PyTorch: the seed scenario under gpumem leaks -----------------------------------------
@@ -404,7 +454,7 @@ def main():
     cmds = {"preflight": (3, cmd_preflight), "prog": (5, cmd_prog), "loop": (3, cmd_loop),
             "seed": (3, cmd_seed), "note": (4, lambda v, n, d, r: record(r, v, n, d)),
             "summary": (1, cmd_summary)}
-    if a and a[0] == "cost" and len(a) >= 3:
+    if a and a[0] == "cost" and len(a) >= 2:
         return cmd_cost(a[1], a[2:])
     if not a or a[0] not in cmds or len(a) - 1 != cmds[a[0]][0]:
         sys.exit(__doc__)

@@ -12,8 +12,9 @@
 # seed scenario under `gpumem leaks`, the context overhead, and the cost on a training loop.
 # Each check is one line of OUTDIR/summary.txt: PASS, DIFF (both numbers), SKIP (why), INFO
 # (a measurement), FAIL (the check could not run). Every step has a timeout; the whole run
-# stays within GPU_TEST_BUDGET seconds (default 480). Exit status 0 when nothing is DIFF or
-# FAIL.
+# stays within GPU_TEST_BUDGET seconds (default 420). Exit status 0 when nothing is DIFF or
+# FAIL. OUTDIR.tgz (beside OUTDIR) holds every output but the built programs, for a machine
+# that gives back a few files only.
 #
 # --preflight: the machine's part only (make test runs it on the bundle: no GPU needed).
 # Environment: GPU_TEST_FORCE=1 (no GPU: a dry run, the CUDA calls fail and PyTorch's part runs
@@ -43,7 +44,7 @@ SRC=$B/src
 BIN=$OUT/bin
 RESULTS=$OUT/results.jsonl
 SUMMARY=$OUT/summary.txt
-BUDGET=${GPU_TEST_BUDGET:-480}
+BUDGET=${GPU_TEST_BUDGET:-420}
 OOM_MAX=${GPU_TEST_OOM_MAX:-400}
 PY=${PYTHON:-python3}
 FORCE=${GPU_TEST_FORCE:-0}
@@ -67,7 +68,7 @@ verdict() { "$PY" "$SRC/compare.py" note "$1" "$2" "$3" "$RESULTS"; }
 step() {
 	local name=$1 t=$2 out=$3 lim rc
 	shift 3
-	lim=$(($(left) - 15))
+	lim=$(($(left) - 30))
 	if ((lim < 10)); then
 		verdict SKIP "$name" "out of the time budget (${BUDGET}s)"
 		return 125
@@ -83,10 +84,15 @@ step() {
 stop_agent() {
 	if [ -n "$AGENT_PID" ]; then
 		kill -TERM "$AGENT_PID" 2>/dev/null
+		for _ in $(seq 50); do
+			kill -0 "$AGENT_PID" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$AGENT_PID" 2>/dev/null
 		wait "$AGENT_PID" 2>/dev/null
 		AGENT_PID=
 	fi
-	"$GPUMEM" serve --reset --pin-dir "$PIN" >/dev/null 2>&1
+	timeout 30 "$GPUMEM" serve --reset --pin-dir "$PIN" >/dev/null 2>&1
 }
 
 finish() {
@@ -100,9 +106,10 @@ finish() {
 		for m in "${MACHINE[@]}"; do echo "  $m"; done
 		echo "checks:"
 		[ -s "$RESULTS" ] && "$PY" "$SRC/compare.py" summary "$RESULTS" | sed 's/^/  /'
-		echo "outputs: $OUT (run.log; NAME.out, NAME.json, NAME.trace per check)"
+		echo "outputs: $OUT (run.log; NAME.out, NAME.json, NAME.trace per check), all but bin/ in $OUT.tgz"
 		echo "=================================================="
 	} | tee "$SUMMARY"
+	tar czf "$OUT.tgz" --exclude=bin -C "$(dirname "$OUT")" "$(basename "$OUT")" 2>/dev/null
 	exec >&- 2>&-
 	wait "$TEE_PID" 2>/dev/null
 	grep -q '^  \(DIFF\|FAIL\)' "$SUMMARY" && exit 1
@@ -171,8 +178,11 @@ if [ -n "$TORCH" ]; then
 else
 	fact "python $("$PY" -c 'import sys; print(sys.version.split()[0])'); PyTorch: $(tail -1 "$OUT/torch_import.log")"
 fi
-C10=$([ -n "$TORCH" ] && "$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libc10_cuda.so"))' 2>/dev/null)
-if [ -n "$C10" ] && [ -e "$C10" ]; then
+C10=$([ -n "$TORCH" ] && "$PY" -c 'import importlib.util as u, os
+print(os.path.join(list(u.find_spec("torch").submodule_search_locations)[0], "lib", "libc10_cuda.so"))' 2>/dev/null)
+if [ -n "$C10" ] && [ -e "$C10" ] && ! command -v readelf >/dev/null; then
+	fact "USDT notes in $C10: unknown (no readelf here)"
+elif [ -n "$C10" ] && [ -e "$C10" ]; then
 	readelf -n --wide "$C10" >"$OUT/libc10_cuda.notes" 2>&1
 	usdt=$(awk '/Provider:/ {p = $2} /Name:/ && p != "" {print p ":" $2; p = ""}' "$OUT/libc10_cuda.notes" | sort | uniq -c | awk '{printf "%s%s(x%s)", NR > 1 ? " " : "", $2, $1}')
 	fact "USDT notes in $C10: ${usdt:-none} (readelf -n: libc10_cuda.notes)"
@@ -209,14 +219,14 @@ run_prog() { # run_prog NAME BINARY [ARGS...]
 	local n=$1 b=$BIN/$2
 	shift 2
 	if [ ! -x "$b" ]; then
-		verdict SKIP "$n" "not built ($([ -n "$NVCC" ] && echo "build_$2.log" || echo "no nvcc"))"
+		verdict SKIP "$n" "not built ($([ -n "$NVCC" ] && echo "build_$(basename "$b").log" || echo "no nvcc"))"
 		return
 	fi
 	# gpumem's report goes to NAME.json; the program's own lines, to NAME.out with gpumem's
 	# messages (compare.py reads the lines that are JSON).
 	step "$n: snapshot" 120 "$OUT/$n.out" "$GPUMEM" snapshot --json --no-agent \
 		-o "$OUT/$n.json" -c "$b" "$n" "$@"
-	step "$n: trace" 120 "$OUT/$n.trace.log" "$GPUMEM" trace --json --no-agent -o "$OUT/$n.trace" \
+	step "$n: trace" 120 "$OUT/$n.trace.log" "$GPUMEM" trace --json -o "$OUT/$n.trace" \
 		-c "$b" "$n" "$@"
 	"$PY" "$SRC/compare.py" prog "$n" "$OUT/$n.out" "$OUT/$n.json" "$OUT/$n.trace" "$RESULTS"
 }
@@ -245,22 +255,25 @@ step "seed" 90 "$OUT/seed.log" "$GPUMEM" leaks --json --no-agent -o "$OUT/seed.l
 
 # start_agent [OPTIONS]: `gpumem serve` in the background, back when its probes are on.
 start_agent() {
+	local from
 	stop_agent
+	from=$(($(cat "$OUT/agent.log" 2>/dev/null | wc -l) + 1))
 	"$GPUMEM" serve --pin-dir "$PIN" --listen "127.0.0.1:$PORT" "$@" >>"$OUT/agent.log" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 100); do
-		grep -q "gpumem: tracing:" "$OUT/agent.log" 2>/dev/null && return 0
+		tail -n +"$from" "$OUT/agent.log" | grep -q "gpumem: tracing:" && return 0
 		kill -0 "$AGENT_PID" 2>/dev/null || break
 		sleep 0.2
 	done
-	verdict FAIL "agent" "gpumem serve did not start: $(tail -2 "$OUT/agent.log" | tr '\n' ' ')"
-	AGENT_PID=
+	verdict FAIL "agent" "gpumem serve $* did not start: $(tail -n +"$from" "$OUT/agent.log" | tail -2 | tr '\n' ' ')"
+	stop_agent
 	return 1
 }
 
 # The training loop: gpumem's numbers read from the agent at each checkpoint.
 if start_agent; then
-	export GPUMEM_QUERY="$GPUMEM snapshot --json --pin-dir $PIN -d 0.01"
+	GPUMEM_QUERY=$(printf '%q ' "$GPUMEM" snapshot --json --pin-dir "$PIN" -d 0.01)
+	export GPUMEM_QUERY
 	# The first process to map PyTorch's CUDA libraries after the agent started: the agent
 	# attaches them as they are mapped, and what the process allocates before that is missed.
 	for mode in first_contact default expandable_segments cudaMallocAsync; do
@@ -269,8 +282,11 @@ if start_agent; then
 		[ "$mode" = cudaMallocAsync ] && conf=backend:cudaMallocAsync
 		steps=5
 		[ "$mode" = first_contact ] && steps=1
-		step "torch $mode" 120 "$OUT/loop_$mode.out" env ${conf:+PYTORCH_CUDA_ALLOC_CONF=$conf} \
-			"${TC[@]}" loop --steps $steps
+		# Only this run's setting: none the machine's environment may hold.
+		step "torch $mode" 120 "$OUT/loop_$mode.out" env -u PYTORCH_ALLOC_CONF \
+			-u PYTORCH_CUDA_ALLOC_CONF ${conf:+PYTORCH_CUDA_ALLOC_CONF=$conf} \
+			"${TC[@]}" loop --steps $steps ||
+			verdict FAIL "torch $mode" "the loop exited with status $? (loop_$mode.out)"
 		"$PY" "$SRC/compare.py" loop "$mode" "$OUT/loop_$mode.out" "$RESULTS"
 	done
 	unset GPUMEM_QUERY

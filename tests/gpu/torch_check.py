@@ -124,6 +124,11 @@ class Torch:
     def allocated(self):
         return self.torch.cuda.memory_allocated(self.dev)
 
+    def requested(self):
+        """The sizes the tensors asked for (what pytorch:malloc passes): None where the
+        allocator keeps no such count (cudaMallocAsync)."""
+        return self.torch.cuda.memory_stats(self.dev).get("requested_bytes.all.current")
+
     def empty_cache(self):
         self.torch.cuda.empty_cache()
 
@@ -206,6 +211,9 @@ class Mock:
 
     allocated = reserved
 
+    def requested(self):
+        return None
+
     def empty_cache(self):
         pass
 
@@ -273,7 +281,8 @@ def loop(B, args):
     def checkpoint(label):
         B.sync()
         rec = {"checkpoint": label, "step": n, "reserved": B.reserved(),
-               "allocated": B.allocated(), "device_used": B.device_used()}
+               "allocated": B.allocated(), "requested": B.requested(),
+               "device_used": B.device_used()}
         rec["gpumem"] = query_gpumem()
         rec["nvml"] = nvml() if nvml else None
         emit(rec)
