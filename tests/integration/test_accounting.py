@@ -46,6 +46,35 @@ def test_leak_loop_shows_growing_site_and_freed_scratch_site_by_function_name():
     assert_nothing_lost(report)
 
 
+def frames_named(site):
+    return [(f.get("symbol"), f.get("line")) for f in site["frames"]]
+
+
+def test_calls_on_one_line_are_one_site_and_by_address_keeps_them_apart():
+    # Three cudaMalloc calls on one line, 30 times; two calls of a wrapper on one line, 30
+    # times: two sites, each the exact sum; with --by-address, a site per return address.
+    report, rc = run_snapshot_c([WORKLOAD, "sameline", 30, KIB])
+    assert rc == 0
+    proc = only_proc(report)
+    assert counts(proc)["current_allocs"] == 150
+    direct = [s for s in proc["sites"] if s["frames"][0]["symbol"] == "sameline_calls"]
+    wrapped = [s for s in proc["sites"] if s["frames"][0]["symbol"] == "sameline_wrap"]
+    assert len(direct) == 1 and len(wrapped) == 1, [frames_named(s) for s in proc["sites"]]
+    assert counts(direct[0]) == {"current_bytes": 90 * KIB, "current_allocs": 90,
+                                 "alloc_count": 90, "free_count": 0,
+                                 "alloc_bytes_total": 90 * KIB, "failed_count": 0}
+    assert counts(wrapped[0])["alloc_count"] == 60
+    assert counts(wrapped[0])["current_bytes"] == 120 * KIB
+    assert len(proc["sites"]) == 2
+
+    report, rc = run_snapshot_c([WORKLOAD, "sameline", 30, KIB], gpumem_args=["--by-address"])
+    proc = only_proc(report)
+    apart = sorted(s["alloc_count"] for s in proc["sites"])
+    assert apart == [30, 30, 30, 30, 30], [frames_named(s) for s in proc["sites"]]
+    # The same line for each, told apart only by its return address.
+    assert len({tuple(frames_named(s)) for s in proc["sites"]}) == 2
+
+
 def test_failure_after_three_successes_records_size_error_holder_and_caller():
     run = run_snapshot_c([WORKLOAD, "fail", 4096, 10], env={"GPUMEM_MOCK_FAIL_AFTER": "3"})
     report, rc = run

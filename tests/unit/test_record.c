@@ -227,7 +227,7 @@ static void event(struct rig *g, struct recorder *r, __u32 type, uint64_t t, uin
 				    .time_ns = t, .addr = addr, .size = size,
 				    .process_bytes = process_bytes, .error = error,
 				    .kind = GM_KIND_DEVICE, .comm = "train" };
-	struct snap_event se = { .ev = &ev, .wall_ns = t + g->wall0,
+	struct snap_event se = { .ev = &ev, .wall_ns = t + g->wall0, .stack_id = ev.stack_id,
 				 .stack = type == GM_REC_FREE ? g->free_stack : g->site_stack };
 
 	if (type == GM_REC_PROCESS_EXIT)

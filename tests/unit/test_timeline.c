@@ -17,7 +17,7 @@ static void apply_gen(struct timeline *t, uint32_t type, int32_t stack_id, uint6
 {
 	struct gm_call_event ev = { .type = type, .pid = PID, .tid = PID, .stack_id = stack_id,
 				    .addr = ADDR, .size = size, .gen = gen };
-	struct snap_event se = { .ev = &ev, .wall_ns = 1000 };
+	struct snap_event se = { .ev = &ev, .wall_ns = 1000, .stack_id = stack_id };
 
 	timeline_apply(t, &se, ch);
 }

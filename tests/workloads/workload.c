@@ -113,6 +113,41 @@ static int run_leak(char **argv)
 	return EXIT_OK;
 }
 
+/* ---- sameline N SIZE: several calls on one line of code, one call site ---- */
+
+GM_CALL_SITE static int sameline_wrap(void **p, size_t size)
+{
+	int rc = cudaMalloc(p, size);
+
+	report("cudaMalloc", size, addr_of(*p), rc);
+	return rc;
+}
+
+/* Three cudaMalloc calls on one line, N times: one site of 3N allocations (3 with
+ * --by-address); then two calls of a wrapper on one line: one site of 2N more. */
+GM_CALL_SITE static int sameline_calls(uint64_t n, size_t size)
+{
+	void *a = NULL, *b = NULL, *c = NULL;
+	int rc = 0;
+
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		rc = cudaMalloc(&a, size) | cudaMalloc(&b, size) | cudaMalloc(&c, size);
+		report("cudaMalloc", 3 * size, 0, rc);
+	}
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = sameline_wrap(&a, 2 * size) | sameline_wrap(&b, 2 * size);
+	return rc;
+}
+
+static int run_sameline(char **argv)
+{
+	uint64_t n, size;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	return sameline_calls(n, size) ? EXIT_UNEXPECTED : EXIT_OK;
+}
+
 /* ---- kinds ---- */
 
 struct kinds_buffers {
@@ -1246,6 +1281,7 @@ static const struct scenario scenarios[] = {
 	{ "dlopenstep", 2, "PATH SIZE", run_dlopen_step },
 #else
 	{ "leak", 2, "STEPS SIZE", run_leak },
+	{ "sameline", 2, "N SIZE", run_sameline },
 	{ "kinds", 0, "", run_kinds },
 	{ "driver", 0, "", run_driver },
 	{ "nested", 2, "N SIZE", run_nested },

@@ -18,6 +18,7 @@ struct options {
 	const struct view_ops *view;
 	bool json;
 	bool all_frames;	/* CUDA libraries' own frames too */
+	bool by_address;	/* --by-address: a site per stack of return addresses */
 	bool no_demangle;	/* C++ names as the binary spells them */
 	int *pids;
 	size_t npids;

@@ -488,6 +488,7 @@ static void open_model(struct session *s)
 				 .keep_ended = o->keep_ended, .keep_ended_s = o->keep_ended_s,
 				 .keep_failures = o->keep_failures,
 				 .read_only = tracer_is_reader(s->tracer),
+				 .by_address = o->by_address,
 				 .no_python = o->tracer.no_python };
 
 	s->state = state_new(&maps, &so);

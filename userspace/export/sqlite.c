@@ -236,7 +236,7 @@ static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap
 
 	*site = *alloc = 0;
 	if (e->type == RECDB_EV_ALLOC || e->type == RECDB_EV_ALLOC_FAILED) {
-		s = rec_site_of(r, p, e->stack_id, e->py_stack_id, e->api, e->kind,
+		s = rec_site_of(r, p, se->stack_id, se->py_stack_id, e->api, e->kind,
 				gm_site_gpu(e->kind, e->layer, (int32_t)e->gpu - 1), se->stack);
 		*site = s ? s->id : 0;
 	}

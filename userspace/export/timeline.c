@@ -128,7 +128,7 @@ static struct tl_proc *proc_of(struct timeline *t, const struct snap_event *e)
 
 static struct tl_site *site_of(struct tl_proc *p, const struct snap_event *e, uint32_t *index)
 {
-	struct site_key key = { .stack_id = e->ev->stack_id, .py_stack_id = e->ev->py_stack_id,
+	struct site_key key = { .stack_id = e->stack_id, .py_stack_id = e->py_stack_id,
 				.api = e->ev->api,
 				.kind = e->ev->kind,
 				.gpu = gm_site_gpu(e->ev->kind, e->ev->layer,

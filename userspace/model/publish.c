@@ -9,22 +9,23 @@
 #include "probes.h"
 #include "util.h"
 
+/* A group of records (state_group_sites) as one site: its first record's ages, the sums. */
 static void copy_site(struct state *s, struct proc_rec *p, const struct site_rec *r,
 		      struct snap_site *ss)
 {
 	ss->api = r->key.api;
 	ss->kind = r->key.kind;
-	ss->stack_id = r->key.stack_id;
-	ss->py_stack_id = r->key.py_stack_id;
+	ss->stack_id = r->site_stack_id;
+	ss->py_stack_id = r->site_py_stack_id;
 	ss->gpu = r->key.gpu;
-	ss->st = r->st;
+	ss->st = r->group_st;
 	ss->oldest_ns = r->oldest_ns;
 	ss->median_ns = r->median_ns;
 	if (p->ages_known && r->oldest_ns)
 		ss->valid |= SS_OLDEST;
 	if (p->medians_known && r->median_ns)
 		ss->valid |= SS_MEDIAN;
-	ss->stack = state_named_stack(s, p, r->key.stack_id, r->key.py_stack_id);
+	ss->stack = state_named_stack(s, p, r->site_stack_id, r->site_py_stack_id);
 }
 
 /* Tensor sites apart: every output that sums sites sums reserved memory only. */
@@ -35,6 +36,8 @@ static void copy_sites(struct state *s, struct proc_rec *p, struct snap_proc *ou
 	for (size_t i = 0; i < p->nsites; i++) {
 		const struct site_rec *r = &p->sites[i];
 
+		if (r->group != i)
+			continue;	/* counted in its group's first record */
 		if (probe_is_tensor(r->key.api))
 			copy_site(s, p, r, &out->tensor_sites[out->ntensor_sites++]);
 		else
@@ -182,6 +185,9 @@ void state_describe_event(struct state *s, const struct gm_call_event *e, struct
 	oci_fill(s->oci, &p->container, e->time_ns);	/* the event's clock: no clock read */
 	out->container = &p->container;
 	out->stack = state_named_stack(s, p, e->stack_id, e->py_stack_id);
+	out->stack_id = e->stack_id;
+	out->py_stack_id = e->py_stack_id;
+	state_site_ids(s, p, &out->stack_id, &out->py_stack_id);
 }
 
 void snap_event_release(struct snap_event *e)

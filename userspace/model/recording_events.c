@@ -76,6 +76,7 @@ int recording_for_each_event(struct recording *r, uint64_t since, uint64_t until
 			continue;	/* not asked for (or no type of ours) */
 		event_from_row(st, id, &ev);
 		se = (struct snap_event){ .ev = &ev, .stack = rec_stack_of(r, col_u64(st, 12)),
+					  .stack_id = ev.stack_id, .py_stack_id = ev.py_stack_id,
 					  .container = &id->container, .wall_ns = ev.time_ns };
 		x = (struct rec_event_extra){
 			.event_id = col_u64(st, 0), .process_id = id->id,

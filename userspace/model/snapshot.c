@@ -2,6 +2,7 @@
 /* The snapshot object: references, look-ups and the times read off it. Built by publish.c;
  * read by every output. */
 #include <stdlib.h>
+#include <string.h>
 #include "snapshot.h"
 
 struct snap_stack *snap_stack_get(struct snap_stack *st)
@@ -111,4 +112,51 @@ int snap_site_cmp(const void *a, const void *b)
 	if (x->py_stack_id != y->py_stack_id)
 		return (x->py_stack_id > y->py_stack_id) - (x->py_stack_id < y->py_stack_id);
 	return (x->gpu > y->gpu) - (x->gpu < y->gpu);
+}
+
+/* ---- what a frame is to the user ---- */
+
+static const char *base_name_of(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return slash ? slash + 1 : path;
+}
+
+static bool starts(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+bool snap_frame_is_glue(const struct snap_frame *f)
+{
+	static const char *const glue[] = {
+		"libc.so", "libc-", "ld-linux", "ld-", "libpthread", "libdl.", "libstdc++",
+		"libgcc_s", "libffi", "_ctypes", "libpython", "python",
+	};
+	const char *base;
+
+	if (f->python || !f->module)
+		return false;
+	base = base_name_of(f->module);
+	for (size_t i = 0; i < sizeof(glue) / sizeof(glue[0]); i++)
+		if (starts(base, glue[i]))
+			return true;
+	return false;
+}
+
+/* A Python frame in code the user installed rather than wrote: the standard library and
+ * installed packages (torch, numpy), or the interpreter's own frozen modules. */
+bool snap_frame_is_library(const struct snap_frame *f)
+{
+	const char *file = f->file;
+
+	if (!file || file[0] == '<')
+		return true;
+	if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/"))
+		return true;
+	/* .../lib/python3.11/... : the standard library */
+	const char *lib = strstr(file, "/lib/python");
+
+	return lib && strchr(lib + strlen("/lib/python"), '/');
 }

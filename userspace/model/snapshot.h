@@ -45,6 +45,13 @@ struct snap_stack {
 	struct snap_frame frames[];	/* innermost (the call site) first */
 };
 
+/* A frame of the code that carries calls between the user's and the GPU libraries: libc,
+ * libstdc++, libffi, ctypes, the dynamic loader, the Python interpreter's native code. */
+bool snap_frame_is_glue(const struct snap_frame *f);
+/* A Python frame of code the user installed rather than wrote: the standard library and
+ * installed packages (site-packages, dist-packages), or the interpreter's frozen modules. */
+bool snap_frame_is_library(const struct snap_frame *f);
+
 struct snap_stack *snap_stack_get(struct snap_stack *st);
 void snap_stack_put(struct snap_stack *st);
 
@@ -165,6 +172,8 @@ uint64_t snap_site_oldest_age(const struct snap_proc *p, const struct snap_site 
 struct snap_event {
 	const struct gm_call_event *ev;
 	struct snap_stack *stack;	/* NULL for a process exit */
+	int32_t stack_id, py_stack_id;	/* the site it counts in (state_site_ids), whose ids
+					 * the snapshots' sites carry: ev's own may differ */
 	const struct container_info *container;	/* NULL: its start was not seen */
 	uint64_t wall_ns;
 };

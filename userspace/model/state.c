@@ -113,6 +113,7 @@ void proc_rec_free(struct proc_rec *p)
 	for (size_t i = 0; i < p->nnamed; i++)
 		snap_stack_put(p->named[i].stack);
 	free(p->named);
+	site_chains_free(p);
 	free(p->sites);
 	free(p);
 }
@@ -744,6 +745,10 @@ static struct site_rec *add_site(struct proc_rec *p, const struct gm_site_key *k
 	ss->st = *v;
 	ss->oldest_ns = 0;
 	ss->median_ns = 0;
+	ss->group = p->nsites - 1;	/* state_group_sites says which */
+	ss->group_st = *v;
+	ss->site_stack_id = k->stack_id;
+	ss->site_py_stack_id = k->py_stack_id;
 	return ss;
 }
 
@@ -782,6 +787,7 @@ static void note_age(struct state *s, struct proc_rec *p, const struct gm_alloc_
 	ss = bsearch(&k, p->sites, p->nsites, sizeof(*p->sites), site_cmp);
 	if (!ss)
 		return;
+	ss = &p->sites[ss->group];	/* its ages are its group's */
 	if (!ss->oldest_ns || a->time_ns < ss->oldest_ns)
 		ss->oldest_ns = a->time_ns;
 	if (!median)
@@ -1149,6 +1155,7 @@ static void read_maps(struct state *s, struct proc_rec *const *ending, size_t ne
 		if (pass_is_for(p, w.reap)) {
 			sort_sites(p);
 			sum_sites(p);
+			state_group_sites(s, p);
 		}
 	}
 	if (w.reap) {

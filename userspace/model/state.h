@@ -28,6 +28,12 @@ struct site_rec {
 	struct gm_site_stats st;
 	uint64_t oldest_ns;	/* of its oldest live allocation; 0: none (or not walked) */
 	uint64_t median_ns;	/* of its median one (SNAP_MEDIAN_AGES); 0: none */
+	/* One row per named call site (state_group_sites): the index in its process's sites of
+	 * the record this one is shown with (itself for the first of its group), whose ages
+	 * are the group's; group_st, on that first record only, is the group's sums. */
+	size_t group;
+	struct gm_site_stats group_st;
+	int32_t site_stack_id, site_py_stack_id;	/* the group's ids (state_site_ids) */
 };
 
 /* A site's stack as DWARF unwinding saw it at the site's first allocation. */
@@ -41,6 +47,10 @@ struct dwarf_stack {
 struct named_stack {
 	int32_t stack_id;
 	int32_t py_stack_id;	/* negative: none */
+	/* The ids of the first stack of this process whose frames are named the same (module,
+	 * function, file and line each; function+offset where no line is known): one call
+	 * site, whatever return addresses its calls had. Its own ids with --by-address. */
+	int32_t site_stack_id, site_py_stack_id;
 	bool complete;		/* every frame found its module: never named again */
 	uint64_t named_ns;
 	unsigned int maps_gen;	/* of the module map it was named with */
@@ -79,6 +89,8 @@ struct proc_rec {
 	size_t npending_copies;
 	struct named_stack *named;	/* by (stack_id, py_stack_id) */
 	size_t nnamed;
+	struct site_chain *chains;	/* open addressing: each named chain's first stack */
+	size_t chains_cap, nchains;
 	struct gm_proc_stats st;
 	struct gm_site_stats tensor;	/* PyTorch tensors: the sums of their sites */
 	uint64_t other_allocs;		/* live entries of the kinds that are no GPU memory */
@@ -120,6 +132,7 @@ struct state_opts {
 	uint32_t keep_failures;	/* 0: STATE_KEEP_FAILURES_DEFAULT */
 	bool read_only;		/* another's maps (a running agent's): never delete entries */
 	bool no_python;		/* --no-python */
+	bool by_address;	/* --by-address: a site per stack of return addresses */
 };
 
 struct age_note;
@@ -213,6 +226,14 @@ void state_refresh(struct state *s, unsigned int wants);
 /* The named stack of a site of p (a new reference; NULL only when out of memory). */
 struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_t stack_id,
 				     int32_t py_stack_id);
+/* The ids of the site a stack of p counts in: the first stack of p named the same (names it if
+ * need be). */
+void state_site_ids(struct state *s, struct proc_rec *p, int32_t *stack_id,
+		    int32_t *py_stack_id);
+/* Groups p's sites (sorted) by the site their stacks count in: each record's group, and the
+ * first record's group_st. */
+void state_group_sites(struct state *s, struct proc_rec *p);
+void site_chains_free(struct proc_rec *p);
 /* The raw user stack of a site of p, innermost first (CFI-unwound where it was). */
 uint32_t state_stack_ips(struct state *s, const struct proc_rec *p, int32_t stack_id,
 			 uint64_t *ips);
