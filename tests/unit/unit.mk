@@ -6,7 +6,7 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
-UNIT_TESTS := json procs gpu_map alloc_table slot_table elf symbolize probes state container analysis untrusted oci prom pycode \
+UNIT_TESTS := json site_text procs gpu_map alloc_table slot_table elf symbolize probes state container analysis untrusted oci prom pycode \
 	prom_server protobuf pickle record timeline probe_place
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
@@ -27,7 +27,8 @@ unit_mods_state := state alloc_table slot_table stacks python pycode publish sna
 unit_mods_container := container
 unit_mods_analysis := history leaks trends oom snapshot util
 unit_mods_untrusted := untrusted
-unit_mods_prom := prom prom_sites gpu_map procs prom_writer report units json snapshot probes probe_place pin elf_syms uprobe_multi util
+unit_mods_site_text := site_text report snapshot probes probe_place pin elf_syms uprobe_multi units json util
+unit_mods_prom := prom prom_sites site_text gpu_map procs prom_writer report units json snapshot probes probe_place pin elf_syms uprobe_multi util
 unit_mods_prom_server := prometheus $(unit_mods_prom)
 unit_mods_record := rec_time idmap sqlite sqlite_rows sqlite_samples sqlite_retention sqlite_schema \
 	recording recording_events recording_series recording_snap recording_state history \

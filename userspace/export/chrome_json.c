@@ -12,6 +12,7 @@
 #include "json.h"
 #include "probes.h"
 #include "util.h"
+#include "site_text.h"
 
 /* Per process, per site: the track's name, or NULL when the site is not one of the top. */
 typedef char **site_names;
@@ -20,16 +21,13 @@ static void site_name(char *buf, size_t len, const struct tl_site *site)
 {
 	char frame[256];
 	size_t at = (size_t)snprintf(buf, len, "site ");
-	uint32_t n = site->stack ? site->stack->nframes : 0, first = 0;
+	uint32_t n = site->stack ? site->stack->nframes : 0, idx[CHROME_SITE_FRAMES];
+	unsigned int shown = n ? site_frames(site->stack, idx, CHROME_SITE_FRAMES) : 0;
 
-	/* A tensor's native frames are the allocator's: its name begins at the Python line. */
-	while (probe_is_tensor(site->api) && first < n && !site->stack->frames[first].python)
-		first++;
-	if (first == n)
-		first = 0;
-	for (uint32_t i = first; i < n && i - first < CHROME_SITE_FRAMES && at < len; i++)
-		at += (size_t)snprintf(buf + at, len - at, "%s%s", i > first ? " <- " : "",
-				       export_frame_name(&site->stack->frames[i], frame,
+	/* Named from the user's code on (site_text.h), as the text views name it. */
+	for (unsigned int i = 0; i < shown && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? " <- " : "",
+				       export_frame_name(&site->stack->frames[idx[i]], frame,
 							 sizeof(frame)));
 	if (!n && at < len)
 		at += (size_t)snprintf(buf + at, len - at, "[no stack]");

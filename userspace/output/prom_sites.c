@@ -10,6 +10,7 @@
 #include "probes.h"
 #include "prom.h"
 #include "prom_families.h"
+#include "site_text.h"
 
 /* ---- the site label ---- */
 
@@ -87,8 +88,12 @@ void prom_site_text(const struct snap_stack *st, char *buf, size_t len)
 		snprintf(buf, len, "[no stack]");
 		return;
 	}
-	for (uint32_t i = 0; i < st->nframes && named < PROM_SITE_FRAMES; i++) {
-		const char *sym = st->frames[i].symbol;
+	uint32_t idx[SITE_TEXT_MAX_FRAMES];
+	unsigned int shown = site_frames(st, idx, SITE_TEXT_MAX_FRAMES);
+
+	/* From the user's code on, as the text views name a site (site_text.h). */
+	for (unsigned int i = 0; i < shown && named < PROM_SITE_FRAMES; i++) {
+		const char *sym = st->frames[idx[i]].symbol;
 
 		if (!sym || !sym[0])
 			continue;

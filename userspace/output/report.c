@@ -56,6 +56,8 @@ static void frames_array(struct json_writer *w, const struct snap_stack *st)
 			jw_kv_null(w, "line");
 		if (f->inlined)
 			jw_kv_bool(w, "inlined", true);
+		if (snap_frame_is_glue(f))
+			jw_kv_bool(w, "glue", true);
 		jw_object_end(w);
 	}
 	jw_array_end(w);
@@ -348,7 +350,7 @@ void json_lost(struct json_writer *w, const struct snapshot *snap)
 
 /* ---- text ---- */
 
-static void frame_text(FILE *out, const struct snap_frame *f)
+void frame_text(FILE *out, const struct snap_frame *f)
 {
 	char name[512], file[256];
 	const char *base;

@@ -58,6 +58,8 @@ void json_kv_known(struct json_writer *w, const char *key, const char *s, bool v
 
 /* ---- text ---- */
 
+/* One frame: `func (file.c:42)`, `func+0x1c`, `libx.so+0x1c40` or its address. */
+void frame_text(FILE *out, const struct snap_frame *f);
 /* `func (file.c:42) <- caller (main.c:7)`, at most max frames; "[no stack]" when empty. */
 void text_frames(FILE *out, const struct snap_stack *st, const char *sep, unsigned int max);
 /* The same from the innermost Python frame on, where the stack has one (a PyTorch tensor's

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "probes.h"
 #include "report.h"
+#include "site_text.h"
 #include "units.h"
 #include "util.h"
 
@@ -39,17 +40,33 @@ static uint64_t age_at(uint64_t now, uint64_t t, bool valid)
 
 /* ---- text ---- */
 
+/* How many frames each of a process's sites needs to read apart from the others (to free). */
+static unsigned int *verdict_depths(const struct proc_verdict *pv)
+{
+	const struct snap_stack **st = xcalloc(pv->nsites ? pv->nsites : 1, sizeof(*st));
+	unsigned int *depth = xcalloc(pv->nsites ? pv->nsites : 1, sizeof(*depth));
+
+	for (size_t i = 0; i < pv->nsites; i++)
+		st[i] = pv->sites[i].ss->stack;
+	site_text_depths(st, pv->nsites, SITE_TEXT_FRAMES, depth);
+	free(st);
+	return depth;
+}
+
 static void site_text(struct session *s, const struct proc_verdict *pv,
-		      const struct site_verdict *sv)
+		      const struct site_verdict *sv, unsigned int depth)
 {
 	const struct snap_site *ss = sv->ss;
 	bool exact = s->opt->exact_bytes;
 	char held[32], rate[40], step[32], fit[16], oldest[16], median[16];
 
 	fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
-	fmt_delta(rate, sizeof(rate), sv->rate, exact);
-	if (strcmp(rate, "0"))
+	if (sv->verdict == LEAK_GROWING) {
+		fmt_delta(rate, sizeof(rate), sv->rate, exact);
 		strcat(rate, "/s");
+	} else {
+		snprintf(rate, sizeof(rate), "-");	/* not growing: no rate */
+	}
 	if (isnan(sv->per_step))
 		snprintf(step, sizeof(step), "-");
 	else
@@ -66,15 +83,13 @@ static void site_text(struct session *s, const struct proc_verdict *pv,
 	if (ss->gpu && snap_proc_many_gpus(pv->p))
 		fprintf(s->out, " on GPU %u", ss->gpu - 1);
 	fputs(" at ", s->out);
-	if (sv->tensor)
-		text_frames_user(s->out, ss->stack, " <- ", 4);
-	else
-		text_frames(s->out, ss->stack, " <- ", 4);
+	text_site(s->out, ss->stack, depth, s->opt->all_frames);
 	fputc('\n', s->out);
 }
 
 static void proc_text(struct session *s, const struct proc_verdict *pv)
 {
+	unsigned int *depth;
 	const struct snap_proc *p = pv->p;
 	bool exact = s->opt->exact_bytes;
 	char comm[GM_COMM_LEN + 1], cur[32], peak[32], period[32];
@@ -101,23 +116,20 @@ static void proc_text(struct session *s, const struct proc_verdict *pv)
 	fputc('\n', s->out);
 	fprintf(s->out, "  %-7s %10s %7s %12s %10s %4s %6s %6s  %s\n", "VERDICT", "HELD", "ALLOCS",
 		"GROWTH", "PER STEP", "FIT", "OLDEST", "MEDIAN", "SITE");
+	depth = verdict_depths(pv);
 	for (size_t i = 0; i < pv->nsites; i++)
-		site_text(s, pv, &pv->sites[i]);
+		site_text(s, pv, &pv->sites[i], depth[i]);
+	free(depth);
 }
 
 static void growth_text(struct session *s, const struct proc_verdict *pv,
-			const struct site_verdict *sv)
+			const struct site_verdict *sv, unsigned int depth)
 {
 	bool exact = s->opt->exact_bytes;
 	char buf[32], period[32];
 
-	if (sv->tensor) {
-		fputs("  tensors at ", s->out);
-		text_frames_user(s->out, sv->ss->stack, " <- ", 1);
-	} else {
-		fputs("  ", s->out);
-		text_frames(s->out, sv->ss->stack, " <- ", 1);
-	}
+	fputs(sv->tensor ? "  tensors at " : "  ", s->out);
+	text_site(s->out, sv->ss->stack, depth, s->opt->all_frames);
 	if (!isnan(sv->per_step)) {
 		fmt_size(buf, sizeof(buf), (uint64_t)llround(fabs(sv->per_step)), exact);
 		fmt_period(period, sizeof(period), 1 / pv->step_rate);
@@ -127,7 +139,10 @@ static void growth_text(struct session *s, const struct proc_verdict *pv,
 		fprintf(s->out, " grew by ~%s per second", buf);
 	}
 	fmt_size(buf, sizeof(buf), (uint64_t)llround(fabs(sv->rate)), exact);
-	fprintf(s->out, ", %s/s\n", buf);
+	if (sv->lifetime)
+		fprintf(s->out, ", %s/s over its lifetime\n", buf);
+	else
+		fprintf(s->out, ", %s/s over the last %.0f s\n", buf, sv->fit.span_s);
 }
 
 /* The sentence people came for: what was still held, and what grew by how much a step. */
@@ -135,6 +150,7 @@ static void summary_text(struct session *s, const struct proc_verdict *pv)
 {
 	uint64_t held = 0, allocs = 0;
 	size_t nheld = 0, ntensor = 0;
+	unsigned int *depth;
 	char buf[32], comm[GM_COMM_LEN + 1];
 
 	for (size_t i = 0; i < pv->nsites; i++) {
@@ -160,8 +176,10 @@ static void summary_text(struct session *s, const struct proc_verdict *pv)
 			pv->p->tensor.current_allocs == 1 ? "" : "s");
 	}
 	fputc('\n', s->out);
+	depth = verdict_depths(pv);
 	for (size_t i = 0; i < pv->nsites && pv->sites[i].verdict == LEAK_GROWING; i++)
-		growth_text(s, pv, &pv->sites[i]);
+		growth_text(s, pv, &pv->sites[i], depth[i]);
+	free(depth);
 }
 
 static void report_text(struct session *s, const struct snapshot *snap,
@@ -172,6 +190,9 @@ static void report_text(struct session *s, const struct snapshot *snap,
 	text_clock(when, sizeof(when), snapshot_wall_ns(snap, snap->time_ns), false);
 	fprintf(s->out, "gpumem leaks %s%s (window %.0f s, a sample every %.1f s)\n", when,
 		final ? ", final" : "", LEAKS_WINDOW_S, sampled_every(s));
+	fputs("growing: its bytes held rose across the window; steady: holds memory, not more "
+	      "of it; freed: holds nothing.\nGROWTH: bytes a second, fitted over the window (FIT: "
+	      "the fit's r2; life: too few samples, over the process's lifetime).\n", s->out);
 	for (size_t i = 0; i < r->nprocs; i++)
 		proc_text(s, &r->procs[i]);
 	if (final)

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "probes.h"
 #include "report.h"
+#include "site_text.h"
 #include "units.h"
 
 static uint64_t failures_seen;
@@ -54,7 +55,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 	}
 	text_devices(s->out, snap, s->opt->exact_bytes);
 	fputs("\n  failed at ", s->out);
-	text_frames(s->out, se->stack, " <- ", 6);
+	text_site(s->out, se->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 	fputc('\n', s->out);
 	for (size_t i = 0; i < c->ntop; i++) {
 		const struct snap_site *ss = c->top[i];
@@ -62,7 +63,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
 		fprintf(s->out, "  %s %10s in %llu %s %s at ", i ? "       " : "held by", held,
 			ss->st.current_allocs, probe_api_name(ss->api), site_kind_name(ss));
-		text_frames(s->out, ss->stack, " <- ", 4);
+		text_site(s->out, ss->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 		fputc('\n', s->out);
 	}
 	for (size_t i = 0; c->p && i < c->p->ntensor_sites && i < OOM_TOP_SITES; i++) {
@@ -73,7 +74,7 @@ static void failure_text(struct session *s, const struct snap_event *se,
 		fmt_size(held, sizeof(held), ss->st.current_bytes, exact);
 		fprintf(s->out, "  %s %10s in %llu tensors at ", i ? "       " : "tensors", held,
 			ss->st.current_allocs);
-		text_frames_user(s->out, ss->stack, " <- ", 4);
+		text_site(s->out, ss->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 		fputc('\n', s->out);
 	}
 }

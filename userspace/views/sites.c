@@ -4,10 +4,13 @@
  * made in the window, with its frames. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "probes.h"
 #include "report.h"
+#include "site_text.h"
 #include "sites.h"
 #include "units.h"
+#include "util.h"
 
 static void row_json(struct json_writer *w, const struct rec_site_summary *row)
 {
@@ -70,6 +73,13 @@ static void sites_text(struct session *s, const struct rec_sites *rs)
 {
 	bool exact = s->opt->exact_bytes, gpus = many_gpus(rs);
 	char comm[GM_COMM_LEN + 1], held[32], peak[32];
+	const struct snap_stack **st = xcalloc(rs->n ? rs->n : 1, sizeof(*st));
+	unsigned int *depth = xcalloc(rs->n ? rs->n : 1, sizeof(*depth));
+
+	for (size_t i = 0; i < rs->n; i++)
+		st[i] = rs->rows[i].ss->stack;
+	site_text_depths(st, rs->n, SITE_TEXT_FRAMES, depth);
+	free(st);
 
 	fprintf(s->out, "%7s %-16s %-22s %-7s %12s %12s %8s %8s %6s %s\n", "PID", "COMM", "API",
 		"KIND", "HELD", "PEAK", "ALLOCS", "FREES", "FAILED", "SITE");
@@ -85,12 +95,10 @@ static void sites_text(struct session *s, const struct rec_sites *rs)
 			ss->st.alloc_count, ss->st.free_count, ss->st.failed_count);
 		if (gpus && ss->gpu)
 			fprintf(s->out, "[GPU %u] ", ss->gpu - 1);
-		if (probe_is_tensor(ss->api))
-			text_frames_user(s->out, ss->stack, " <- ", 4);
-		else
-			text_frames(s->out, ss->stack, " <- ", 4);
+		text_site(s->out, ss->stack, depth[i], s->opt->all_frames);
 		fputc('\n', s->out);
 	}
+	free(depth);
 	if (!rs->peaks_exact)
 		fputs("peaks are the highest samples (events were sampled down)\n", s->out);
 	text_lost(s->out, rs->at_until);

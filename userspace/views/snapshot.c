@@ -7,6 +7,7 @@
 #include "common.h"
 #include "probes.h"
 #include "report.h"
+#include "site_text.h"
 #include "units.h"
 #include "util.h"
 
@@ -219,6 +220,7 @@ static void by_gpu_text(struct session *s, const struct snap_proc *p)
 static void sites_text(struct session *s, const struct snap_proc *p)
 {
 	bool exact = s->opt->exact_bytes, gpus = snap_proc_many_gpus(p);
+	unsigned int *depth = site_depths(p->sites, p->nsites);
 	char cur[32], gpu[24];
 
 	for (size_t j = 0; j < p->nsites; j++) {
@@ -232,9 +234,10 @@ static void sites_text(struct session *s, const struct snap_proc *p)
 			cur, ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count,
 			ss->st.failed_count, probe_api_name(ss->api), site_kind_name(ss),
 			gpus ? site_gpu_text(ss, gpu, sizeof(gpu)) : "");
-		text_frames(s->out, ss->stack, " <- ", 6);
+		text_site(s->out, ss->stack, depth[j], s->opt->all_frames);
 		fputc('\n', s->out);
 	}
+	free(depth);
 }
 
 /* PyTorch's tensors: what they hold of what the process reserved, and where they were made. */
@@ -242,9 +245,11 @@ static void tensors_text(struct session *s, const struct snap_proc *p)
 {
 	bool exact = s->opt->exact_bytes;
 	char cur[32], peak[32], reserved[32];
+	unsigned int *depth;
 
 	if (!p->tensor.alloc_count)
 		return;
+	depth = site_depths(p->tensor_sites, p->ntensor_sites);
 	fmt_size(cur, sizeof(cur), p->tensor.current_bytes, exact);
 	fmt_size(peak, sizeof(peak), p->st.tensor_peak_bytes, exact);
 	fmt_size(reserved, sizeof(reserved), p->st.current_bytes, exact);
@@ -259,9 +264,10 @@ static void tensors_text(struct session *s, const struct snap_proc *p)
 		fmt_size(cur, sizeof(cur), ss->st.current_bytes, exact);
 		fprintf(s->out, "        %10s in %llu tensors (%llu allocs, %llu frees) at ", cur,
 			ss->st.current_allocs, ss->st.alloc_count, ss->st.free_count);
-		text_frames(s->out, ss->stack, " <- ", 6);
+		text_site(s->out, ss->stack, depth[j], s->opt->all_frames);
 		fputc('\n', s->out);
 	}
+	free(depth);
 }
 
 /* The names its container's OCI bundle gave, on a line of their own when it gave any. */
@@ -293,7 +299,7 @@ static void failures_text(struct session *s, const struct snapshot *snap)
 		if (gm_site_gpu(f->ev.kind, f->ev.layer, (int32_t)f->ev.gpu - 1))
 			fprintf(s->out, " on GPU %u", f->ev.gpu - 1);	/* GPU memory's */
 		fprintf(s->out, ", holding %s, at ", cur);
-		text_frames(s->out, f->stack, " <- ", 6);
+		text_site(s->out, f->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 		fputc('\n', s->out);
 	}
 }

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "probes.h"
 #include "report.h"
+#include "site_text.h"
 #include "units.h"
 
 static const char *event_name(__u32 type)
@@ -82,7 +83,7 @@ static void trace_text(struct session *s, const struct snap_event *se)
 	if (e->type == GM_REC_ALLOC_FAILED)
 		fprintf(s->out, " = %d %s", e->error, cuda_error_name(e->layer, e->error));
 	fputs(" at ", s->out);
-	text_frames(s->out, se->stack, " <- ", 4);
+	text_site(s->out, se->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 	fputc('\n', s->out);
 }
 

@@ -9,6 +9,7 @@
 #include "json.h"
 #include "probes.h"
 #include "report.h"
+#include "site_text.h"
 #include "top.h"
 #include "util.h"
 
@@ -83,10 +84,7 @@ static void site_label(const struct snap_site *ss, char *buf, size_t len, unsign
 		return;
 	}
 	fprintf(f, "%s %s ", probe_api_name(ss->api), site_kind_name(ss));
-	if (probe_is_tensor(ss->api))
-		text_frames_user(f, ss->stack, " <- ", frames);
-	else
-		text_frames(f, ss->stack, " <- ", frames);
+	text_site(f, ss->stack, frames, top.all_frames);
 	fclose(f);
 	buf[len - 1] = 0;
 }

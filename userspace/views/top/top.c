@@ -23,6 +23,7 @@ static void start(struct session *s)
 	top.sort_key = 'M';
 	top.group = s->opt->group;
 	top.exact = s->opt->exact_bytes;
+	top.all_frames = s->opt->all_frames;
 	if (!batch_mode(s))
 		top_screen_start();
 }

@@ -95,6 +95,7 @@ struct top_ui {
 	double total_arate, total_frate;
 	unsigned int nshown_procs;
 	bool exact;		/* --bytes */
+	bool all_frames;	/* --all-frames: a site's every frame */
 };
 
 extern struct top_ui top;
