@@ -32,7 +32,7 @@ static const struct command commands[] = {
 			"The state once: what every process and each of its call sites "
 			"holds, with peaks, counts and the loss counters, printed at Ctrl-C, "
 			"when --duration is over, or when CMD ends. --json prints the "
-			"contract in DESIGN.md.",
+			"contract in docs/json.md.",
 	},
 	{
 		.name = "trace",
@@ -41,7 +41,7 @@ static const struct command commands[] = {
 		.summary = "one line per allocation, free, failure and process end",
 		.description = "One line per allocation, free, failed allocation and process end, "
 			       "as they happen, each with its call site. --json prints one object "
-			       "per event (see DESIGN.md).",
+			       "per event (docs/json.md).",
 	},
 	{
 		.name = "leaks",
@@ -95,8 +95,8 @@ static const struct command commands[] = {
 			"call stack named as it happens, and the loss counters. System-wide, or "
 			"-p, -c, --cgroup, --container, --pod; until Ctrl-C, --duration or the "
 			"end of CMD. --sample-events N keeps 1 allocation in N; --retention "
-			"keeps the file from growing. gpumem report reads it; README "
-			"\"Recording\" has the tables.",
+			"keeps the file from growing. gpumem report reads it; "
+			"docs/recording.md has the tables.",
 	},
 	{
 		.name = "report",

@@ -49,6 +49,10 @@ static void judge_site(const struct history *h, struct proc_verdict *pv, struct 
 	}
 	if (!ss->st.current_bytes)
 		sv->verdict = LEAK_FREED;
+	/* A site that is not growing has no growth rate: the slope of a one-off allocation in
+	 * the window is no rate of anything. */
+	if (sv->verdict != LEAK_GROWING)
+		sv->rate = 0;
 }
 
 /* Steps per second from the allocation rates of the sites that recur (history_step_rate). */
@@ -75,7 +79,7 @@ static void find_step(struct proc_verdict *pv)
 		struct site_verdict *sv = &pv->sites[i];
 
 		sv->per_step = NAN;
-		if (pv->step_rate <= 0)
+		if (pv->step_rate <= 0 || sv->verdict != LEAK_GROWING)
 			continue;
 		if (sv->lifetime && life > 0)
 			sv->per_step = (double)sv->ss->st.current_bytes / (pv->step_rate * life);

@@ -32,11 +32,20 @@ static void print_wrapped(FILE *out, const char *text, int col, int indent)
 	fputc('\n', out);
 }
 
-/* spec's help with {default} and {max} replaced by its numbers. */
-static void expand_help(const struct option_spec *spec, char *buf, size_t size)
+const char *option_help(const struct option_spec *spec, unsigned int bit)
+{
+	for (const struct command_help *h = spec->help_for; bit && h && h->commands; h++)
+		if (h->commands & bit)
+			return h->help;
+	return spec->help;
+}
+
+/* spec's help for bit with {default} and {max} replaced by its numbers. */
+static void expand_help(const struct option_spec *spec, unsigned int bit, char *buf,
+			size_t size)
 {
 	static const char def_token[] = "{default}", max_token[] = "{max}";
-	const char *s = spec->help;
+	const char *s = option_help(spec, bit);
 	size_t n = 0;
 
 	while (*s && n + 1 < size) {
@@ -57,7 +66,7 @@ static void expand_help(const struct option_spec *spec, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-static void print_option(FILE *out, const struct option_spec *spec)
+static void print_option(FILE *out, const struct option_spec *spec, unsigned int bit)
 {
 	char help[512];
 	int col;
@@ -73,7 +82,7 @@ static void print_option(FILE *out, const struct option_spec *spec)
 		col = 0;
 	}
 	fprintf(out, "%*s", HELP_COLUMN - col, "");
-	expand_help(spec, help, sizeof(help));
+	expand_help(spec, bit, help, sizeof(help));
 	print_wrapped(out, help, HELP_COLUMN, HELP_COLUMN);
 }
 
@@ -87,7 +96,7 @@ static void print_options(FILE *out, unsigned int bit, unsigned int all_of, unsi
 					      (!beyond || (c & beyond) != beyond);
 
 		if (listed)
-			print_option(out, &option_specs[i]);
+			print_option(out, &option_specs[i], bit);
 	}
 }
 

@@ -365,23 +365,41 @@ const struct option_spec option_specs[] = {
 		  "status; must come last" },
 	{ "lib", 0, "PATH", CMD_ALL, opt_lib, .help = "also attach to this library or executable" },
 	{ "json", 0, NULL, CMD_SNAPSHOT | CMD_TRACE | CMD_LEAKS | CMD_OOM | CMD_REPORT, opt_flag,
-	  .field = FIELD(bool, json), .help = "machine-readable output (see DESIGN.md)" },
+	  .field = FIELD(bool, json),
+	  .help = "JSON instead of text: the contracts in docs/json.md",
+	  .help_for = (const struct command_help[]){
+		  { CMD_SNAPSHOT, "one JSON object: every process, its sites and frames, failures "
+				  "and loss counters (docs/json.md)" },
+		  { CMD_TRACE, "one JSON object a line, an event each (docs/json.md)" },
+		  { CMD_LEAKS, "one JSON object a report, a line each (docs/json.md)" },
+		  { CMD_OOM, "one JSON object a line, a failed allocation each (docs/json.md)" },
+		  { CMD_REPORT, "the view's JSON, as the live command writes it (docs/json.md)" },
+		  { 0 } } },
 	{ "output", 'o', "FILE", CMD_TRACING, opt_output,
-	  .help = "write the report to FILE (CMD keeps stdout); record: the recording to write, "
-		  "FILE.db (an older recording there is replaced); export: the file it writes, or "
-		  "for memviz the directory" },
+	  .help = "where the output goes: the report, the recording or the exported file",
+	  .help_for = (const struct command_help[]){
+		  { CMD_RECORD, "the recording to write, FILE.db (an older recording there is "
+				"replaced)" },
+		  { CMD_EXPORT, "the file to write; for memviz, the directory" },
+		  { CMD_VIEWS, "write the report to FILE instead of stdout (CMD keeps stdout)" },
+		  { 0 } } },
 	{ "format", 0, "F", CMD_EXPORT, opt_format,
-	  .help = "export: pprof (gzipped profile.proto), folded (stacks weighted by bytes held), "
-		  "chrome (trace-event JSON for Perfetto) or memviz (PyTorch memory_viz pickles)" },
+	  .help = "pprof (gzipped profile.proto), folded (stacks weighted by bytes held), chrome "
+		  "(trace-event JSON for Perfetto) or memviz (PyTorch memory_viz pickles)" },
 	{ "duration", 'd', "S", CMD_ALL, opt_seconds, .field = FIELD(double, duration_s),
 	  .help = "stop after S seconds (0.001 to a year)" },
 	{ "interval", 'i', "S", CMD_TOP | CMD_LEAKS | CMD_SERVE | CMD_RECORD | CMD_EXPORT,
 	  opt_seconds, .field = FIELD(double, interval_s),
-	  .help = "top: seconds between refreshes (default 2); leaks: a report every S seconds "
-		  "as well as the final one (default without -c: 10); serve: seconds between the "
-		  "snapshots that scrapes read (default 1); record: seconds between samples "
-		  "(default 1); export chrome: seconds between the samples of the top call sites "
-		  "(default 1)" },
+	  .help = "seconds between refreshes, reports or samples",
+	  .help_for = (const struct command_help[]){
+		  { CMD_TOP, "seconds between refreshes (default 2)" },
+		  { CMD_LEAKS, "a report every S seconds as well as the final one (default "
+			       "without -c: 10; with -c: only the final one)" },
+		  { CMD_SERVE, "seconds between the snapshots that scrapes read (default 1)" },
+		  { CMD_RECORD, "seconds between samples (default 1)" },
+		  { CMD_EXPORT, "chrome: seconds between the samples of the top call sites "
+				"(default 1)" },
+		  { 0 } } },
 	{ "record", 0, "FILE.db", CMD_SERVE, opt_record,
 	  .help = "also record to FILE.db, as gpumem record does (appended to when it is a "
 		  "recording already); turns per-allocation events on" },
@@ -406,8 +424,14 @@ const struct option_spec option_specs[] = {
 	  .max = 1000, .deflt = SERVE_SITE_SERIES_DEFAULT,
 	  .help = "call-site series per process: the N holding the most (default {default})" },
 	{ "pin-dir", 0, "DIR", CMD_SERVE | CMD_TOP | CMD_SNAPSHOT | CMD_LEAKS, opt_pin_dir,
-	  .help = "the agent's pinned maps and links (default " GM_PIN_DIR_DEFAULT "); top, "
-		  "snapshot and leaks read a running agent's state there" },
+	  .help = "the agent's pinned maps and links (default " GM_PIN_DIR_DEFAULT ")",
+	  .help_for = (const struct command_help[]){
+		  { CMD_SERVE, "where the agent pins its maps and links (default "
+			       GM_PIN_DIR_DEFAULT ")" },
+		  { CMD_TOP | CMD_SNAPSHOT | CMD_LEAKS,
+		    "read the agent pinned there (default " GM_PIN_DIR_DEFAULT "), when one runs "
+		    "and no process is selected, instead of attaching probes" },
+		  { 0 } } },
 	{ "reset", 0, NULL, CMD_SERVE, opt_flag, .field = FIELD(bool, reset),
 	  .help = "remove everything the agent pinned, which detaches its probes, and exit" },
 	{ "no-agent", 0, NULL, CMD_TOP | CMD_SNAPSHOT | CMD_LEAKS, opt_flag,
@@ -457,6 +481,9 @@ const struct option_spec option_specs[] = {
 		  "max {max})" },
 	{ "all-frames", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, all_frames),
 	  .help = "also show frames inside the CUDA libraries" },
+	{ "by-address", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, by_address),
+	  .help = "a call site per stack of return addresses: calls made on one line of code "
+		  "are sites apart (default: one site per line)" },
 	{ "no-demangle", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, no_demangle),
 	  .help = "C++ function names as the binary spells them" },
 	{ "no-python", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, tracer.no_python),
