@@ -31,7 +31,8 @@ LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lsqlite3 -lpthread -ldl -l
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
-.PHONY: deploy-check all deps deps-build run test unit-test unit-test-asan integration bench bench-discovery clean
+.PHONY: deploy-check all deps deps-build run test unit-test unit-test-asan integration bench bench-discovery clean \
+	demo docs docs-check
 all: $(BUILD)/gpumem
 
 deps:
@@ -77,7 +78,22 @@ unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
 test: deps all test-progs nvidia unit-test unit-test-asan integration man-lint install-check deploy-check \
-	gpu-bundle-check
+	gpu-bundle-check docs-check
+
+# What gpumem shows, on the mock CUDA libraries: no GPU needed (examples/, as root).
+demo: deps-build all test-progs
+	examples/demo.sh
+
+# docs/options.md and the man page's options from the option table; every example in README
+# and docs/ run again, its output written into the page (then read the diff).
+docs: all test-progs
+	$(PYTHON) scripts/gen_docs.py
+	$(PYTHON) tests/docs_check.py --update
+
+# The same, checked: fails where a page is not what the table and the examples make.
+docs-check: all test-progs
+	$(PYTHON) scripts/gen_docs.py --check
+	$(PYTHON) tests/docs_check.py
 
 # The Kubernetes manifests validated with no cluster, and each of the checker's rules made to
 # fire on a broken copy (Node.js and npm packages, installed on first use).

@@ -260,6 +260,26 @@ def test_top_groups_processes_by_container_with_totals(tmp_path):
     assert holding[-1][2].endswith(f"docker {dock}")
 
 
+def test_top_names_a_containers_pod_and_container_from_its_bundle(tmp_path):
+    cid, pod = docker_id(), str(uuid.uuid4())
+    bundles = tmp_path / "containerd"
+    write_bundle(bundles / "k8s.io" / cid / "config.json",
+                 bundle_config(CONTAINERD_KEYS, "trainer-7d9f-x2x", "ml", "cuda"))
+    with Cgroup(pod_cgroup("burstable", pod, f"cri-containerd-{cid}.scope")) as cg:
+        join = f"echo $$ > {cg.path}/cgroup.procs && exec {WORKLOAD} hold 4096"
+        out = tmp_path / "top.txt"
+        done = subprocess.run(["build/gpumem", "top", "-b", "-i", "0.5", "--bytes", "--group",
+                               "container", "--bundle-dir", str(bundles), "-o", str(out), "-c",
+                               "sh", "-c", f"sleep 2 | sh -c '{join}'"],
+                              capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr
+    rows = [line for t in top_tables(out.read_text()) for line in t[2:]
+            if line.split()[:3] == [cid[:12], "1", "4096"]]
+    assert rows, out.read_text()
+    assert rows[-1].endswith(f"ml/trainer-7d9f-x2x cuda  containerd {cid}  pod {pod} burstable")
+
+
 def test_one_library_reached_under_two_inodes_counts_once(tmp_path):
     """An overlayfs copy and its lower file are one file to uprobes: attached both ways (by
     --lib and when the process maps the overlay path), every call is still counted once."""

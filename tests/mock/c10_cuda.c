@@ -27,6 +27,35 @@ struct segment {
 
 static struct segment segments[MAX_SEGMENTS];
 static unsigned int nsegments;
+
+/* The live tensors' sizes, for c10_mock_stats (torch.cuda.memory_allocated). */
+#define MAX_TENSORS 4096
+static struct {
+	uintptr_t ptr;
+	size_t bytes;
+} tensors[MAX_TENSORS];
+static size_t allocated_bytes;
+
+static void tensor_born(void *ptr, size_t bytes)
+{
+	for (unsigned int i = 0; i < MAX_TENSORS; i++)
+		if (!tensors[i].ptr) {
+			tensors[i].ptr = (uintptr_t)ptr;
+			tensors[i].bytes = bytes;
+			allocated_bytes += bytes;
+			return;
+		}
+}
+
+static void tensor_died(uintptr_t ptr)
+{
+	for (unsigned int i = 0; i < MAX_TENSORS; i++)
+		if (tensors[i].ptr == ptr) {
+			allocated_bytes -= tensors[i].bytes;
+			tensors[i].ptr = 0;
+			return;
+		}
+}
 static unsigned long fired_mallocs, fired_frees;
 
 static struct segment *segment_with_room(size_t bytes)
@@ -60,6 +89,7 @@ __attribute__((noinline)) void *c10_mock_alloc(size_t size)
 	ptr = (void *)(seg->base + seg->used);
 	seg->used += bytes;
 	seg->live++;
+	tensor_born(ptr, bytes);
 	if (pytorch_malloc_semaphore) {
 		fired_mallocs++;
 		STAP_PROBE4(pytorch, malloc, ptr, device, size, stream);
@@ -75,6 +105,7 @@ __attribute__((noinline)) void c10_mock_free(void *ptr)
 		fired_frees++;
 		STAP_PROBE1(pytorch, free, ptr);
 	}
+	tensor_died(p);
 	for (unsigned int i = 0; i < nsegments; i++) {
 		struct segment *seg = &segments[i];
 
@@ -95,6 +126,16 @@ void c10_mock_empty_cache(void)
 			segments[i].base = 0;
 		}
 	}
+}
+
+/* torch.cuda.memory_reserved() and memory_allocated(): the segments, the tensors' blocks. */
+void c10_mock_stats(size_t *reserved, size_t *allocated)
+{
+	*reserved = 0;
+	for (unsigned int i = 0; i < nsegments; i++)
+		if (segments[i].base)
+			*reserved += segments[i].size;
+	*allocated = allocated_bytes;
 }
 
 /* How many probes fired: a probe whose semaphore is clear is never reached. */

@@ -142,7 +142,8 @@ void top_group_key(const struct snap_proc *p, char *buf, size_t len)
 		snprintf(buf, len, "%s", "");
 }
 
-/* A container row's last column: the container with its runtime, and its pod. */
+/* A container row's last column: its pod and container names where its OCI bundle gave them
+ * (printable ASCII, no spaces: oci.c), then the container with its runtime, and its pod. */
 static void group_name(const struct container_info *ci, char *buf, size_t len)
 {
 	int o = 0;
@@ -151,8 +152,13 @@ static void group_name(const struct container_info *ci, char *buf, size_t len)
 		snprintf(buf, len, "(host: in no container)");
 		return;
 	}
-	if (ci->has_id)
-		o = snprintf(buf, len, "%s %s", ci->runtime[0] ? ci->runtime : "container", ci->id);
+	if (ci->pod_name[0] || ci->container_name[0])
+		o = snprintf(buf, len, "%s%s%s%s%s  ", ci->pod_namespace,
+			     ci->pod_namespace[0] ? "/" : "", ci->pod_name[0] ? ci->pod_name : "-",
+			     ci->container_name[0] ? " " : "", ci->container_name);
+	if (ci->has_id && o >= 0 && (size_t)o < len)
+		o += snprintf(buf + o, len - (size_t)o, "%s %s", ci->runtime[0] ? ci->runtime :
+			      "container", ci->id);
 	if (ci->has_pod && o >= 0 && (size_t)o < len)
 		snprintf(buf + o, len - (size_t)o, "%spod %s%s%s", o ? "  " : "", ci->pod_uid,
 			 ci->qos[0] ? " " : "", ci->qos);
