@@ -15,7 +15,7 @@ ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-# One folder a layer (DESIGN.md, "one model, many outputs"); each is on the include path.
+# One folder a layer (docs/design.md); each is on the include path.
 USER_DIRS := userspace $(sort $(dir $(wildcard userspace/*/*.[ch] userspace/*/*/*.[ch])))
 USER_INC := $(patsubst %/,%,$(addprefix -I,$(USER_DIRS)))
 # -MMD -MP: the compiler lists each object's headers, so editing one rebuilds what uses it.

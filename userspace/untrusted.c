@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Files of other processes, opened so that they cannot hang gpumem, be swapped under it, or
- * lead it out of a container's root (the threat model in README). */
+ * lead it out of a container's root (docs/threat-model.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -101,7 +101,7 @@ def test_real_driver_returns_100_from_cuinit_and_3_from_every_allocation_api(dri
 def test_gpumem_attaches_every_probe_table_symbol_the_real_driver_exports(driver_run):
     exported = elf_exports(REAL_LIBCUDA)
     wanted = [s for s in probe_table("driver") if s in exported]
-    # What DESIGN.md's table names, the real 535 driver exports, every one.
+    # What the probe table (docs/numbers.md) names, the real 535 driver exports, every one.
     assert set(DRIVER_FREES) | {api for api, _ in DRIVER_ALLOCS} <= set(wanted)
     assert attached_probes(driver_run.report, REAL_LIBCUDA) == wanted
 
@@ -213,7 +213,7 @@ def test_cugetprocaddress_hands_out_the_exports_gpumem_probes(driver_run):
         for version in (11080, 12000, DRIVER_VERSION):   # runtimes 11.8, 12.0, the driver's
             requests.append(f"{base}:{version}:{flags}:{symbol}")
     # A caller that asks for CUDA 3.0's ABI gets the old entry point, which gpumem does not
-    # probe (README: known gaps).
+    # probe (docs/known-gaps.md).
     requests.append("cuMemAlloc:3000:1:cuMemAlloc")
     done = subprocess.run([str(REAL_NVIDIA_PROG), "procaddr", str(REAL_LIBCUDA), *requests],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The probe table against DESIGN.md's list of symbols, the attach cookie's packing, and the
+/* The probe table against the documented list of symbols (docs/numbers.md), the attach cookie's packing, and the
  * names views print for layers, kinds and CUDA return codes. */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 #define RT GM_LAYER_RUNTIME
 #define DRV GM_LAYER_DRIVER
 
-/* DESIGN.md "Probe table", written out independently of userspace/probes.c. Frees carry no
+/* docs/numbers.md "What is probed", written out independently of userspace/probes.c. Frees carry no
  * kind that anything reads, so their kind is not checked. */
 static const struct probe_def design_table[] = {
 	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
@@ -46,9 +46,9 @@ static const struct probe_def design_table[] = {
 	{ "cuMemFreeAsync_ptsz", DRV, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
 	{ "cuMemCreate", DRV, GM_SHAPE_VMM_CREATE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
 	{ "cuMemRelease", DRV, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
-	/* DESIGN.md "Python call sites and PyTorch tensors": a USDT probe, not a symbol. */
+	/* docs/python.md "PyTorch tensors": a USDT probe, not a symbol. */
 	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE, GM_SPACE_ADDR },
-	/* README "Probe table": every allocation API (issue 13 item 3). */
+	/* docs/numbers.md: every allocation API (issue 13 item 3). */
 	{ "cudaMallocArray", RT, GM_SHAPE_ARRAY_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
 	{ "cudaMalloc3DArray", RT, GM_SHAPE_ARRAY3D_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
 	{ "cudaMallocMipmappedArray", RT, GM_SHAPE_MIPMAP_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
@@ -103,12 +103,12 @@ static void test_table_holds_exactly_the_63_design_symbols_and_the_tensor_row(vo
 	assert_int_equal(probe_count, 64);
 	for (unsigned int i = 0; i < probe_count; i++) {
 		if (!design_row(probe_table[i].symbol))
-			fail_msg("probe table row %u (%s) is not in DESIGN.md", i,
+			fail_msg("probe table row %u (%s) is not in the documented table", i,
 				 probe_table[i].symbol);
 	}
 	for (size_t i = 0; i < DESIGN_COUNT; i++) {
 		if (probe_find(design_table[i].symbol) < 0)
-			fail_msg("DESIGN.md symbol %s is missing from the probe table",
+			fail_msg("documented symbol %s is missing from the probe table",
 				 design_table[i].symbol);
 	}
 }

@@ -10,7 +10,7 @@
 /*
  * Why: the kernel emulates a probed jcc/jmp/call/push/nop, but single-steps any other
  * instruction out of line, a trap more (NVIDIA's driver stubs begin with a RIP-relative
- * cmpl: an empty probe costs 12x more there than on the je after it, README "Benchmark").
+ * cmpl: an empty probe costs 12x more there than on the je after it, docs/benchmark.md).
  * After an instruction that writes only the flags, the registers, the stack pointer and the
  * return address at [sp] are as they were at the symbol, so the entry program reads the same
  * arguments and stack pointer, and a return probe placed there hijacks the same return

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The probe table of DESIGN.md, and attaching its entry/return programs to one file. */
+/* The probe table (docs/numbers.md, "What is probed"), and attaching its entry/return programs to one file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The recording file: its tables (README "Recording" documents them), the lookup tables and
+/* The recording file: its tables (docs/recording.md documents them), the lookup tables and
  * the Nsight-shaped view, and opening it: never through a symbolic link, refusing files that
  * are not recordings of this schema, and files another process is writing. */
 #include <errno.h>

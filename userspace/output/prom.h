@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* gpumem's metrics: every family of the Prometheus endpoint, written from one published
- * snapshot (names, labels and meanings: README.md, "Metrics"). */
+ * snapshot (names, labels and meanings: docs/metrics.md). */
 #ifndef GPUMEM_PROM_H
 #define GPUMEM_PROM_H
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* `gpumem snapshot`: the last snapshot, once, as a table or as the JSON contract of DESIGN.md.
+/* `gpumem snapshot`: the last snapshot, once, as a table or as the JSON contract of docs/json.md.
  * With -c, the numbers are those at the instant CMD's process ended. */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `gpumem trace`: one line per allocation, free, failure, unknown free and process end, as
- * text or as the JSON-lines contract of DESIGN.md. */
+ * text or as the JSON-lines contract of docs/json.md. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
