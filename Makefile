@@ -15,9 +15,9 @@ ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-# One folder a layer (docs/design.md); each is on the include path.
-USER_DIRS := userspace $(sort $(dir $(wildcard userspace/*/*.[ch] userspace/*/*/*.[ch])))
-USER_INC := $(patsubst %/,%,$(addprefix -I,$(USER_DIRS)))
+# One folder a layer (docs/design.md, scripts/layers.py): includes name their folder,
+# "model/state.h", from the one root.
+USER_INC := -Iuserspace
 # -MMD -MP: the compiler lists each object's headers, so editing one rebuilds what uses it.
 DEPFLAGS := -MMD -MP
 # The version gpumem reports (gpumem_build_info).

@@ -15,9 +15,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "bare.skel.h"
-#include "uprobe_multi.h"
-#include "elf_syms.h"
-#include "probe_place.h"
+#include "loader/uprobe_multi.h"
+#include "symbols/elf_syms.h"
+#include "discover/probe_place.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_FILES 8

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "elf_syms.h"
-#include "symbolize.h"
+#include "symbols/elf_syms.h"
+#include "symbols/symbolize.h"
 
 #define MAX_ADDRS 100000
 #define MAP_START 0x100000ULL

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* gpumem: the commands, and main(): parse the command line, check the system, run. */
-#include "options.h"
-#include "report_cmd.h"
-#include "session.h"
-#include "system.h"
-#include "util.h"
-#include "common.h"
+#include <string.h>
+#include "base/util.h"
+#include "cmd/options.h"
+#include "cmd/system.h"
+#include "session/session.h"
+#include "views/common.h"
 
 /* The first is the default, run when no command is named. */
 static const struct command commands[] = {
@@ -101,11 +101,11 @@ static const struct command commands[] = {
 	{
 		.name = "report",
 		.bit = CMD_REPORT,
-		.run = report_run,
 		.args = "FILE.db [snapshot|leaks|oom|sites]",
 		.min_args = 1,
 		.max_args = 2,
 		.usage = "FILE.db [snapshot|leaks|oom|sites] [OPTIONS]",
+		.view = &snapshot_view,	/* the default; report_view() names the others */
 		.summary = "the views, answered from a recording: snapshot (the default), leaks, "
 			   "oom, sites",
 		.description =
@@ -139,6 +139,39 @@ static const struct command commands[] = {
 	},
 };
 
+/* report FILE.db VIEW: the sink of that view, from the recording. */
+static const struct {
+	const char *name;
+	const struct sink_ops *sink;
+} report_views[] = {
+	{ "snapshot", &snapshot_view },
+	{ "leaks", &leaks_view },
+	{ "oom", &oom_view },
+	{ "sites", &sites_view },
+};
+
+/* report and export FILE.db read a recording: which, and report's view. 0, or the exit
+ * status of a command line that cannot run. */
+static int choose_replay(struct options *o)
+{
+	const char *name = o->nargs > 1 ? o->args[1] : "snapshot";
+	size_t v;
+
+	if (o->command->bit == CMD_EXPORT && o->nargs)
+		o->replay_path = o->args[0];	/* FILE.db: no probes, no system checks */
+	if (o->command->bit != CMD_REPORT)
+		return 0;
+	for (v = 0; v < ARRAY_SIZE(report_views) && strcmp(name, report_views[v].name); v++)
+		;
+	if (v == ARRAY_SIZE(report_views)) {
+		p_err("report shows snapshot, leaks, oom or sites, not '%s'", name);
+		return 2;
+	}
+	o->view = report_views[v].sink;
+	o->replay_path = o->args[0];
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -150,11 +183,9 @@ int main(int argc, char **argv)
 	}
 	if (o.help)
 		rc = 0;
-	else if (o.nargs && o.view == &export_view)
-		rc = export_recording(&o);	/* FILE.db: no probes, no system checks */
-	else if (o.command->run)
-		rc = o.command->run(&o);
-	else if (check_system(&o))
+	else if ((rc = choose_replay(&o)))
+		;
+	else if (!o.replay_path && check_system(&o))
 		rc = 1;
 	else
 		rc = session_run(&o);

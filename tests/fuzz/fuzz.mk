@@ -29,17 +29,17 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=
 	-I$(FUZZ_DIR)
 
 # The userspace modules each harness links, and the libraries they need.
-fuzz_mods_elf_syms := elf_syms
-fuzz_mods_procs := procs
-fuzz_mods_gpu_map := gpu_map procs
-fuzz_mods_container := container
-fuzz_mods_json := json
-fuzz_mods_oci := oci untrusted util
-fuzz_mods_probe_place := probe_place
+fuzz_mods_elf_syms := symbols/elf_syms
+fuzz_mods_procs := host/procs
+fuzz_mods_gpu_map := host/gpu_map host/procs
+fuzz_mods_container := host/container
+fuzz_mods_json := output/json
+fuzz_mods_oci := host/oci base/untrusted base/util
+fuzz_mods_probe_place := discover/probe_place
 fuzz_libs_elf_syms := -lelf -lz
 fuzz_libs_oci := $(JSONC_LIBS)
 
-fuzz_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
+fuzz_src = userspace/$(1).c
 FUZZ_BINS := $(patsubst %,$(FUZZ_OUT)/fuzz_%,$(FUZZ_HARNESSES))
 
 .SECONDEXPANSION:

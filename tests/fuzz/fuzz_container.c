@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <strings.h>
 
-#include "container.h"
+#include "host/container.h"
 #include "fuzz.h"
 
 #define FIELDS 4

@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "elf_syms.h"
+#include "symbols/elf_syms.h"
 #include "fuzz.h"
 
 /* The walk stops here, to exercise the early return; real files have fewer functions. */

@@ -3,7 +3,7 @@
  * ordinals mapped without NVML and with four devices: a host index is -1 or one of those
  * devices, and no two ordinals of a process are one device. */
 #include "fuzz.h"
-#include "gpu_map.h"
+#include "host/gpu_map.h"
 
 static void check_mapping(const struct gpu_visible *v, const struct nvml_device *devs,
 			  unsigned int ndevs)

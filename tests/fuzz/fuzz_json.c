@@ -11,7 +11,7 @@
 #include <math.h>
 
 #include "fuzz.h"
-#include "json.h"
+#include "output/json.h"
 
 #define MAX_DEPTH 600
 #define MAX_OPS	  4096

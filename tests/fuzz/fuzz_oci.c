@@ -8,7 +8,7 @@
 #include <errno.h>
 
 #include "fuzz.h"
-#include "oci.h"
+#include "host/oci.h"
 
 static void check_name(const char *name, size_t size, const char *what)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Fuzzes the probe placement decoder (discover/probe_place.c) with a function's first bytes,
  * copied to a buffer of exactly their length: a read past them is a crash. */
-#include "probe_place.h"
+#include "discover/probe_place.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -4,7 +4,7 @@
 #include <errno.h>
 
 #include "fuzz.h"
-#include "procs.h"
+#include "host/procs.h"
 
 static const size_t buf_lens[] = { 1, 2, 16, 256 };
 

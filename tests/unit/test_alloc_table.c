@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
-#include "alloc_table.h"
+#include "model/alloc_table.h"
 
 #define SLOTS 256u
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "analysis.h"
+#include "analysis/analysis.h"
 
 #define SEC 1000000000ull
 #define KIB 1024ull

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "container.h"
+#include "host/container.h"
 
 #define ID_A "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa00112233445566778899"
 #define ID_B "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

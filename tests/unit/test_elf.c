@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "elf_syms.h"
+#include "symbols/elf_syms.h"
 
 static const char *libsyms_path = "build/unit/libsyms.so";
 

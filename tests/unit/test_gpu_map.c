@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gpu_map.h"
+#include "host/gpu_map.h"
 
 #define UUID0 "GPU-8f6b0000-aaaa-bbbb-cccc-000000000000"
 #define UUID1 "GPU-8f6b1111-aaaa-bbbb-cccc-111111111111"

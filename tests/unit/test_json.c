@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "json.h"
+#include "output/json.h"
 
 struct capture {
 	char *buf;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "pickle.h"
+#include "export/pickle.h"
 
 #define assert_pickled(p, ...)                                                                     \
 	do {                                                                                       \

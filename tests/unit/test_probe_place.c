@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "probe_place.h"
+#include "discover/probe_place.h"
 
 /* cuMemAlloc_v2 of libcuda.so.535.261.03 (Debian's libcuda1), its first 20 bytes:
  * cmpl $0x321cba00,0x193353e(%rip); je +0xc; jmp *0x183b8c6(%rip) */

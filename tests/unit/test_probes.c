@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "gpumem.h"
-#include "probes.h"
+#include "probes/table.h"
 
 #define RT GM_LAYER_RUNTIME
 #define DRV GM_LAYER_DRIVER

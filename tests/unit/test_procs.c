@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "procs.h"
+#include "host/procs.h"
 
 static const char maps_fixture[] =
 	"7f0000200000-7f0000300000 r-xp 00001000 fd:01 1234          /opt/My Models/lib cuda.so\n"

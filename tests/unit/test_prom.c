@@ -12,11 +12,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "json.h"
-#include "probes.h"
-#include "prom.h"
-#include "prom_writer.h"
-#include "report.h"
+#include "output/json.h"
+#include "probes/table.h"
+#include "output/prom.h"
+#include "output/prom_writer.h"
+#include "output/report.h"
 
 #define R "\xef\xbf\xbd"	/* U+FFFD, as the writer puts it for what it cannot carry */
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -22,8 +22,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "probes.h"
-#include "prometheus.h"
+#include "probes/table.h"
+#include "export/prometheus.h"
 
 #define CLIENTS 8
 #define ROUNDS 10

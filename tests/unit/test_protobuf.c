@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "protobuf.h"
+#include "export/protobuf.h"
 
 #define assert_encoded(buf, ...)                                                                   \
 	do {                                                                                       \

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <errno.h>
 #include <cmocka.h>
-#include "pycode.h"
-#include "util.h"
+#include "symbols/pycode.h"
+#include "base/util.h"
 #include "py311_linetables.h"	/* defines struct py_fixture */
 #include "py39_linetables.h"
 #include "py310_linetables.h"

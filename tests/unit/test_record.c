@@ -15,12 +15,12 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "history.h"
-#include "idmap.h"
-#include "rec_time.h"
-#include "recording.h"
-#include "sqlite.h"
-#include "util.h"
+#include "analysis/history.h"
+#include "recording/idmap.h"
+#include "recording/rec_time.h"
+#include "recording/reader.h"
+#include "recording/writer.h"
+#include "base/util.h"
 
 #define SEC 1000000000ull
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "site_text.h"
-#include "util.h"
+#include "output/site_text.h"
+#include "base/util.h"
 
 #define NATIVE(m, s, f, l) { .module = m, .symbol = s, .file = f, .line = l }
 #define PY(f, s, l) { .python = true, .file = f, .symbol = s, .line = l }

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
-#include "slot_table.h"
+#include "model/slot_table.h"
 
 #define SLOTS 64u	/* GM_SLOT_PROBES: a key may look at every slot */
 

@@ -16,9 +16,9 @@
 #include <cmocka.h>
 
 #include "gpumem.h"
-#include "oci.h"
-#include "purge.h"
-#include "state.h"
+#include "host/oci.h"
+#include "model/purge.h"
+#include "model/state.h"
 
 /* Pids above any real one on a default system: /proc reads about them fail harmlessly. */
 #define PID_A 4000001

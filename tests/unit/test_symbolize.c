@@ -20,9 +20,9 @@
 #include <gelf.h>
 #include <libelf.h>
 
-#include "elf_syms.h"
+#include "symbols/elf_syms.h"
 
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 
 static const char *libsyms_path = "build/unit/libsyms.so";
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include "timeline.h"
+#include "export/timeline.h"
 
 #define PID 4242
 #define ADDR 0x7e0000000000ull

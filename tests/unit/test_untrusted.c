@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "untrusted.h"
+#include "base/untrusted.h"
 
 static char dir[] = "/tmp/gpumem-untrusted-XXXXXX";
 

@@ -12,37 +12,49 @@ UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
 # The userspace modules each test links.
-unit_mods_json := json
-unit_mods_pycode := pycode util
-unit_mods_procs := procs
-unit_mods_gpu_map := gpu_map procs
-unit_mods_alloc_table := alloc_table slot_table
-unit_mods_slot_table := slot_table
-unit_mods_elf := elf_syms
-unit_mods_symbolize := symbolize elf_syms procs untrusted
-unit_mods_probes := probes probe_place pin elf_syms uprobe_multi util
-unit_mods_probe_place := probe_place
-unit_mods_state := state alloc_table slot_table stacks python pycode publish snapshot retention cgroups nvml gpu_map symbolize elf_syms procs unwind \
-	container oci probes probe_place pin purge uprobe_multi untrusted util
-unit_mods_container := container
-unit_mods_analysis := history leaks trends oom snapshot util
-unit_mods_untrusted := untrusted
-unit_mods_site_text := site_text report snapshot probes probe_place pin elf_syms uprobe_multi units json util
-unit_mods_prom := prom prom_sites site_text gpu_map procs prom_writer report units json snapshot probes probe_place pin elf_syms uprobe_multi util
-unit_mods_prom_server := prometheus $(unit_mods_prom)
-unit_mods_record := rec_time idmap sqlite sqlite_rows sqlite_samples sqlite_retention sqlite_schema \
-	recording recording_events recording_series recording_snap recording_state history \
-	container snapshot report units json probes probe_place elf_syms uprobe_multi pin util
+unit_mods_json := output/json
+unit_mods_pycode := symbols/pycode base/util
+unit_mods_procs := host/procs
+unit_mods_gpu_map := host/gpu_map host/procs
+unit_mods_alloc_table := model/alloc_table model/slot_table
+unit_mods_slot_table := model/slot_table
+unit_mods_elf := symbols/elf_syms
+unit_mods_symbolize := symbols/symbolize symbols/elf_syms host/procs base/untrusted
+unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin symbols/elf_syms \
+	loader/uprobe_multi base/util
+unit_mods_probe_place := discover/probe_place
+unit_mods_state := model/state model/alloc_table model/slot_table model/stacks model/python \
+	symbols/pycode model/publish model/snapshot model/retention host/cgroups host/nvml host/gpu_map \
+	symbols/symbolize symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
+	loader/attach discover/probe_place loader/pin model/purge loader/uprobe_multi base/untrusted \
+	base/util
+unit_mods_container := host/container
+unit_mods_analysis := analysis/history analysis/leak_verdicts analysis/trends \
+	analysis/failure_context model/snapshot host/gpu_map host/procs base/util
+unit_mods_untrusted := base/untrusted
+unit_mods_site_text := output/site_text output/report model/snapshot host/gpu_map host/procs probes/table loader/attach \
+	discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi output/units output/json \
+	base/util
+unit_mods_prom := output/prom output/prom_sites output/site_text host/gpu_map host/procs \
+	output/prom_writer output/report output/units output/json model/snapshot probes/table \
+	loader/attach discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi base/util
+unit_mods_prom_server := export/prometheus $(unit_mods_prom)
+unit_mods_record := recording/rec_time recording/idmap recording/writer recording/writer_rows \
+	recording/writer_samples recording/writer_retention recording/schema recording/reader \
+	recording/reader_events recording/reader_series recording/reader_snap recording/reader_state \
+	analysis/history host/container model/snapshot host/gpu_map host/procs output/report output/units output/json \
+	probes/table loader/attach discover/probe_place symbols/elf_syms loader/uprobe_multi loader/pin \
+	base/util
 # Libraries a test needs beyond UNIT_LIBS.
 unit_libs_prom_server := -lmicrohttpd -lpthread
-unit_mods_oci := oci untrusted util
-unit_mods_protobuf := protobuf util
-unit_mods_pickle := pickle json util
-unit_mods_timeline := timeline intern snapshot util
+unit_mods_oci := host/oci base/untrusted base/util
+unit_mods_protobuf := export/protobuf base/util
+unit_mods_pickle := export/pickle output/json base/util
+unit_mods_timeline := export/timeline export/intern model/snapshot host/gpu_map host/procs base/util
 unit_libs_record := -lsqlite3
 
-# A module is named by its file's base name, wherever it lives under userspace/.
-unit_src = $(firstword $(wildcard userspace/$(1).c userspace/*/$(1).c userspace/*/*/$(1).c))
+# A module is named by its path under userspace/, without .c: model/state.
+unit_src = userspace/$(1).c
 
 .SECONDEXPANSION:
 $(UNIT_OUT)/mod/%.o: $$(call unit_src,$$*) | $(BUILD)/gpumem.skel.h

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "history.h"
-#include "snapshot.h"
+#include "analysis/history.h"
+#include "model/snapshot.h"
 
 /* ---- trends: rates and growth of one process or site ---- */
 

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "history.h"
-#include "snapshot.h"
-#include "util.h"
+#include "analysis/history.h"
+#include "base/util.h"
+#include "model/snapshot.h"
 
 struct history {
 	struct hist_series **v;	/* sorted by key */

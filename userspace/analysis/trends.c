@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Rates and growth of one series: what top's ALLOC/s, FREE/s and GROW/min columns show. */
-#include "analysis.h"
+#include "analysis/analysis.h"
 
 struct trend trend_of(const struct history *h, const struct hist_key *key, uint64_t now_ns,
 		      double rate_window_s, double growth_window_s)

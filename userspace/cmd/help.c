@@ -2,7 +2,7 @@
 /* The help text, generated from the command and option tables. */
 #include <stdio.h>
 #include <string.h>
-#include "option_spec.h"
+#include "cmd/option_spec.h"
 
 #define HELP_WIDTH  92 /* text is wrapped before this column */
 #define HELP_COLUMN 22 /* where an option's help starts */

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "options.h"
+#include "cmd/options.h"
 
 struct parser;
 struct option_spec;

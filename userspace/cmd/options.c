@@ -7,13 +7,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "export.h"
-#include "oci.h"
-#include "option_spec.h"
-#include "rec_time.h"
-#include "session.h"
-#include "util.h"
 #include "gpumem.h"
+#include "base/util.h"
+#include "cmd/option_spec.h"
+#include "export/exporters.h"
+#include "host/oci.h"
+#include "recording/rec_time.h"
+#include "views/sink.h"
 
 /* Seconds (--duration, --interval, --keep-ended-for): a millisecond to a year. A shorter one
  * rounds to no time at all; a longer one overflows nanoseconds in 64 bits. */
@@ -704,13 +704,15 @@ static int finish(struct parser *p)
 		return -EINVAL;
 	}
 	o->command = p->cmd;
+	o->command_name = p->cmd->name;
+	o->replace_recording = p->cmd->bit == CMD_RECORD;	/* serve --record appends */
 	o->view = p->cmd->view;
 	if (o->at && o->until) {
 		p_err("--at and --until both name the end of what is reported: give one");
 		return -EINVAL;
 	}
-	if (!o->view)
-		return 0;	/* a command that runs no session (report) */
+	if (p->cmd->bit == CMD_REPORT)
+		return 0;	/* a recording's: nothing to trace */
 	if (p->cmd->bit == CMD_RECORD) {
 		if (!o->output) {
 			p_err("record needs -o FILE.db, the recording to write");

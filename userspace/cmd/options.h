@@ -1,67 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What the command line asked for: the parsed options, the commands, and the parser. */
-#ifndef GPUMEM_OPTIONS_H
-#define GPUMEM_OPTIONS_H
+/* The command line: the commands, which options each takes, and the parser that fills struct
+ * options (config/options.h). */
+#ifndef GPUMEM_CMD_OPTIONS_H
+#define GPUMEM_CMD_OPTIONS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "select.h"
-#include "tracer.h"
-
-struct view_ops;
-
-/* What a row of top stands for. */
-enum top_group { GROUP_PROCESS, GROUP_SITE, GROUP_CONTAINER };
-
-struct options {
-	const struct view_ops *view;
-	bool json;
-	bool all_frames;	/* CUDA libraries' own frames too */
-	bool by_address;	/* --by-address: a site per stack of return addresses */
-	bool no_demangle;	/* C++ names as the binary spells them */
-	int *pids;
-	size_t npids;
-	char **cmd_argv;	/* -c CMD [ARGS...] */
-	char **libs;		/* --lib */
-	size_t nlibs;
-	char **bundle_dirs;	/* --bundle-dir: OCI bundle roots (none: the runtimes' own) */
-	size_t nbundle_dirs;
-	double duration_s;	/* 0: until Ctrl-C (or CMD's end) */
-	double interval_s;	/* 0: the view's default */
-	struct selection *selections;	/* --cgroup, --container, --pod */
-	size_t nselections;
-	const char *output;	/* -o: the report goes there, not to stdout (CMD keeps stdout) */
-	bool batch;		/* -b: plain text every interval, never the full-screen table */
-	uint32_t iterations;	/* -n: stop after this many refreshes (0: no limit) */
-	enum top_group group;	/* --group: top's rows at start (the 'c' and 's' keys change it) */
-	bool exact_bytes;	/* --bytes: sizes as exact numbers of bytes */
-	uint32_t keep_failures;	/* --keep-failures: first and last failure records kept */
-	struct tracer_opts tracer;
-	uint32_t keep_ended;	/* --keep-ended: ended processes kept in the model (0: default) */
-	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: default) */
-	bool help;		/* -h: the help is printed, there is nothing to run */
-	/* serve, and the commands that read a running agent's state */
-	const char *listen;	/* --listen ADDR:PORT */
-	const char *pin_dir;	/* --pin-dir */
-	bool reset;		/* serve --reset */
-	uint32_t site_series;	/* --site-series */
-	bool no_agent;		/* --no-agent: probes of its own even when an agent runs */
-	/* The command's own arguments (struct command.args says which): report FILE.db VIEW */
-	char **args;
-	size_t nargs;
-	const char *format;	/* export --format: the exporter's name (export.h) */
-	const struct command *command;	/* the command that runs */
-	/* Recordings: record -o FILE.db, serve --record FILE.db; report's --at/--since/--until
-	 * (checked by rec_time_parse when parsed) */
-	const char *record_path;
-	double retention_s;	/* --retention: rows older than this are deleted (0: kept) */
-	uint32_t sample_events;	/* --sample-events N: 1 allocation (and its free) in N kept */
-	const char *at, *since, *until;
-};
-
-#define SERVE_LISTEN_DEFAULT "127.0.0.1:9473"
-#define SERVE_SITE_SERIES_DEFAULT 10
+#include "config/options.h"
 
 /* Which commands take an option: one bit per command. */
 enum command_bit {
@@ -84,7 +30,7 @@ enum command_bit {
 struct command {
 	const char *name;
 	enum command_bit bit;
-	const struct view_ops *view;
+	const struct sink_ops *view;	/* its sink (report: the default view's) */
 	const char *summary;		/* one line, for gpumem --help */
 	const char *description;	/* one paragraph, for gpumem COMMAND --help */
 	/* Arguments of its own, as the usage line shows them ("FILE.db [VIEW]"); NULL: none.
@@ -93,8 +39,6 @@ struct command {
 	unsigned int min_args, max_args;
 	/* The usage line's tail; NULL: "[OPTIONS] [-c CMD [ARGS...]]". */
 	const char *usage;
-	/* Runs the command without probes (report reads a file); NULL: a session of view. */
-	int (*run)(const struct options *o);
 };
 
 /* Parses argv (the command first, when one is named) into *o. Returns 0, or -EINVAL after

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "system.h"
-#include "util.h"
+#include "base/util.h"
+#include "cmd/system.h"
 
 /* The effective capability set, from /proc/self/status (no libcap needed). */
 static uint64_t effective_caps(void)

@@ -3,7 +3,7 @@
 #ifndef GPUMEM_SYSTEM_H
 #define GPUMEM_SYSTEM_H
 
-#include "options.h"
+#include "cmd/options.h"
 
 /* Returns 0, or -errno after one line saying what is missing; may turn holding off (with a
  * warning) where gpumem could not resume what it held. */

@@ -12,21 +12,20 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-#include "discover.h"
-#include "elf_syms.h"
-#include "probes.h"
-#include "tracer.h"
-#include "untrusted.h"
-#include "util.h"
+#include "base/untrusted.h"
+#include "base/util.h"
+#include "discover/discover.h"
+#include "probes/table.h"
+#include "symbols/elf_syms.h"
 
 struct file_id {
 	dev_t dev;
 	ino_t ino;
-	struct attached_file *attached;	/* NULL: examined, holds no CUDA allocation API */
+	void *attached;	/* the attacher's handle; NULL: examined, holds no CUDA allocation API */
 };
 
 struct discovery {
-	struct tracer *tracer;
+	struct discovery_attacher at;	/* the loader's, lent */
 	struct file_id *files;
 	size_t nfiles, cap;
 	struct discovery_stats stats;
@@ -43,11 +42,11 @@ static const char *const std_dirs[] = {
 	"/usr/lib/wsl/lib",
 };
 
-struct discovery *discovery_new(struct tracer *tracer)
+struct discovery *discovery_new(const struct discovery_attacher *at)
 {
 	struct discovery *d = xcalloc(1, sizeof(*d));
 
-	d->tracer = tracer;
+	d->at = *at;
 	return d;
 }
 
@@ -56,7 +55,8 @@ void discovery_free(struct discovery *d)
 	if (!d)
 		return;
 	for (size_t i = 0; i < d->nfiles; i++)
-		detach_file(d->files[i].attached);
+		if (d->files[i].attached)
+			d->at.detach(d->files[i].attached);
 	free(d->files);
 	free(d);
 }
@@ -72,7 +72,7 @@ static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 /* Tells the BPF side this file was examined: opening it again need not hold anyone. */
 static void mark_known(struct discovery *d, dev_t dev, ino_t ino)
 {
-	if (tracer_mark_known_file(d->tracer, gm_kernel_dev(major(dev), minor(dev)), ino))
+	if (d->at.mark_known(d->at.ctx, gm_kernel_dev(major(dev), minor(dev)), ino))
 		p_debug("known-file map full: later opens of this file are reported again");
 }
 
@@ -91,7 +91,8 @@ static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
  * checked is what is attached. -ENOEXEC: no ELF file (examined: not tried again). */
 static int add_opened(struct discovery *d, int fd, bool *attached)
 {
-	struct attached_file *attached_file = NULL;
+	void *attached_file = NULL;
+	unsigned int nprobes = 0;
 	char path[64];
 	struct file_id *id;
 	struct stat st;
@@ -106,7 +107,7 @@ static int add_opened(struct discovery *d, int fd, bool *attached)
 		return 0;
 	}
 	fd_path(fd, path, sizeof(path));
-	err = tracer_attach_file(d->tracer, path, &attached_file);
+	err = d->at.attach(d->at.ctx, path, &attached_file, &nprobes);
 	if (err && err != -ENOEXEC)
 		return err;	/* not examined (the attach failed): tried again later */
 	id = remember(d, st.st_dev, st.st_ino);
@@ -114,7 +115,7 @@ static int add_opened(struct discovery *d, int fd, bool *attached)
 	if (id->attached) {
 		*attached = true;
 		d->stats.files++;
-		d->stats.probes += attached_probe_count(id->attached);
+		d->stats.probes += nprobes;
 	}
 	return err;
 }
@@ -358,7 +359,7 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	}
 	note_late_attach(d, before, e);
 	if (e->held)
-		tracer_release(d->tracer, (int)e->pid);
+		d->at.release(d->at.ctx, (int)e->pid);
 }
 
 void discovery_get_stats(const struct discovery *d, struct discovery_stats *out)
@@ -389,7 +390,7 @@ size_t discovery_get_files(const struct discovery *d, struct discovery_file **ou
 		f->ino = id->ino;
 		f->apis = apis + n * probe_count;
 		for (unsigned int api = 0; api < probe_count; api++)
-			if (attached_has_api(id->attached, api))
+			if (d->at.has_api(id->attached, api))
 				f->apis[f->napis++] = api;
 		n++;
 	}

@@ -9,7 +9,23 @@
 #include "gpumem.h"
 
 struct discovery;
-struct tracer;
+
+/* What discovery asks of whoever attaches probes (the loader), lent for the discovery's life:
+ * discovery finds files and decides which to examine, never how they are attached. */
+struct discovery_attacher {
+	void *ctx;
+	/* Attaches the probes of the file path (a /proc magic link to what was checked): 0 with
+	 * *handle NULL when it defines no CUDA allocation API, or with *handle and *nprobes;
+	 * -ENOEXEC when it is no ELF file; another -errno to be tried again later. */
+	int (*attach)(void *ctx, const char *path, void **handle, unsigned int *nprobes);
+	/* Whether probe-table row api is attached in the file of handle. */
+	bool (*has_api)(const void *handle, unsigned int api);
+	void (*detach)(void *handle);
+	/* Tells the BPF side a file was examined (kernel device, inode); 0 or -errno. */
+	int (*mark_known)(void *ctx, uint64_t dev, uint64_t ino);
+	/* Resumes a process held at its open of an unknown CUDA file. */
+	void (*release)(void *ctx, int pid);
+};
 
 struct discovery_stats {
 	unsigned int files;		/* distinct files attached */
@@ -28,7 +44,7 @@ struct discovery_file {
 	unsigned int *apis;	/* probe-table rows, in the table's order */
 };
 
-struct discovery *discovery_new(struct tracer *tracer);
+struct discovery *discovery_new(const struct discovery_attacher *at);
 void discovery_free(struct discovery *d);
 /* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */
 int discovery_add_required(struct discovery *d, const char *path);

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "probe_place.h"
+#include "discover/probe_place.h"
 
 /*
  * Why: the kernel emulates a probed jcc/jmp/call/push/nop, but single-steps any other

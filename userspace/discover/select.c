@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "container.h"
-#include "select.h"
-#include "util.h"
+#include "base/util.h"
+#include "discover/select.h"
+#include "host/container.h"
 
 struct scan {
 	const struct selection *sel;

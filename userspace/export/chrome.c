@@ -15,12 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "export.h"
-#include "json.h"
-#include "probes.h"
-#include "chrome.h"
-#include "timeline.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/chrome.h"
+#include "export/exporters.h"
+#include "export/timeline.h"
+#include "output/json.h"
+#include "probes/table.h"
 
 struct chrome {
 	FILE *out;

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "export.h"
-#include "timeline.h"
+#include "export/exporters.h"
+#include "export/timeline.h"
 
 #define CHROME_TOP_SITES 10	/* site tracks per process */
 #define CHROME_SITE_FRAMES 3	/* frames in a site track's name */

@@ -8,11 +8,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "chrome.h"
-#include "json.h"
-#include "probes.h"
-#include "util.h"
-#include "site_text.h"
+#include "base/util.h"
+#include "export/chrome.h"
+#include "output/json.h"
+#include "output/site_text.h"
+#include "probes/table.h"
 
 /* Per process, per site: the track's name, or NULL when the site is not one of the top. */
 typedef char **site_names;

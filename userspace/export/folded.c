@@ -9,10 +9,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "export.h"
-#include "intern.h"
-#include "json.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/exporters.h"
+#include "export/intern.h"
+#include "output/json.h"
 
 #define FOLDED_LINE_MAX 16384
 

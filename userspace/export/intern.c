@@ -2,8 +2,8 @@
 /* The intern table: keys copied once, found again by an FNV-1a hash with linear probing. */
 #include <stdlib.h>
 #include <string.h>
-#include "intern.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/intern.h"
 
 static uint64_t hash_bytes(const void *key, size_t len)
 {

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "export.h"
-#include "memviz.h"
-#include "timeline.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/exporters.h"
+#include "export/memviz.h"
+#include "export/timeline.h"
 
 static const char *const action_names[] = {
 	[MV_SEGMENT_ALLOC] = "segment_alloc", [MV_ALLOC] = "alloc",

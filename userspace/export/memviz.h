@@ -5,9 +5,9 @@
 #define GPUMEM_MEMVIZ_H
 
 #include <stdint.h>
-#include "export.h"
-#include "intern.h"
-#include "timeline.h"
+#include "export/exporters.h"
+#include "export/intern.h"
+#include "export/timeline.h"
 
 #define MEMVIZ_MAX_ENTRIES 100000	/* trace entries kept per process: the last ones */
 

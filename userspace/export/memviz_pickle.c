@@ -7,9 +7,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "memviz.h"
-#include "pickle.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/memviz.h"
+#include "export/pickle.h"
 
 struct writer {
 	struct pickle pk;

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "export.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/exporters.h"
 
 static void open_error(const char *path, int err)
 {

@@ -2,9 +2,9 @@
 /* The pickle opcodes of protocol 2 that a memory snapshot needs, written into a buffer. */
 #include <stdlib.h>
 #include <string.h>
-#include "json.h"
-#include "pickle.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/pickle.h"
+#include "output/json.h"
 
 enum pk_op {
 	OP_MARK = '(',

@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-#include "export.h"
-#include "intern.h"
-#include "json.h"
-#include "probes.h"
-#include "protobuf.h"
-#include "report.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/exporters.h"
+#include "export/intern.h"
+#include "export/protobuf.h"
+#include "output/json.h"
+#include "output/report.h"
+#include "probes/table.h"
 
 /* Field numbers of profile.proto. */
 enum {

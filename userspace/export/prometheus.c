@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "prometheus.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/prometheus.h"
 
 #define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define LISTEN_BACKLOG 64

@@ -5,8 +5,8 @@
 #define GPUMEM_PROMETHEUS_H
 
 #include <stdint.h>
-#include "prom.h"
-#include "snapshot.h"
+#include "model/snapshot.h"
+#include "output/prom.h"
 
 #define PROM_SERVER_THREADS 4		/* worker threads, each polling its connections */
 #define PROM_SERVER_MAX_CONNS 64	/* connections at once; more are refused */

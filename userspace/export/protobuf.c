@@ -2,8 +2,8 @@
 /* The protocol-buffers wire encoding: varints and length-delimited fields into a buffer. */
 #include <stdlib.h>
 #include <string.h>
-#include "protobuf.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/protobuf.h"
 
 void pb_free(struct pb_buf *b)
 {

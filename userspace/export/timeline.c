@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "timeline.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/timeline.h"
 
 struct site_key {
 	int32_t stack_id;

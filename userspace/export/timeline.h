@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "intern.h"
-#include "snapshot.h"
+#include "export/intern.h"
+#include "model/snapshot.h"
 
 struct tl_site {
 	int32_t stack_id;

@@ -6,8 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
-#include "alloc_table.h"
-#include "slot_table.h"
+#include "model/alloc_table.h"
+#include "model/slot_table.h"
 
 int alloc_table_open(struct alloc_table *t, int fd, bool writable)
 {

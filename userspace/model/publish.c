@@ -3,11 +3,11 @@
  * every string copied and every stack named, so it outlives the records it came from. */
 #include <stdlib.h>
 #include <string.h>
-#include "nvml.h"
-#include "oci.h"
-#include "state.h"
-#include "probes.h"
-#include "util.h"
+#include "base/util.h"
+#include "host/nvml.h"
+#include "host/oci.h"
+#include "model/state.h"
+#include "probes/table.h"
 
 /* A group of records (state_group_sites) as one site: its first record's ages, the sums. */
 static void copy_site(struct state *s, struct proc_rec *p, const struct site_rec *r,

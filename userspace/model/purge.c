@@ -3,8 +3,8 @@
  * addressing set of (tgid, gen), with when the first one came and how many entries wait. */
 #include <stdlib.h>
 #include <string.h>
-#include "purge.h"
-#include "util.h"
+#include "base/util.h"
+#include "model/purge.h"
 
 struct purge {
 	uint64_t *slots;	/* tgid << 32 | gen; gen is never 0, so 0 is an empty slot */

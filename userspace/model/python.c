@@ -15,10 +15,10 @@
 #include <unistd.h>
 #include <sys/uio.h>
 #include <bpf/bpf.h>
-#include "procs.h"
-#include "pycode.h"
-#include "python.h"
-#include "util.h"
+#include "base/util.h"
+#include "host/procs.h"
+#include "model/python.h"
+#include "symbols/pycode.h"
 
 #define PY_MAX_NAMED 4096	/* Python stacks named per process */
 #define PY_KEEP_ENDED 1024	/* ended processes whose named stacks are kept */

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "gpumem.h"
-#include "procs.h"
-#include "snapshot.h"
+#include "host/procs.h"
+#include "model/snapshot.h"
 
 struct python;
 

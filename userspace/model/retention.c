@@ -4,7 +4,7 @@
  * maps, named stacks, sites); each one let go is counted where every view shows it. The time
  * counts from when gpumem saw the end. */
 #include <stdlib.h>
-#include "state.h"
+#include "model/state.h"
 
 /* Ended and past the time bound, or beyond the count bound (oldest ends go first). */
 static bool must_go(const struct proc_rec *p, uint64_t now, uint64_t keep_ns, uint64_t cutoff)

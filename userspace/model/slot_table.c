@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
-#include "slot_table.h"
+#include "model/slot_table.h"
 
 /* The words every slot begins with. */
 struct slot_head {

@@ -3,7 +3,8 @@
  * read by every output. */
 #include <stdlib.h>
 #include <string.h>
-#include "snapshot.h"
+#include "host/gpu_map.h"
+#include "model/snapshot.h"
 
 struct snap_stack *snap_stack_get(struct snap_stack *st)
 {
@@ -159,4 +160,37 @@ bool snap_frame_is_library(const struct snap_frame *f)
 	const char *lib = strstr(file, "/lib/python");
 
 	return lib && strchr(lib + strlen("/lib/python"), '/');
+}
+
+/* ---- which host GPU: a process's ordinals through its list variables and NVML ---- */
+
+int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned int ordinal)
+{
+	return gpu_map_host(&p->visible, ordinal, s->devices, s->devices_valid ? s->ndevices : 0);
+}
+
+void snap_host_gpu_add(const struct snapshot *s, const struct snap_proc *p,
+		       uint64_t out[GM_MAX_GPUS + 1])
+{
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		int host = g < GM_MAX_GPUS && p->st.gpu_bytes[g] ? snap_gpu_host(s, p, g) : -1;
+
+		out[host >= 0 && host < GM_MAX_GPUS ? host : GM_MAX_GPUS] += p->st.gpu_bytes[g];
+	}
+}
+
+int snap_site_host_gpu(const struct snapshot *s, const struct snap_proc *p,
+		       const struct snap_site *ss)
+{
+	int host = ss->gpu ? snap_gpu_host(s, p, ss->gpu - 1) : -1;
+
+	return host >= 0 && host < GM_MAX_GPUS ? host : -1;
+}
+
+const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct snap_proc *p,
+					  unsigned int ordinal)
+{
+	if (!s->devices_valid)
+		return NULL;
+	return gpu_device_by_index(s->devices, s->ndevices, snap_gpu_host(s, p, ordinal));
 }

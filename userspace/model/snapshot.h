@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpumem.h"
-#include "container.h"
-#include "discover.h"
-#include "gpu_map.h"
-#include "nvml.h"
+#include "discover/discover.h"
+#include "host/container.h"
+#include "host/gpu_map.h"
+#include "host/nvml.h"
 
 /* What a snapshot carries beyond the counts (each costs a walk or a query). */
 enum snap_want {
@@ -177,5 +177,23 @@ struct snap_event {
 	const struct container_info *container;	/* NULL: its start was not seen */
 	uint64_t wall_ns;
 };
+
+/* Which host GPU (host/gpu_map.h) a process's ordinals are, with the snapshot's devices. */
+/* The device NVML named for p's ordinal in snapshot s, or NULL: not known. */
+const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct snap_proc *p,
+					  unsigned int ordinal);
+/* p's ordinal as a host index, or -1 (with s's devices when NVML gave them). */
+int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned int ordinal);
+/* Adds p's GPU bytes (gm_proc_stats.gpu_bytes, by its ordinals) to out by host device: what
+ * every sum over processes adds (processes number devices each their own way); the last slot:
+ * a host device not known, or past GM_MAX_GPUS. */
+void snap_host_gpu_add(const struct snapshot *s, const struct snap_proc *p,
+		       uint64_t out[GM_MAX_GPUS + 1]);
+/* The host device of a site of p (below GM_MAX_GPUS), or -1: host memory or not known. */
+int snap_site_host_gpu(const struct snapshot *s, const struct snap_proc *p,
+		       const struct snap_site *ss);
+
+/* Lets go of what describing an event took (its stack). */
+void snap_event_release(struct snap_event *e);
 
 #endif

@@ -5,11 +5,11 @@
  * again, after a re-read of the maps, while its process lives. */
 #include <stdlib.h>
 #include <string.h>
-#include "probes.h"
-#include "python.h"
-#include "state.h"
-#include "symbolize.h"
-#include "util.h"
+#include "base/util.h"
+#include "model/python.h"
+#include "model/state.h"
+#include "probes/table.h"
+#include "symbols/symbolize.h"
 
 /* A stack with a frame in no known module is named again at most this often. */
 #define STACK_RENAME_NS 2000000000ull

@@ -15,17 +15,17 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "alloc_table.h"
-#include "cgroups.h"
-#include "oci.h"
-#include "purge.h"
-#include "state.h"
-#include "symbolize.h"
-#include "untrusted.h"
-#include "unwind.h"
-#include "python.h"
-#include "probes.h"
-#include "util.h"
+#include "base/untrusted.h"
+#include "base/util.h"
+#include "host/cgroups.h"
+#include "host/oci.h"
+#include "model/alloc_table.h"
+#include "model/purge.h"
+#include "model/python.h"
+#include "model/state.h"
+#include "probes/table.h"
+#include "symbols/symbolize.h"
+#include "symbols/unwind.h"
 
 /* Owners' names by uid: looked up once each (getpwuid reads /etc/passwd), bounded. */
 #define USER_CACHE_MAX 256
@@ -116,6 +116,16 @@ void proc_rec_free(struct proc_rec *p)
 	site_chains_free(p);
 	free(p->sites);
 	free(p);
+}
+
+void state_set_exit_wants(struct state *s, unsigned int wants)
+{
+	s->exit_wants = wants;
+}
+
+void state_set_oci(struct state *s, struct oci_cache *oci)
+{
+	s->oci = oci;
 }
 
 void state_free(struct state *s)

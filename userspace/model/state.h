@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The model: every process seen (alive, or ended with its final numbers, for a bounded time),
- * its call sites and failures, filled from the BPF maps and the rare ring-buffer records. It
- * is the only reader of the accounting maps and the only code that deletes their entries;
- * outputs read the snapshots it publishes (snapshot.h), never the model itself. */
+/* Inside the model (model.h is its face): every process seen, its call sites, named stacks
+ * and failures, as the files of model/ share them. Nothing outside model/ includes this. */
 #ifndef GPUMEM_STATE_H
 #define GPUMEM_STATE_H
 
@@ -10,18 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpumem.h"
-#include "alloc_table.h"
-#include "slot_table.h"
-#include "container.h"
-#include "procs.h"
-#include "snapshot.h"
-#include "tracer.h"
+#include "host/container.h"
+#include "host/procs.h"
+#include "loader/tracer.h"
+#include "model/alloc_table.h"
+#include "model/model.h"
+#include "model/slot_table.h"
+#include "model/snapshot.h"
 
 #define STATE_MAX_PENDING_COPIES 16
-#define STATE_KEEP_ENDED_DEFAULT 1000		/* --keep-ended */
-#define STATE_KEEP_ENDED_S_DEFAULT 300.0	/* --keep-ended-for */
-#define STATE_MAX_KNOWN_PATHS 4096
-#define STATE_KEEP_FAILURES_DEFAULT 100		/* --keep-failures: the first and the last */		/* (dev, inode) -> path, for exit-time maps */
+#define STATE_MAX_KNOWN_PATHS 4096	/* (dev, inode) -> path, for exit-time maps */
 
 struct site_rec {
 	struct gm_site_key key;
@@ -124,16 +120,6 @@ struct known_path {
 	char *path;
 };
 
-struct state_opts {
-	bool all_frames;	/* keep the CUDA libraries' own frames */
-	bool no_demangle;
-	uint32_t keep_ended;	/* 0: STATE_KEEP_ENDED_DEFAULT */
-	double keep_ended_s;	/* 0: STATE_KEEP_ENDED_S_DEFAULT */
-	uint32_t keep_failures;	/* 0: STATE_KEEP_FAILURES_DEFAULT */
-	bool read_only;		/* another's maps (a running agent's): never delete entries */
-	bool no_python;		/* --no-python */
-	bool by_address;	/* --by-address: a site per stack of return addresses */
-};
 
 struct age_note;
 struct cgroup_cache;
@@ -178,8 +164,6 @@ struct state {
 	struct python *py;	/* CPython processes and their frames (python.h) */
 };
 
-struct state *state_new(const struct model_maps *maps, const struct state_opts *opt);
-void state_free(struct state *s);
 /* The record of process (pid, gen), made if there is none; start_ns (0: unknown) is kept if the
  * record had none. */
 struct proc_rec *state_proc(struct state *s, int pid, uint32_t gen, uint64_t start_ns);
@@ -187,39 +171,8 @@ struct proc_rec *state_proc(struct state *s, int pid, uint32_t gen, uint64_t sta
 struct proc_rec *state_find_gen(struct state *s, int pid, uint32_t gen);
 /* The newest record of pid, or NULL. */
 struct proc_rec *state_find(struct state *s, int pid);
-/* Ring-buffer records. */
-void state_on_process_new(struct state *s, const struct gm_call_event *e);
-void state_on_failure(struct state *s, const struct gm_call_event *e);
-/* A process exec'd: remember where its executable is while it can still be asked. */
-void state_on_exec(struct state *s, const struct gm_file_event *e);
-/* One executable mapping of an ending process (sent before its exit record). */
-void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
-/* Queues every process that gpumem holds as living but that is gone (its end was not seen:
- * it ended while no agent ran, or its exit record was lost); returns how many. */
-size_t state_sweep_vanished(struct state *s);
 /* The cgroup an event of p was made in: p's container, even when /proc no longer tells. */
 void state_follow_event_cgroup(struct state *s, struct proc_rec *p, uint64_t cgroup_id);
-/* Deletes the allocation entries ended processes left, in one walk, when enough wait or long
- * enough (now: whatever waits); returns the entries deleted. */
-uint64_t state_purge(struct state *s, bool now);
-/* Deletes allocation entries no living process of the model owns (pins an earlier agent
- * left), in one walk; returns how many. */
-uint64_t state_purge_orphans(struct state *s);
-/* Processes that made an accounted call: living, and ended but kept. */
-void state_count(const struct state *s, size_t *living, size_t *ended);
-/* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
-void state_on_process_exit(struct state *s, const struct gm_call_event *e);
-/* A process exec'd, or opened a CUDA library: is it CPython now? (python.h) */
-void state_on_exec_python(struct state *s, const struct gm_file_event *e);
-void state_on_lib_open_python(struct state *s, const struct gm_file_event *e);
-/* A new Python stack: its code objects are named while the process lives. */
-void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e);
-/* Registers and stack top of a new site's first allocation: unwinds them with CFI. */
-void state_on_stack_copy(struct state *s, const struct gm_stack_event *e);
-void state_on_bad_record(struct state *s);
-/* Handles queued exits in one pass over the maps, then lets go of ended processes past
- * --keep-ended / --keep-ended-for; returns how many processes ended. */
-size_t state_reap(struct state *s);
 /* Reads the maps into the records of living processes; wants: SNAP_AGES, SNAP_MEDIAN_AGES. A
  * table that could not be mapped (said by state_new) reads as empty. */
 void state_refresh(struct state *s, unsigned int wants);
@@ -243,12 +196,6 @@ bool state_reread_maps(struct state *s, struct proc_rec *p);
 /* The kernel's loss and health counters, summed over CPUs. */
 void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT]);
 
-/* Publishing (publish.c): one snapshot of everything kept, after a refresh with wants. */
-struct snapshot *state_publish(struct state *s, unsigned int wants);
-/* One call event, its process's container and its stack named (release with
- * snap_event_release). */
-void state_describe_event(struct state *s, const struct gm_call_event *e, struct snap_event *out);
-void snap_event_release(struct snap_event *e);
 
 /* Letting go (retention.c): ended processes beyond the bounds, oldest end first. */
 void state_retain(struct state *s, uint64_t now);

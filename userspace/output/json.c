@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "output/json.h"
 
 struct json_writer {
 	FILE *out;

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "probes.h"
-#include "prom.h"
-#include "prom_families.h"
-#include "report.h"
-#include "util.h"
+#include "base/util.h"
+#include "output/prom.h"
+#include "output/prom_families.h"
+#include "output/report.h"
+#include "probes/table.h"
 
 #ifndef GPUMEM_VERSION
 #define GPUMEM_VERSION "unknown"

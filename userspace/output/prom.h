@@ -5,7 +5,7 @@
 #define GPUMEM_PROM_H
 
 #include <stdio.h>
-#include "snapshot.h"
+#include "model/snapshot.h"
 
 #define PROM_SITE_SERIES_DEFAULT 10	/* call sites per process in each site family */
 #define PROM_SITE_SERIES_MAX 1000

@@ -6,8 +6,8 @@
 
 #include <stdbool.h>
 #include <stdio.h>
-#include "prom_writer.h"
-#include "snapshot.h"
+#include "model/snapshot.h"
+#include "output/prom_writer.h"
 
 /* A process's labels: pid, comm, container, pod, namespace, pod_name, container_name ("" when
  * not known); room for a family's own labels after them. */

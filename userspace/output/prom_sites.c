@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
-#include "probes.h"
-#include "prom.h"
-#include "prom_families.h"
-#include "site_text.h"
+#include "output/json.h"
+#include "output/prom.h"
+#include "output/prom_families.h"
+#include "output/site_text.h"
+#include "probes/table.h"
 
 /* ---- the site label ---- */
 

@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "json.h"
-#include "prom_writer.h"
+#include "output/json.h"
+#include "output/prom_writer.h"
 
 #define REPLACEMENT "\xef\xbf\xbd"	/* U+FFFD, for what a label value cannot carry */
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "probes.h"
-#include "report.h"
-#include "units.h"
+#include "output/report.h"
+#include "output/units.h"
+#include "probes/table.h"
 
 bool event_is_tensor(const struct gm_call_event *e)
 {

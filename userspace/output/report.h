@@ -6,8 +6,8 @@
 
 #include <stdbool.h>
 #include <stdio.h>
-#include "json.h"
-#include "snapshot.h"
+#include "model/snapshot.h"
+#include "output/json.h"
 
 /* How a site or a call event names its API and kind: a PyTorch tensor's kind is "tensor",
  * its free's API "pytorch:free" (the BPF side numbers both with the "pytorch:malloc" row). */

@@ -5,9 +5,9 @@
  * apart. */
 #include <stdlib.h>
 #include <string.h>
-#include "report.h"
-#include "site_text.h"
-#include "util.h"
+#include "base/util.h"
+#include "output/report.h"
+#include "output/site_text.h"
 
 static const char *base_name_of(const char *path)
 {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "snapshot.h"
+#include "model/snapshot.h"
 
 #define SITE_TEXT_MAX_FRAMES 32
 #define SITE_TEXT_FRAMES 4	/* a row's frames, more where two rows need them */

@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
-#include "units.h"
+#include "output/units.h"
 
 void fmt_size(char *buf, size_t len, uint64_t bytes, bool exact)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include "pycode.h"
-#include "util.h"
+#include "base/util.h"
+#include "symbols/pycode.h"
 
 #define NONE_OFF GM_PY_OFF_NONE
 #define PY_MAX_STR 4096			/* characters of a file name or qualified name */

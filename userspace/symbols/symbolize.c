@@ -18,9 +18,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "elf_syms.h"
-#include "symbolize.h"
-#include "untrusted.h"
+#include "base/untrusted.h"
+#include "symbols/elf_syms.h"
+#include "symbols/symbolize.h"
 
 #define BUILD_ID_HEX_MAX 129	/* 64 bytes of id, as hex */
 #define INLINE_SCAN_MAX 64	/* scopes looked at for one address */

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "procs.h"
+#include "host/procs.h"
 
 /* The most frames one address expands to: its function and the calls inlined into it. */
 #define SYM_MAX_INLINE 16

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "symbolize.h"
-#include "unwind.h"
-#include "util.h"
+#include "base/util.h"
+#include "symbols/symbolize.h"
+#include "symbols/unwind.h"
 
 /* DWARF register numbers on x86-64. */
 enum {

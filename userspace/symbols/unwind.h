@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 #include "gpumem.h"
-#include "procs.h"
+#include "host/procs.h"
 
 struct unwinder;
 

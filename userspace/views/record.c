@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
-#include "sqlite.h"
-#include "util.h"
+#include "base/util.h"
+#include "recording/writer.h"
+#include "views/common.h"
 
 #define RECORD_DEFAULT_INTERVAL_S 1.0
 
@@ -19,7 +19,7 @@ static double record_interval(const struct options *o)
 static char *command_text(const struct options *o)
 {
 	char buf[1024];
-	size_t n = (size_t)snprintf(buf, sizeof(buf), "%s", o->command ? o->command->name : "");
+	size_t n = (size_t)snprintf(buf, sizeof(buf), "%s", o->command_name ? o->command_name : "");
 
 	for (char **a = o->cmd_argv; a && *a && n < sizeof(buf); a++)
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s", a == o->cmd_argv ? " -c " :
@@ -27,12 +27,12 @@ static char *command_text(const struct options *o)
 	return xstrdup(buf);
 }
 
-int record_open(struct session *s, struct recorder **out)
+int record_open(struct sink *s, struct recorder **out)
 {
 	const struct options *o = s->opt;
 	char *cmd = command_text(o);
 	struct recorder_opts ro = {
-		.path = o->record_path, .replace = o->command && o->command->bit == CMD_RECORD,
+		.path = o->record_path, .replace = o->replace_recording,
 		.sample_interval_s = record_interval(o), .retention_s = o->retention_s,
 		.sample_events = o->sample_events, .command = cmd,
 	};
@@ -42,44 +42,44 @@ int record_open(struct session *s, struct recorder **out)
 	return err;
 }
 
-static int record_begin(struct session *s)
+static int record_begin(struct sink *s)
 {
 	struct recorder *r;
 
 	if (record_open(s, &r))
 		return 1;
-	s->view_state = r;
+	s->state = r;
 	return 0;
 }
 
 /* A write failed (printed then): the run ends, and exits 1. */
-static void stop_on(struct session *s, int err)
+static void stop_on(struct sink *s, int err)
 {
 	if (!err)
 		return;
 	s->failed = true;
-	session_request_stop(s);
+	sink_request_stop(s);
 }
 
-void record_on_event(struct session *s, struct recorder *r, const struct snap_event *se)
+void record_on_event(struct sink *s, struct recorder *r, const struct snap_event *se)
 {
 	if (r)
 		stop_on(s, recorder_on_event(r, se));
 }
 
-void record_on_snapshot(struct session *s, struct recorder *r, const struct snapshot *snap)
+void record_on_snapshot(struct sink *s, struct recorder *r, const struct snapshot *snap)
 {
 	if (r)
 		stop_on(s, recorder_on_snapshot(r, snap));
 }
 
-void record_on_tick(struct session *s, struct recorder *r)
+void record_on_tick(struct sink *s, struct recorder *r)
 {
 	if (r)
 		stop_on(s, recorder_tick(r));
 }
 
-int record_close(struct session *s, struct recorder *r, const struct snapshot *last)
+int record_close(struct sink *s, struct recorder *r, const struct snapshot *last)
 {
 	if (!r)
 		return 0;
@@ -91,37 +91,37 @@ int record_close(struct session *s, struct recorder *r, const struct snapshot *l
 	return -1;
 }
 
-static void record_event(struct session *s, const struct snap_event *se)
+static void record_event(struct sink *s, const struct snap_event *se)
 {
-	record_on_event(s, s->view_state, se);
+	record_on_event(s, s->state, se);
 }
 
-static void record_report(struct session *s, const struct snapshot *snap)
+static void record_report(struct sink *s, const struct snapshot *snap)
 {
-	record_on_snapshot(s, s->view_state, snap);
+	record_on_snapshot(s, s->state, snap);
 }
 
-static void record_tick(struct session *s)
+static void record_tick(struct sink *s)
 {
-	record_on_tick(s, s->view_state);
+	record_on_tick(s, s->state);
 }
 
 /* The last snapshot (with -c: the command's process at its end), then the file closed. */
-static int record_finish(struct session *s, const struct snapshot *snap)
+static int record_finish(struct sink *s, const struct snapshot *snap)
 {
-	int err = record_close(s, s->view_state, snap);
+	int err = record_close(s, s->state, snap);
 
-	s->view_state = NULL;
+	s->state = NULL;
 	return err;
 }
 
-static void record_end(struct session *s)
+static void record_end(struct sink *s)
 {
-	record_close(s, s->view_state, NULL);	/* a run that failed before its end */
-	s->view_state = NULL;
+	record_close(s, s->state, NULL);	/* a run that failed before its end */
+	s->state = NULL;
 }
 
-const struct view_ops record_view = {
+const struct sink_ops record_view = {
 	.name = "record",
 	.stream_calls = true,
 	.report_interval = record_interval,

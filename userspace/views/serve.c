@@ -6,13 +6,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "common.h"
-#include "probes.h"
-#include "prometheus.h"
-#include "json.h"
-#include "session.h"
-#include "units.h"
-#include "util.h"
+#include "base/util.h"
+#include "export/prometheus.h"
+#include "output/json.h"
+#include "output/units.h"
+#include "probes/table.h"
+#include "views/common.h"
+#include "views/sink.h"
 
 #define FAILURE_LINES_PER_S 10	/* a failure storm is summed up, not logged a line each */
 
@@ -29,7 +29,7 @@ static double serve_interval(const struct options *o)
 	return o->interval_s > 0 ? o->interval_s : 1.0;
 }
 
-static int serve_begin(struct session *s)
+static int serve_begin(struct sink *s)
 {
 	const struct prom_opts po = { .site_series = s->opt->site_series };
 	struct serve_state *st = xcalloc(1, sizeof(*st));
@@ -43,7 +43,7 @@ static int serve_begin(struct session *s)
 		free(st);
 		return 1;
 	}
-	s->view_state = st;
+	s->state = st;
 	p_info("serving metrics on http://%s/metrics (port %u); state pinned in %s",
 		 s->opt->listen, prom_server_port(st->prom), s->opt->pin_dir);
 	if (st->rec)
@@ -71,9 +71,9 @@ static bool failure_line_allowed(struct serve_state *st, uint64_t now)
 	return false;
 }
 
-static void serve_event(struct session *s, const struct snap_event *se)
+static void serve_event(struct sink *s, const struct snap_event *se)
 {
-	struct serve_state *st = s->view_state;
+	struct serve_state *st = s->state;
 	const struct gm_call_event *e = se->ev;
 	char comm[4 * GM_COMM_LEN + 1], size[32];
 
@@ -90,9 +90,9 @@ static void serve_event(struct session *s, const struct snap_event *se)
 	}
 }
 
-static void serve_report(struct session *s, const struct snapshot *snap)
+static void serve_report(struct sink *s, const struct snapshot *snap)
 {
-	struct serve_state *st = s->view_state;
+	struct serve_state *st = s->state;
 
 	/* Scrapes read this one until the next: a reference of the server's own. */
 	prom_server_publish(st->prom, (struct snapshot *)snap);
@@ -104,34 +104,34 @@ static void serve_report(struct session *s, const struct snapshot *snap)
 	failure_line_allowed(st, now_ns());	/* a storm's summary line, once it is over */
 }
 
-static void serve_tick(struct session *s)
+static void serve_tick(struct sink *s)
 {
-	record_on_tick(s, ((struct serve_state *)s->view_state)->rec);
+	record_on_tick(s, ((struct serve_state *)s->state)->rec);
 }
 
 /* --record: the last snapshot recorded, the file closed; a write that failed is exit 1. */
-static int serve_finish(struct session *s, const struct snapshot *snap)
+static int serve_finish(struct sink *s, const struct snapshot *snap)
 {
-	struct serve_state *st = s->view_state;
+	struct serve_state *st = s->state;
 	int err = record_close(s, st->rec, snap);
 
 	st->rec = NULL;
 	return err;
 }
 
-static void serve_end(struct session *s)
+static void serve_end(struct sink *s)
 {
-	struct serve_state *st = s->view_state;
+	struct serve_state *st = s->state;
 
 	record_close(s, st->rec, NULL);
 	prom_server_stop(st->prom);	/* before the model, whose names a scrape reads */
 	p_info("stopped; the probes stay pinned in %s and keep counting (gpumem serve "
 		 "--reset removes them)", s->opt->pin_dir);
-	free(s->view_state);
-	s->view_state = NULL;
+	free(s->state);
+	s->state = NULL;
 }
 
-const struct view_ops serve_view = {
+const struct sink_ops serve_view = {
 	.name = "serve",
 	.report_interval = serve_interval,
 	.report_at_start = true,

@@ -5,12 +5,13 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "probes.h"
-#include "report.h"
-#include "site_text.h"
-#include "sites.h"
-#include "units.h"
-#include "util.h"
+#include "base/util.h"
+#include "output/report.h"
+#include "output/site_text.h"
+#include "output/units.h"
+#include "probes/table.h"
+#include "recording/reader.h"
+#include "views/common.h"
 
 static void row_json(struct json_writer *w, const struct rec_site_summary *row)
 {
@@ -38,7 +39,7 @@ static void row_json(struct json_writer *w, const struct rec_site_summary *row)
 	jw_object_end(w);
 }
 
-static void sites_json(struct session *s, const struct rec_sites *rs, uint64_t since,
+static void sites_json(struct sink *s, const struct rec_sites *rs, uint64_t since,
 		       uint64_t until)
 {
 	struct json_writer *w = jw_new(s->out);
@@ -69,7 +70,7 @@ static bool many_gpus(const struct rec_sites *rs)
 	return false;
 }
 
-static void sites_text(struct session *s, const struct rec_sites *rs)
+static void sites_text(struct sink *s, const struct rec_sites *rs)
 {
 	bool exact = s->opt->exact_bytes, gpus = many_gpus(rs);
 	char comm[GM_COMM_LEN + 1], held[32], peak[32];
@@ -104,7 +105,8 @@ static void sites_text(struct session *s, const struct rec_sites *rs)
 	text_lost(s->out, rs->at_until);
 }
 
-int sites_report(struct session *s, const struct rec_sites *rs, uint64_t since, uint64_t until)
+static int sites_report(struct sink *s, const struct rec_sites *rs, uint64_t since,
+			uint64_t until)
 {
 	if (s->opt->json)
 		sites_json(s, rs, since, until);
@@ -112,3 +114,25 @@ int sites_report(struct session *s, const struct rec_sites *rs, uint64_t since, 
 		sites_text(s, rs);
 	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
+
+/* Every site's numbers over the window: read from the recording, not from one snapshot (its
+ * peak in the window needs the events). */
+static int sites_finish(struct sink *s, const struct snapshot *snap)
+{
+	struct rec_sites rs;
+	int err;
+
+	(void)snap;
+	if (!s->recording)
+		return -1;	/* no command reaches it live */
+	err = recording_sites(s->recording, s->since_ns, s->until_ns, &rs);
+	if (!err)
+		err = sites_report(s, &rs, s->since_ns, s->until_ns);
+	recording_sites_free(&rs);
+	return err;
+}
+
+const struct sink_ops sites_view = {
+	.name = "sites",
+	.finish = sites_finish,
+};

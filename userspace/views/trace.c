@@ -4,11 +4,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
-#include "probes.h"
-#include "report.h"
-#include "site_text.h"
-#include "units.h"
+#include "output/report.h"
+#include "output/site_text.h"
+#include "output/units.h"
+#include "probes/table.h"
+#include "views/common.h"
 
 static const char *event_name(__u32 type)
 {
@@ -27,7 +27,7 @@ static const char *event_name(__u32 type)
 	return "unknown";
 }
 
-static void trace_json(struct session *s, const struct snap_event *se)
+static void trace_json(struct sink *s, const struct snap_event *se)
 {
 	const struct gm_call_event *e = se->ev;
 	struct json_writer *w = jw_new(s->out);
@@ -59,7 +59,7 @@ static void trace_json(struct session *s, const struct snap_event *se)
 	fputc('\n', s->out);
 }
 
-static void trace_text(struct session *s, const struct snap_event *se)
+static void trace_text(struct sink *s, const struct snap_event *se)
 {
 	const struct gm_call_event *e = se->ev;
 	const struct container_info *ci = se->container;
@@ -87,7 +87,7 @@ static void trace_text(struct session *s, const struct snap_event *se)
 	fputc('\n', s->out);
 }
 
-static void trace_event(struct session *s, const struct snap_event *se)
+static void trace_event(struct sink *s, const struct snap_event *se)
 {
 	if (s->opt->json)
 		trace_json(s, se);
@@ -107,7 +107,7 @@ static bool losses_moved(const struct snapshot *snap)
 }
 
 /* JSON: a line of its own, {"event":"lost", "lost":{...}}; text: on stderr. */
-static void print_losses(struct session *s, const struct snapshot *snap, bool final)
+static void print_losses(struct sink *s, const struct snapshot *snap, bool final)
 {
 	if (s->opt->json) {
 		struct json_writer *w = jw_new(s->out);
@@ -129,7 +129,7 @@ static void print_losses(struct session *s, const struct snapshot *snap, bool fi
 }
 
 /* Every second: a line whenever a loss counter moved (the stream says what it is missing). */
-static void trace_report(struct session *s, const struct snapshot *snap)
+static void trace_report(struct sink *s, const struct snapshot *snap)
 {
 	bool any = false;
 
@@ -142,7 +142,7 @@ static void trace_report(struct session *s, const struct snapshot *snap)
 		print_losses(s, snap, false);
 }
 
-static int trace_finish(struct session *s, const struct snapshot *snap)
+static int trace_finish(struct sink *s, const struct snapshot *snap)
 {
 	if (s->opt->json || losses_moved(snap))
 		print_losses(s, snap, true);
@@ -157,7 +157,7 @@ static double report_interval(const struct options *o)
 	return 1.0;
 }
 
-const struct view_ops trace_view = {
+const struct sink_ops trace_view = {
 	.name = "trace",
 	.stream_calls = true,
 	.report_wants = SNAP_LOSSES_ONLY,	/* its reports are loss lines */

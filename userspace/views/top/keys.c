@@ -3,44 +3,44 @@
  * rebuilt. Typing a filter takes every key until Enter or Esc. */
 #include <curses.h>
 #include <string.h>
-#include "top.h"
-#include "util.h"
+#include "base/util.h"
+#include "views/top/top.h"
 
-static bool act_quit(struct session *s)
+static bool act_quit(struct sink *s)
 {
 	top_quit(s);
 	return false;
 }
 
-static bool act_help(struct session *s)
+static bool act_help(struct sink *s)
 {
 	(void)s;
 	top.help = true;
 	return false;
 }
 
-static bool act_pause(struct session *s)
+static bool act_pause(struct sink *s)
 {
 	(void)s;
 	top.paused = !top.paused;
 	return false;
 }
 
-static bool act_slower(struct session *s)
+static bool act_slower(struct sink *s)
 {
 	top.interval = top.interval * 2 > 60 ? 60 : top.interval * 2;
-	session_set_report_interval(s, top.interval);
+	sink_set_report_interval(s, top.interval);
 	return false;
 }
 
-static bool act_faster(struct session *s)
+static bool act_faster(struct sink *s)
 {
 	top.interval = top.interval / 2 < 0.25 ? 0.25 : top.interval / 2;
-	session_set_report_interval(s, top.interval);
+	sink_set_report_interval(s, top.interval);
 	return false;
 }
 
-static bool act_filter(struct session *s)
+static bool act_filter(struct sink *s)
 {
 	(void)s;
 	top.typing = true;
@@ -48,7 +48,7 @@ static bool act_filter(struct session *s)
 	return true;
 }
 
-static bool act_sites(struct session *s)
+static bool act_sites(struct sink *s)
 {
 	(void)s;
 	top.group = top.group == GROUP_SITE ? GROUP_PROCESS : GROUP_SITE;
@@ -56,7 +56,7 @@ static bool act_sites(struct session *s)
 	return true;
 }
 
-static bool act_next_group(struct session *s)
+static bool act_next_group(struct sink *s)
 {
 	(void)s;
 	top.group = (top.group + 1) % (GROUP_CONTAINER + 1);
@@ -67,7 +67,7 @@ static bool act_next_group(struct session *s)
 }
 
 /* Into the selected container's processes, or the selected process's sites. */
-static bool act_enter(struct session *s)
+static bool act_enter(struct sink *s)
 {
 	if (top.selected >= (int)top.nrows)
 		return true;
@@ -84,7 +84,7 @@ static bool act_enter(struct session *s)
 	return true;
 }
 
-static bool act_back(struct session *s)
+static bool act_back(struct sink *s)
 {
 	(void)s;
 	if (top.drill_pid) {
@@ -97,42 +97,42 @@ static bool act_back(struct session *s)
 	return true;
 }
 
-static bool act_up(struct session *s)
+static bool act_up(struct sink *s)
 {
 	(void)s;
 	top.selected--;
 	return false;
 }
 
-static bool act_down(struct session *s)
+static bool act_down(struct sink *s)
 {
 	(void)s;
 	top.selected++;
 	return false;
 }
 
-static bool act_page_up(struct session *s)
+static bool act_page_up(struct sink *s)
 {
 	(void)s;
 	top.selected -= LINES - 6;
 	return false;
 }
 
-static bool act_page_down(struct session *s)
+static bool act_page_down(struct sink *s)
 {
 	(void)s;
 	top.selected += LINES - 6;
 	return false;
 }
 
-static bool act_home(struct session *s)
+static bool act_home(struct sink *s)
 {
 	(void)s;
 	top.selected = 0;
 	return false;
 }
 
-static bool act_end(struct session *s)
+static bool act_end(struct sink *s)
 {
 	(void)s;
 	top.selected = (int)top.nrows - 1;
@@ -160,28 +160,28 @@ static void sort_step(int dir)
 	top.sort_key = keys[cur];
 }
 
-static bool act_sort_prev(struct session *s)
+static bool act_sort_prev(struct sink *s)
 {
 	(void)s;
 	sort_step(-1);
 	return true;
 }
 
-static bool act_sort_next(struct session *s)
+static bool act_sort_next(struct sink *s)
 {
 	(void)s;
 	sort_step(1);
 	return true;
 }
 
-static bool act_reverse(struct session *s)
+static bool act_reverse(struct sink *s)
 {
 	(void)s;
 	top.sort_reverse = !top.sort_reverse;
 	return true;
 }
 
-static bool act_nothing(struct session *s)
+static bool act_nothing(struct sink *s)
 {
 	(void)s;
 	return false;
@@ -189,7 +189,7 @@ static bool act_nothing(struct session *s)
 
 static const struct {
 	int key;
-	bool (*action)(struct session *s);
+	bool (*action)(struct sink *s);
 } key_table[] = {
 	{ 'q', act_quit },		{ 'h', act_help },	     { '?', act_help },
 	{ ' ', act_pause },		{ '+', act_slower },	     { '=', act_slower },
@@ -223,7 +223,7 @@ static bool filter_key(int ch)
 	return true;
 }
 
-bool top_on_key(struct session *s, int ch)
+bool top_on_key(struct sink *s, int ch)
 {
 	if (top.help) {
 		top.help = false;

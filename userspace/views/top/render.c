@@ -10,14 +10,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "gpu_map.h"
-#include "history.h"
-#include "json.h"
-#include "probes.h"
-#include "report.h"
-#include "top.h"
-#include "units.h"
-#include "util.h"
+#include "analysis/history.h"
+#include "base/util.h"
+#include "host/gpu_map.h"
+#include "output/json.h"
+#include "output/report.h"
+#include "output/units.h"
+#include "probes/table.h"
+#include "views/top/top.h"
 
 const struct column top_columns[C_COUNT] = {
 	[C_PID] = { "PID", 7, false, 'P' },

@@ -4,14 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "analysis.h"
-#include "gpu_map.h"
-#include "json.h"
-#include "probes.h"
-#include "report.h"
-#include "site_text.h"
-#include "top.h"
-#include "util.h"
+#include "analysis/analysis.h"
+#include "base/util.h"
+#include "host/gpu_map.h"
+#include "output/json.h"
+#include "output/report.h"
+#include "output/site_text.h"
+#include "probes/table.h"
+#include "views/top/top.h"
 
 /* The host devices a process holds GPU memory on (struct row's gpus), its ordinals mapped:
  * top is the host's view. */

@@ -5,20 +5,20 @@
 #include <curses.h>
 #include <string.h>
 #include <unistd.h>
-#include "top.h"
+#include "views/top/top.h"
 
 struct top_ui top;
 
-static bool batch_mode(struct session *s)
+static bool batch_mode(struct sink *s)
 {
 	return s->opt->batch || s->opt->json || s->out != stdout || !isatty(STDOUT_FILENO) ||
 	       !isatty(STDIN_FILENO);
 }
 
-static void start(struct session *s)
+static void start(struct sink *s)
 {
 	top.started = true;
-	top.hist = session_history(s);
+	top.hist = s->hist;
 	top.interval = s->opt->interval_s > 0 ? s->opt->interval_s : TOP_DEFAULT_S;
 	top.sort_key = 'M';
 	top.group = s->opt->group;
@@ -28,16 +28,16 @@ static void start(struct session *s)
 		top_screen_start();
 }
 
-void top_quit(struct session *s)
+void top_quit(struct sink *s)
 {
 	top.quit_sent = true;
-	session_request_stop(s);
+	sink_request_stop(s);
 }
 
-void top_refresh(struct session *s)
+void top_refresh(struct sink *s)
 {
 	/* Ages need a walk over every live allocation: only for the process drilled into. */
-	session_report_now(s, top.drill_pid ? SNAP_AGES : 0);
+	sink_report_now(s, top.drill_pid ? SNAP_AGES : 0);
 }
 
 /* A new snapshot: the rows are rebuilt from it (the old one goes once they are). */
@@ -51,7 +51,7 @@ static void take(const struct snapshot *snap)
 	snapshot_put(old);
 }
 
-static void top_report(struct session *s, const struct snapshot *snap)
+static void top_report(struct sink *s, const struct snapshot *snap)
 {
 	if (!top.started)
 		start(s);
@@ -67,7 +67,7 @@ static void top_report(struct session *s, const struct snapshot *snap)
 		top_quit(s);
 }
 
-static void top_tick(struct session *s)
+static void top_tick(struct sink *s)
 {
 	bool dirty = false;
 	int ch;
@@ -83,7 +83,7 @@ static void top_tick(struct session *s)
 		top_draw();
 }
 
-static int top_finish(struct session *s, const struct snapshot *snap)
+static int top_finish(struct sink *s, const struct snapshot *snap)
 {
 	top_screen_end();
 	/* CMD ended before the refreshes asked for: its last numbers, once. */
@@ -104,7 +104,7 @@ static double report_interval(const struct options *o)
 	return o->interval_s > 0 ? o->interval_s : TOP_DEFAULT_S;
 }
 
-const struct view_ops top_view = {
+const struct sink_ops top_view = {
 	.reads_agent = true,
 	.name = "top",
 	.keeps_history = true,

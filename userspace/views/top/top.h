@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "container.h"
-#include "history.h"
-#include "session.h"
-#include "snapshot.h"
+#include "analysis/history.h"
+#include "host/container.h"
+#include "model/snapshot.h"
+#include "views/sink.h"
 
 #define TOP_TICK_S 0.05		/* keys are read this often */
 #define TOP_DEFAULT_S 2.0
@@ -114,11 +114,11 @@ void top_draw(void);
 size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w);
 
 /* keys.c: handles one key; returns whether the rows must be rebuilt. */
-bool top_on_key(struct session *s, int ch);
+bool top_on_key(struct sink *s, int ch);
 
 /* top.c */
-void top_quit(struct session *s);
+void top_quit(struct sink *s);
 /* A report now: with ages for the process drilled into. */
-void top_refresh(struct session *s);
+void top_refresh(struct sink *s);
 
 #endif

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0
+/* pid -> comm, cmdline, cgroup, start time and module map, read from /proc. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host/procs.h"
+
+/* Reads up to len - 1 bytes of /proc/PID/<name> into buf, NUL-terminated; *n gets the count. */
+static int proc_read_file(int pid, const char *name, char *buf, size_t len, size_t *n)
+{
+	char path[64];
+	size_t got = 0;
+	ssize_t r;
+	int fd, err = 0;
+
+	if (pid <= 0 || len == 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (got + 1 < len) {
+		r = read(fd, buf + got, len - 1 - got);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
+		if (r == 0)
+			break;
+		got += r;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*n = got;
+	return err;
+}
+
+int proc_read_comm(int pid, char *buf, size_t len)
+{
+	size_t n;
+	int err;
+
+	err = proc_read_file(pid, "comm", buf, len, &n);
+	if (err)
+		return err;
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	return 0;
+}
+
+int proc_parse_cmdline(const char *data, size_t datalen, char *buf, size_t len)
+{
+	size_t i, n;
+
+	if (len == 0)
+		return -EINVAL;
+	n = datalen < len - 1 ? datalen : len - 1;
+	for (i = 0; i < n; i++)
+		buf[i] = data[i] ? data[i] : ' ';
+	/* the terminating NUL of the last argument, or truncation mid-separator */
+	while (n > 0 && buf[n - 1] == ' ' && data[n - 1] == '\0')
+		n--;
+	buf[n] = '\0';
+	return 0;
+}
+
+int proc_read_cmdline(int pid, char *buf, size_t len)
+{
+	size_t n;
+	char *raw;
+	int err;
+
+	if (len == 0)
+		return -EINVAL;
+	raw = malloc(len);
+	if (!raw)
+		return -ENOMEM;
+	err = proc_read_file(pid, "cmdline", raw, len, &n);
+	if (!err)
+		err = proc_parse_cmdline(raw, n, buf, len);
+	else
+		buf[0] = '\0';
+	free(raw);
+	return err;
+}
+
+int proc_read_environ(int pid, char *buf, size_t len, size_t *n)
+{
+	*n = 0;
+	return proc_read_file(pid, "environ", buf, len, n);
+}
+
+int proc_parse_cgroup(const char *text, char *buf, size_t len)
+{
+	const char *line = text, *end;
+	size_t n;
+
+	if (len == 0)
+		return -EINVAL;
+	buf[0] = '\0';
+	while (line && *line) {
+		end = strchr(line, '\n');
+		if (!end)
+			end = line + strlen(line);
+		if (strncmp(line, "0::", 3) == 0) {
+			line += 3;
+			n = end - line;
+			if (n >= len) {
+				memcpy(buf, line, len - 1);
+				buf[len - 1] = '\0';
+				return -ENAMETOOLONG;
+			}
+			memcpy(buf, line, n);
+			buf[n] = '\0';
+			return 0;
+		}
+		line = *end ? end + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+int proc_read_cgroup(int pid, char *buf, size_t len)
+{
+	char text[8192];
+	size_t n;
+	int err;
+
+	if (len == 0)
+		return -EINVAL;
+	err = proc_read_file(pid, "cgroup", text, sizeof(text), &n);
+	if (err) {
+		buf[0] = '\0';
+		return err;
+	}
+	return proc_parse_cgroup(text, buf, len);
+}
+
+int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
+{
+	const char *p;
+	char *end;
+	int field;
+
+	/* comm (field 2) may hold spaces and ')': it ends at the last ')' */
+	p = strrchr(stat_text, ')');
+	if (!p)
+		return -EINVAL;
+	p++;
+	/* fields 3..21 to skip, each preceded by one space */
+	for (field = 3; field <= 21; field++) {
+		if (*p != ' ')
+			return -EINVAL;
+		p++;
+		p += strcspn(p, " ");
+	}
+	if (*p != ' ')
+		return -EINVAL;
+	p++;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	errno = 0;
+	*ticks = strtoull(p, &end, 10);
+	if (errno || (*end != ' ' && *end != '\n' && *end != '\0'))
+		return -EINVAL;
+	return 0;
+}
+
+int proc_start_time(int pid, uint64_t *ticks)
+{
+	char text[1024];
+	size_t n;
+	int err;
+
+	err = proc_read_file(pid, "stat", text, sizeof(text), &n);
+	if (err)
+		return err;
+	return proc_parse_stat_start_time(text, ticks);
+}
+
+bool proc_start_matches(int pid, uint64_t start_ns)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t ticks, ours;
+
+	if (hz <= 0 || proc_start_time(pid, &ticks))
+		return false;
+	/* As the kernel converts for /proc: whole ticks, rounded down. */
+	ours = start_ns / (1000000000ull / (uint64_t)hz);
+	return ticks + 1 >= ours && ours + 1 >= ticks;
+}
+
+bool proc_exists(int pid)
+{
+	if (pid <= 0)
+		return false;
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+static int mapping_cmp(const void *a, const void *b)
+{
+	const struct mapping *ma = a, *mb = b;
+
+	if (ma->start != mb->start)
+		return ma->start < mb->start ? -1 : 1;
+	return 0;
+}
+
+/* Parses one maps line; 0 with m->path set for a file-backed mapping, 1 to skip the line. */
+static int parse_maps_line(char *line, struct mapping *m)
+{
+	static const char deleted[] = " (deleted)";
+	unsigned long long start, end, pgoff, ino;
+	unsigned int major, minor;
+	char perms[8];
+	size_t n, dl = sizeof(deleted) - 1;
+	int path_at = -1;
+	char *path;
+
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
+		   &major, &minor, &ino, &path_at) < 7 || path_at < 0)
+		return -EINVAL;
+	path = line + path_at;
+	n = strlen(path);
+	if (n > 0 && path[n - 1] == '\n')
+		path[--n] = '\0';
+	if (path[0] != '/')
+		return 1;
+	memset(m, 0, sizeof(*m));
+	if (n > dl && strcmp(path + n - dl, deleted) == 0) {
+		m->deleted = true;
+		path[n - dl] = '\0';
+	}
+	m->path = strdup(path);
+	if (!m->path)
+		return -ENOMEM;
+	m->start = start;
+	m->end = end;
+	m->pgoff = pgoff;
+	m->ino = ino;
+	m->dev_major = major;
+	m->dev_minor = minor;
+	m->exec = strlen(perms) >= 3 && perms[2] == 'x';
+	return 0;
+}
+
+int module_map_parse(FILE *f, struct module_map *out)
+{
+	struct mapping *maps = NULL, *grown;
+	size_t count = 0, cap = 0, linecap = 0;
+	char *line = NULL;
+	int err = 0;
+
+	out->maps = NULL;
+	out->count = 0;
+	while (getline(&line, &linecap, f) > 0) {
+		if (count == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(maps, cap * sizeof(*maps));
+			if (!grown) {
+				err = -ENOMEM;
+				break;
+			}
+			maps = grown;
+		}
+		err = parse_maps_line(line, &maps[count]);
+		if (err == 1) {
+			err = 0;
+			continue;
+		}
+		if (err)
+			break;
+		count++;
+	}
+	free(line);
+	out->maps = maps;
+	out->count = count;
+	if (err) {
+		module_map_free(out);
+		return err;
+	}
+	if (count > 1)
+		qsort(maps, count, sizeof(*maps), mapping_cmp);
+	return 0;
+}
+
+int module_map_read(int pid, struct module_map *out)
+{
+	char path[64];
+	FILE *f;
+	int err;
+
+	out->maps = NULL;
+	out->count = 0;
+	if (pid <= 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	err = module_map_parse(f, out);
+	fclose(f);
+	return err;
+}
+
+void module_map_free(struct module_map *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->count; i++)
+		free(m->maps[i].path);
+	free(m->maps);
+	m->maps = NULL;
+	m->count = 0;
+}
+
+const struct mapping *module_map_find(const struct module_map *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->count, mid;
+
+	/* first mapping whose start is above addr; the one before it may hold addr */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (m->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	if (addr < m->maps[lo - 1].end)
+		return &m->maps[lo - 1];
+	return NULL;
+}

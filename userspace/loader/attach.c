@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Attaching the probe table's entry/return programs to one file: where each probe goes, one
+ * link per probe or uprobe_multi links, the agent's pins, and PyTorch's USDT probes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "base/util.h"
+#include "discover/probe_place.h"
+#include "loader/attach.h"
+#include "loader/pin.h"
+#include "loader/uprobe_multi.h"
+#include "symbols/elf_syms.h"
+
+struct attached_file {
+	char *path;
+	struct bpf_link **links;	/* perf-event uprobes, one per probe */
+	unsigned int nlinks;
+	int multi_fds[PIN_FILE_PROGS];	/* uprobe_multi links: one per program */
+	struct bpf_link *tensor_links[2];	/* USDT pytorch:malloc, pytorch:free */
+	unsigned int ntensor_links;
+	unsigned int nmulti;
+	unsigned int new_pins;		/* the agent's: programs whose link this attempt pinned */
+	unsigned int nprobes;
+	unsigned int nmoved;		/* probes placed past a flag-setting entry instruction */
+	uint64_t offsets[PROBE_ROWS];	/* where each probe goes; 0: symbol absent */
+	uint64_t sizes[PROBE_ROWS];	/* the symbol's size, 0 if unknown */
+};
+
+static bool offset_taken(const struct attached_file *f, unsigned int api)
+{
+	for (unsigned int i = 0; i < api; i++)
+		if (f->offsets[i] == f->offsets[api])
+			return true;
+	return false;
+}
+
+static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
+			  void *ctx)
+{
+	struct attached_file *f = ctx;
+	int api = probe_find(name);
+
+	(void)vaddr;
+	if (api >= 0 && probe_is_tensor((unsigned int)api))
+		return 0;	/* a USDT probe's name, never a function's */
+	if (api >= 0 && !f->offsets[api]) {
+		f->offsets[api] = file_off;
+		f->sizes[api] = size;
+	}
+	return 0;
+}
+
+/* Moves each probe past a flag-setting entry instruction where probe_place.c finds one: the
+ * kernel then emulates the instruction it traps on instead of single-stepping one out of line.
+ * Anything unreadable or unknown keeps the symbol. */
+static void place_probes(struct attached_file *f)
+{
+	uint64_t symbol[PROBE_ROWS], placed[PROBE_ROWS];
+	struct probe_place where[PROBE_ROWS];
+	int fd;
+
+	fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!probe_place_file_ok(fd)) {
+		close(fd);
+		return;
+	}
+	for (unsigned int api = 0; api < probe_count; api++) {
+		memset(&where[api], 0, sizeof(where[api]));
+		symbol[api] = placed[api] = f->offsets[api];
+		if (!f->offsets[api] || probe_is_tensor(api))
+			continue;
+		probe_place_read(fd, f->offsets[api], f->sizes[api], &where[api]);
+		placed[api] += where[api].offset;
+	}
+	close(fd);
+	probe_place_unshare(symbol, placed, where, probe_count);
+	for (unsigned int api = 0; api < probe_count; api++) {
+		if (!where[api].offset)
+			continue;
+		f->offsets[api] = placed[api];
+		if (!offset_taken(f, api))
+			f->nmoved++;
+		p_debug("%s: probe at +%u (after %s, on %s) in %s", probe_table[api].symbol,
+			where[api].offset, where[api].skipped, where[api].landing, f->path);
+	}
+}
+
+static struct bpf_program *entry_program(const struct probe_programs *pp, enum gm_shape shape)
+{
+	switch (shape) {
+	case GM_SHAPE_ALLOC:
+	case GM_SHAPE_REGISTER:
+	case GM_SHAPE_IMPORT:
+		return pp->enter_alloc;
+	case GM_SHAPE_VMM_CREATE:	/* its properties' device is read at entry */
+	case GM_SHAPE_ARRAY_RT:
+	case GM_SHAPE_ARRAY3D_RT:
+	case GM_SHAPE_MIPMAP_RT:
+	case GM_SHAPE_ARRAY_DRV:
+	case GM_SHAPE_ARRAY3D_DRV:
+	case GM_SHAPE_MIPMAP_DRV:
+	case GM_SHAPE_MALLOC3D:
+		return pp->enter_array;
+	case GM_SHAPE_ALLOC_PITCH:
+		return pp->enter_alloc_pitch;
+	case GM_SHAPE_FREE:
+	case GM_SHAPE_VMM_RELEASE:
+	case GM_SHAPE_CTX_DESTROY:
+	case GM_SHAPE_PRIMARY_RESET:
+	case GM_SHAPE_DEVICE_RESET:
+		return pp->enter_free;
+	case GM_SHAPE_CTX_SET:
+	case GM_SHAPE_CTX_PUSH:
+	case GM_SHAPE_CTX_POP:
+	case GM_SHAPE_SET_DEVICE:
+	case GM_SHAPE_CTX_CREATE:
+	case GM_SHAPE_CTX_CREATE_V3:
+	case GM_SHAPE_CTX_CREATE_V4:
+	case GM_SHAPE_CTX_RETAIN:
+		return pp->enter_ctx;
+	case GM_SHAPE_TENSOR:
+		return NULL;	/* USDT: attach_tensor_probes() */
+	case GM_SHAPE_COUNT:
+		break;
+	}
+	return NULL;
+}
+
+/* Frees are accounted at their entry (bpf/gpumem.bpf.c, free_enter): no return probe. */
+static bool has_return_probe(enum gm_shape shape)
+{
+	return shape != GM_SHAPE_FREE && shape != GM_SHAPE_VMM_RELEASE;
+}
+
+static int attach_one(const struct probe_programs *pp, struct attached_file *f, unsigned int api)
+{
+	const struct probe_def *p = &probe_table[api];
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_link *entry, *ret;
+	int err;
+
+	opts.bpf_cookie = probe_cookie(api);
+	entry = bpf_program__attach_uprobe_opts(entry_program(pp, p->shape), -1, f->path,
+						f->offsets[api], &opts);
+	if (!entry)
+		return -errno;
+	f->links[f->nlinks++] = entry;
+	if (!has_return_probe(p->shape))
+		return 0;
+	opts.retprobe = true;
+	ret = bpf_program__attach_uprobe_opts(pp->call_return, -1, f->path,
+					      f->offsets[api], &opts);
+	if (!ret) {
+		err = -errno;
+		bpf_link__destroy(entry);
+		f->nlinks--;
+		return err;
+	}
+	f->links[f->nlinks++] = ret;
+	return 0;
+}
+
+/* The agent's link for program i of a file: the one an earlier agent pinned, else a new one,
+ * pinned (and remembered in new_pins, so that an attempt that fails takes its pins back:
+ * a link left pinned alone, an entry probe without its return, would count wrong). */
+static int pinned_link(const struct probe_programs *pp, struct attached_file *f, unsigned int i,
+		       const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
+{
+	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
+					pp->call_return, pp->enter_array, pp->enter_ctx };
+	char name[PATH_MAX];
+	int fd, err;
+
+	if (pin_file_link_name(name, sizeof(name), pp->pin_dir, pp->pin_kdev, pp->pin_ino, i))
+		return -ENAMETOOLONG;
+	fd = pp->adopt ? bpf_obj_get(name) : -1;
+	if (fd >= 0)
+		return fd;
+	fd = uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
+	if (fd < 0)
+		return fd;
+	err = pin_fd(fd, name);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	f->new_pins |= 1u << i;
+	return fd;
+}
+
+static void unpin_new(const struct probe_programs *pp, const struct attached_file *f)
+{
+	char name[PATH_MAX];
+
+	for (unsigned int i = 0; i < PIN_FILE_PROGS; i++)
+		if ((f->new_pins & (1u << i)) &&
+		    !pin_file_link_name(name, sizeof(name), pp->pin_dir, pp->pin_kdev, pp->pin_ino, i))
+			unlink(name);
+}
+
+/* One link for each entry program with the probes of its shapes, one for every return. */
+static int attach_multi(const struct probe_programs *pp, struct attached_file *f)
+{
+	struct bpf_program *progs[] = { pp->enter_alloc, pp->enter_alloc_pitch, pp->enter_free,
+					pp->call_return, pp->enter_array, pp->enter_ctx };
+	__u64 offsets[PROBE_ROWS], cookies[PROBE_ROWS];
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(progs); i++) {
+		bool ret = progs[i] == pp->call_return;
+		unsigned int cnt = 0;
+		int fd;
+
+		for (unsigned int api = 0; api < probe_count; api++) {
+			const struct probe_def *p = &probe_table[api];
+
+			if (!f->offsets[api] || offset_taken(f, api))
+				continue;
+			if (ret ? !has_return_probe(p->shape) : entry_program(pp, p->shape) != progs[i])
+				continue;
+			if (ret && pp->session && entry_program(pp, p->shape) == pp->enter_alloc)
+				continue;	/* its session's return */
+			offsets[cnt] = f->offsets[api];
+			cookies[cnt++] = probe_cookie(api);
+		}
+		if (!cnt)
+			continue;
+		fd = pp->pin_dir ? pinned_link(pp, f, i, offsets, cookies, cnt, ret)
+				 : uprobe_multi_link(progs[i], f->path, offsets, cookies, cnt, ret);
+		if (fd < 0)
+			return fd;
+		f->multi_fds[f->nmulti++] = fd;
+		f->nprobes += cnt;
+	}
+	return 0;
+}
+
+static int attach_each(const struct probe_programs *pp, struct attached_file *f)
+{
+	f->links = xcalloc(2 * probe_count, sizeof(*f->links));
+	for (unsigned int api = 0; api < probe_count; api++) {
+		int err;
+
+		if (!f->offsets[api] || offset_taken(f, api))
+			continue;
+		err = attach_one(pp, f, api);
+		if (err) {
+			p_err("cannot attach to %s:%s: %s", f->path, probe_table[api].symbol,
+			      strerror(-err));
+			return err;
+		}
+	}
+	f->nprobes = f->nlinks;
+	return 0;
+}
+
+/* PyTorch's caching allocator: libbpf's USDT support attaches both probes (one uprobe per
+ * call site, whose reference counter is the probe's semaphore: the kernel sets it in every
+ * process that maps the file while the probe is attached). Not pinned: an agent's tensor
+ * probes last as long as it runs. */
+static int attach_tensor_probes(const struct probe_programs *pp, struct attached_file *f)
+{
+	static const char *const names[2] = { "malloc", "free" };
+	struct bpf_program *progs[2] = { pp->tensor_malloc, pp->tensor_free };
+	int api = probe_find("pytorch:malloc");
+	const struct probe_def *p = &probe_table[api];
+	LIBBPF_OPTS(bpf_usdt_opts, opts);
+
+	if (!pp->tensor_malloc || !pp->tensor_free || !elf_has_usdt(f->path, "pytorch", "malloc"))
+		return 0;
+	opts.usdt_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
+	for (unsigned int i = 0; i < 2; i++) {
+		struct bpf_link *link = bpf_program__attach_usdt(progs[i], -1, f->path, "pytorch",
+								 names[i], &opts);
+
+		if (!link) {
+			int err = -errno;
+
+			p_err("cannot attach to %s:pytorch:%s: %s", f->path, names[i],
+			      strerror(-err));
+			return err;
+		}
+		f->tensor_links[f->ntensor_links++] = link;
+		f->nprobes++;
+	}
+	return 0;
+}
+
+int attach_file(const struct probe_programs *pp, const char *path, struct attached_file **out)
+{
+	struct attached_file *f = xcalloc(1, sizeof(*f));
+	int err;
+
+	*out = NULL;
+	f->path = xstrdup(path);
+	err = elf_for_each_func(path, collect_symbol, f);
+	if (err)
+		goto out_free;
+	place_probes(f);
+	if (pp->pin_dir && !pp->multi) {
+		p_err("the agent pins its probes as uprobe_multi links, which this kernel lacks "
+		      "(Linux 6.6 or later)");
+		err = -EOPNOTSUPP;
+		goto out_free;
+	}
+	err = pp->multi ? attach_multi(pp, f) : attach_each(pp, f);
+	if (!err)
+		err = attach_tensor_probes(pp, f);
+	if (err) {
+		if (pp->multi)	/* the caller says what it does about it */
+			p_debug("cannot attach to %s: %s", path, strerror(-err));
+		goto out_detach;
+	}
+	if (!f->nprobes)
+		goto out_detach;	/* no CUDA allocation API here: not an error */
+	p_debug("attached %u probes to %s (%u functions probed past a flag-setting entry "
+		"instruction)", f->nprobes, path, f->nmoved);
+	*out = f;
+	return 0;
+
+out_detach:
+	unpin_new(pp, f);
+	detach_file(f);
+	return err;
+out_free:
+	free(f->path);
+	free(f);
+	return err;
+}
+
+void detach_file(struct attached_file *f)
+{
+	if (!f)
+		return;
+	for (unsigned int i = 0; i < f->nlinks; i++)
+		bpf_link__destroy(f->links[i]);
+	for (unsigned int i = 0; i < f->nmulti; i++)
+		close(f->multi_fds[i]);
+	for (unsigned int i = 0; i < f->ntensor_links; i++)
+		bpf_link__destroy(f->tensor_links[i]);
+	free(f->links);
+	free(f->path);
+	free(f);
+}
+
+unsigned int attached_probe_count(const struct attached_file *f)
+{
+	return f->nprobes;
+}
+
+const char *attached_path(const struct attached_file *f)
+{
+	return f->path;
+}
+
+bool attached_has_api(const struct attached_file *f, unsigned int api)
+{
+	if (api >= probe_count)
+		return false;
+	if (probe_is_tensor(api))
+		return f->ntensor_links > 0;
+	return f->offsets[api] != 0;
+}

@@ -1,0 +1,766 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The one owner of the BPF skeleton and its fds: open, size maps from options, load, attach
+ * the lifecycle programs, lend the uprobe programs to probes.c, hand the accounting maps to
+ * the model (their only reader), and run the ring-buffer loop. An agent's tracer pins its
+ * maps and links (pin.c) and adopts what an earlier agent pinned; a reader's tracer has no
+ * skeleton at all, only a running agent's maps. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "gpumem.skel.h"
+#include "base/util.h"
+#include "loader/attach.h"
+#include "loader/pin.h"
+#include "loader/tracer.h"
+#include "loader/uprobe_multi.h"
+#include "probes/table.h"
+
+struct record_handler {
+	record_fn fn;
+	void *ctx;
+};
+
+#define LIFECYCLE_PROGS 4
+
+struct tracer {
+	struct gpumem_bpf *skel;	/* NULL for a reader */
+	struct ring_buffer *rb;
+	struct record_handler handler;
+	bool watches_opens;
+	bool multi;
+	bool session;	/* session_alloc loaded, not enter_alloc */
+	bool no_tensors;	/* --no-tensors: libc10_cuda's USDT probes are not attached */
+	/* The agent's pins (tracer_opts.pin_dir), or the agent a reader reads. */
+	const char *pin_dir;
+	bool adopted;		/* the pinned state was an earlier agent's */
+	struct gm_agent agent;
+	uint64_t last_beat_ns;
+	int adopted_links[LIFECYCLE_PROGS];	/* an earlier agent's lifecycle links */
+	unsigned int nadopted;
+	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
+};
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	if (level == LIBBPF_INFO && !verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+/* The slots of a table in open addressing (allocations, sites): twice its capacity, rounded up
+ * to a power of two (its probes wrap by a mask). Half full at most, an entry lies a few slots
+ * from its home, and the 64 an insert may look at were never seen all taken. */
+static uint32_t table_slots(uint32_t capacity)
+{
+	uint64_t n = 1;
+
+	while (n < 2 * (uint64_t)capacity && n < (1u << 31))
+		n <<= 1;
+	return (uint32_t)n;
+}
+
+static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
+{
+	uint32_t slots = table_slots(o->max_allocs ? o->max_allocs : GM_DEFAULT_MAX_ALLOCS);
+	uint32_t site_slots = table_slots(o->max_sites ? o->max_sites : GM_DEFAULT_MAX_SITES);
+	uint32_t procs = o->max_procs ? o->max_procs : GM_DEFAULT_MAX_PROCS;
+
+	bpf_map__set_max_entries(skel->maps.allocs, slots);
+	skel->rodata->alloc_mask = slots - 1;
+	bpf_map__set_max_entries(skel->maps.sites, site_slots);
+	skel->rodata->site_mask = site_slots - 1;
+	bpf_map__set_max_entries(skel->maps.procs, table_slots(procs));
+	skel->rodata->proc_mask = table_slots(procs) - 1;
+	bpf_map__set_max_entries(skel->maps.procs_made, procs);
+	if (o->max_stacks) {
+		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+		bpf_map__set_max_entries(skel->maps.py_stacks, o->max_stacks);
+	}
+	if (o->ringbuf_mb)
+		bpf_map__set_max_entries(skel->maps.events, o->ringbuf_mb << 20);
+}
+
+/* Kernels since 6.6 attach all of a file's probes in one uprobe_multi link, which also
+ * detaches in one RCU grace period instead of one per probe (seconds for a library). */
+
+static void use_uprobe_multi(struct gpumem_bpf *skel, bool session)
+{
+	/* Since 6.13 the alloc shape's entry and return are one session program, whose entry
+	 * spares a return with nothing to do its trap. */
+	if (session) {
+		bpf_program__set_expected_attach_type(skel->progs.session_alloc,
+						      ATTACH_UPROBE_SESSION);
+		bpf_program__set_autoload(skel->progs.enter_alloc, false);
+	} else {
+		bpf_program__set_autoload(skel->progs.session_alloc, false);
+	}
+	bpf_program__set_expected_attach_type(skel->progs.enter_alloc, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_alloc_pitch, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_free, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_array, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.enter_ctx, ATTACH_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(skel->progs.call_return, ATTACH_UPROBE_MULTI);
+}
+
+/* The holds map is shared by every gpumem on the host through its pin (when /sys/fs/bpf is a
+ * BPF file system): the next one to start finds what an ended one left paused. */
+static bool is_bpffs(const char *dir)
+{
+	struct statfs st;
+
+	return statfs(dir, &st) == 0 && st.f_type == BPF_FS_MAGIC;
+}
+
+/* A pinned holds map this build can share: none yet, or one of the same layout. */
+static bool pinned_holds_compatible(struct gpumem_bpf *skel)
+{
+	int fd = bpf_obj_get(GM_HOLDS_PIN);
+	char why[160];
+	bool same;
+
+	if (fd < 0)
+		return true;
+	same = !pin_map_mismatch(fd, skel->maps.holds, why, sizeof(why));
+	close(fd);
+	return same;
+}
+
+static void share_holds(struct gpumem_bpf *skel)
+{
+	/* As bpftool does: mount the BPF file system where it belongs when nothing is there. */
+	if (!is_bpffs("/sys/fs/bpf") && mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+		p_debug("cannot mount a BPF file system on /sys/fs/bpf: %s", strerror(errno));
+	if (!is_bpffs("/sys/fs/bpf")) {
+		p_debug("/sys/fs/bpf is no BPF file system: holds are not shared with other gpumems");
+		return;
+	}
+	if (!pinned_holds_compatible(skel)) {
+		p_err("warning: %s has another layout (an older gpumem?): holds are not shared; "
+		      "remove it when no gpumem runs", GM_HOLDS_PIN);
+		return;
+	}
+	bpf_map__set_pin_path(skel->maps.holds, GM_HOLDS_PIN);
+}
+
+/* What an agent's programs are loaded with, beside the pinned settings map. */
+static struct gm_agent agent_settings(const struct tracer_opts *o, bool session)
+{
+	return (struct gm_agent){
+		.stack_mode = o->stack_mode,
+		.stack_bytes = o->stack_bytes ? o->stack_bytes : GM_STACK_COPY_DEFAULT,
+		.python_frames = !o->no_python,
+		.uprobe_sessions = session,
+	};
+}
+
+/* Uprobe sessions, where the kernel's attach types name them (6.13+). Asked of the kernel's
+ * BTF, not of a load: a load that fails says so at length, and verifies everything twice. */
+static bool kernel_has_sessions(void)
+{
+	struct btf *btf;
+	bool found = false;
+	int id;
+
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return false;
+	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+	if (id > 0) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e = btf_enum(t);
+
+		for (unsigned int i = 0; i < btf_vlen(t) && !found; i++)
+			found = !strcmp(btf__name_by_offset(btf, e[i].name_off),
+					"BPF_TRACE_UPROBE_SESSION") &&
+				e[i].val == ATTACH_UPROBE_SESSION;
+	}
+	btf__free(btf);
+	return found;
+}
+
+/* Whether the alloc probes are uprobe sessions: where the kernel has them, unless
+ * GPUMEM_UPROBE_SESSIONS=0 keeps the entry and return links of older kernels; an agent adopts
+ * its pins' kind of links, whatever it would have made (a mix would leave one link unused, or
+ * put a second return on a session's probes). */
+static bool choose_sessions(const struct tracer_opts *o)
+{
+	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
+	bool kernel = kernel_has_sessions(), want = kernel && !(v && !strcmp(v, "0"));
+	struct gm_agent pinned;
+
+	if (o->pin_dir && !pin_read_agent(o->pin_dir, &pinned) &&
+	    pinned.layout == GM_LAYOUT_VERSION && (bool)pinned.uprobe_sessions != want) {
+		p_debug("the pinned probes are %suprobe sessions: adopted as they are",
+			pinned.uprobe_sessions ? "" : "no ");
+		return pinned.uprobe_sessions && kernel;
+	}
+	return want;
+}
+
+static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool multi, bool session,
+					  bool with_open_watch, bool *adopting)
+{
+	struct gpumem_bpf *skel = gpumem_bpf__open();
+	int err;
+
+	if (!skel)
+		return NULL;
+	if (multi)
+		use_uprobe_multi(skel, session);
+	else
+		bpf_program__set_autoload(skel->progs.session_alloc, false);
+	skel->rodata->filter_pids = o->filter_pids;
+	skel->rodata->hold_new_procs = o->hold_new_procs;
+	skel->rodata->hold_new_libs = o->hold_new_libs;
+	skel->rodata->self_tgid = (__u32)getpid();
+	skel->rodata->stack_mode = o->stack_mode;
+	skel->rodata->python_frames = !o->no_python;
+	skel->rodata->filter_cgroups = (__u32)o->ncgroup_dirs;
+	if (o->stack_bytes)
+		skel->rodata->stack_copy_bytes = o->stack_bytes;
+	size_maps(skel, o);
+	share_holds(skel);
+	if (!with_open_watch)
+		bpf_program__set_autoload(skel->progs.on_unmapped_area, false);
+	if (o->pin_dir) {
+		const struct gm_agent want = agent_settings(o, session);
+
+		err = pin_prepare(skel->obj, o->pin_dir, &want, adopting);
+		if (err) {
+			gpumem_bpf__destroy(skel);
+			errno = -err;
+			return NULL;
+		}
+	}
+	return skel;
+}
+
+static int fill_cgroup_filter(struct gpumem_bpf *skel, const struct tracer_opts *o)
+{
+	int map = bpf_map__fd(skel->maps.cgroup_filter);
+
+	for (size_t i = 0; i < o->ncgroup_dirs; i++) {
+		__u32 key = (__u32)i;
+		int fd = open(o->cgroup_dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
+
+		if (fd < 0 || bpf_map_update_elem(map, &key, &fd, BPF_ANY)) {
+			err = -errno;
+			p_err("cannot select cgroup %s: %s", o->cgroup_dirs[i], strerror(-err));
+			if (fd >= 0)
+				close(fd);
+			return err;
+		}
+		close(fd);	/* the map holds the cgroup */
+	}
+	return 0;
+}
+
+/* A lifecycle program's link: an earlier agent's pinned one (1), else a new one (0), pinned
+ * when this is an agent; -errno when it cannot be attached. */
+static int attach_lifecycle_prog(struct tracer *t, struct bpf_program *prog, struct bpf_link **link)
+{
+	char name[PATH_MAX];
+	int fd, err;
+
+	if (t->pin_dir) {
+		snprintf(name, sizeof(name), "%s/link-%s", t->pin_dir, bpf_program__name(prog));
+		fd = t->adopted ? bpf_obj_get(name) : -1;
+		if (fd >= 0) {
+			t->adopted_links[t->nadopted++] = fd;
+			return 1;
+		}
+	}
+	*link = bpf_program__attach(prog);
+	if (!*link)
+		return -errno;
+	if (t->pin_dir) {
+		err = bpf_link__pin(*link, name);
+		if (err) {
+			p_err("cannot pin %s: %s", name, strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int attach_lifecycle(struct tracer *t)
+{
+	struct gpumem_bpf *skel = t->skel;
+	int err;
+
+	if ((err = attach_lifecycle_prog(t, skel->progs.on_exec, &skel->links.on_exec)) < 0 ||
+	    (err = attach_lifecycle_prog(t, skel->progs.on_fork, &skel->links.on_fork)) < 0 ||
+	    (err = attach_lifecycle_prog(t, skel->progs.on_exit, &skel->links.on_exit)) < 0)
+		return err;
+	if (!bpf_program__autoload(skel->progs.on_unmapped_area))
+		err = -ENOENT;
+	else
+		err = attach_lifecycle_prog(t, skel->progs.on_unmapped_area,
+					    &skel->links.on_unmapped_area);
+	if (err >= 0) {
+		t->watches_opens = true;
+	} else {
+		p_debug("the vm_unmapped_area tracepoint is unavailable: new libraries are found on exec "
+			"and by rescans only");
+	}
+	return 0;
+}
+
+/* Resumes every process an ended gpumem left paused. */
+static void resume_orphans(struct tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.holds);
+	__u32 key, next, *prev = NULL;
+	struct gm_hold h;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &h) || pid_is_gpumem(h.holder))
+			continue;
+		if (kill((pid_t)key, SIGCONT) == 0)
+			p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", key, h.holder);
+		bpf_map_delete_elem(fd, &key);
+	}
+}
+
+#define AGENT_BEAT_NS 500000000ull	/* the agent record's heartbeat: twice a second */
+
+void tracer_heartbeat(struct tracer *t)
+{
+	uint64_t now = now_ns();
+
+	if (!t->skel)
+		return;
+	t->skel->bss->heartbeat_ns = now;
+	if (t->pin_dir && now - t->last_beat_ns >= AGENT_BEAT_NS) {
+		t->agent.heartbeat_ns = now;
+		t->last_beat_ns = now;
+		if (pin_write_agent(t->pin_dir, &t->agent))
+			p_debug("cannot write the agent record in %s", t->pin_dir);
+	}
+}
+
+void tracer_release(struct tracer *t, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	if (!t->skel)
+		return;
+	kill((pid_t)pid, SIGCONT);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.holds), &key);
+}
+
+/* About what the sized maps pin in the kernel (entries x (key + value + the kernel's
+ * per-element overhead); the allocation table's slots, all made at the start), for -v: the capacities are the user's to choose. */
+static void report_kernel_memory(struct gpumem_bpf *skel)
+{
+	const struct bpf_map *maps[] = { skel->maps.allocs, skel->maps.stacks, skel->maps.sites,
+					 skel->maps.procs, skel->maps.procs_made,
+					 skel->maps.events };
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		const struct bpf_map *m = maps[i];
+		uint64_t n = bpf_map__max_entries(m), bytes;
+
+		if (bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF)
+			bytes = n;
+		else if (bpf_map__type(m) == BPF_MAP_TYPE_ARRAY)
+			bytes = n * bpf_map__value_size(m);	/* all of it, from the start */
+		else
+			bytes = n * (bpf_map__key_size(m) + bpf_map__value_size(m) + 48);
+		total += bytes;
+		p_debug("map %s: %" PRIu64 " entries, about %.1f MiB of kernel memory",
+			bpf_map__name(m), n, (double)bytes / (1 << 20));
+	}
+	p_debug("the sized maps pin about %.1f MiB of kernel memory (--max-allocs, --max-stacks, "
+		"--max-sites, --max-procs, --ringbuf-mb)", (double)total / (1 << 20));
+}
+
+/* What the programs read at run time; an agent's are pinned: they rule the links it adopted
+ * too. */
+static int write_settings(struct tracer *t, const struct tracer_opts *o)
+{
+	struct gm_settings set = { .stream_calls = o->stream_calls };
+	__u32 key = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.settings), &key, &set, BPF_ANY)) {
+		p_err("cannot write the settings map: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Removes the pins a failed first start made: the maps libbpf pinned at load, the lifecycle
+ * links pinned since. */
+static void unpin_fresh(struct tracer *t)
+{
+	static const char *const links[] = { "on_exec", "on_fork", "on_exit",
+					     "on_unmapped_area" };
+	char name[PATH_MAX];
+
+	if (t->skel)
+		bpf_object__unpin_maps(t->skel->obj, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		snprintf(name, sizeof(name), "%s/link-%s", t->pin_dir, links[i]);
+		unlink(name);
+	}
+}
+
+/* The agent record of the pins: this agent's, with the pins' first start kept. */
+static void start_agent_record(struct tracer *t, const struct tracer_opts *o)
+{
+	struct gm_agent old = { 0 };
+	uint64_t now = now_ns();
+
+	if (!t->adopted || pin_read_agent(t->pin_dir, &old))
+		old.started_ns = now;
+	t->agent = agent_settings(o, t->session);	/* as adoption checked: the programs' own */
+	t->agent.layout = GM_LAYOUT_VERSION;
+	t->agent.pid = (__u32)getpid();
+	t->agent.heartbeat_ns = now;
+	t->agent.started_ns = old.started_ns;
+	t->last_beat_ns = now;
+	if (pin_write_agent(t->pin_dir, &t->agent))
+		p_err("warning: cannot write the agent record in %s: readers will not find it",
+		      t->pin_dir);
+}
+
+static int ringbuf_cb(void *ctx, void *data, size_t size)
+{
+	struct record_handler *h = ctx;
+
+	return h->fn(h->ctx, data, size);
+}
+
+int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
+		struct tracer **out)
+{
+	struct tracer *t = xcalloc(1, sizeof(*t));
+	int err;
+
+	libbpf_set_print(libbpf_print);
+	/* Newest kernel features first; the open watch, uprobe sessions and uprobe_multi are
+	 * optional. */
+	static const struct {
+		bool multi, session, open_watch;
+	} tries[] = { { true, true, true }, { true, false, true }, { false, false, true },
+		      { false, false, false } };
+	const bool sessions = choose_sessions(opts);
+
+	err = -EINVAL;
+	t->pin_dir = opts->pin_dir;
+	t->no_tensors = opts->no_tensors;
+	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
+		if (opts->pin_dir && !tries[i].multi)
+			continue;	/* an agent's probes are pinned uprobe_multi links */
+		if (tries[i].session && !sessions)
+			continue;
+		gpumem_bpf__destroy(t->skel);
+		t->skel = open_configured(opts, tries[i].multi, tries[i].session, tries[i].open_watch,
+					  &t->adopted);
+		if (!t->skel && opts->pin_dir && (errno == EEXIST || errno == EBUSY ||
+						  errno == ENOTSUP || errno == ENAMETOOLONG)) {
+			err = -errno;	/* pin_prepare said why */
+			goto out_free;
+		}
+		if (!t->skel) {
+			err = -errno;
+			p_err("cannot open the BPF object: %s", strerror(-err));
+			goto out_free;
+		}
+		err = gpumem_bpf__load(t->skel);
+		t->multi = tries[i].multi;
+		t->session = tries[i].session;
+		if (err)
+			p_debug("loading (uprobe_multi %d, sessions %d, open watch %d) failed: %s",
+				tries[i].multi, tries[i].session, tries[i].open_watch,
+				strerror(-err));
+	}
+	if (err == -EPERM || err == -EACCES) {
+		p_err("cannot load BPF programs: permission denied (run as root or grant "
+		      "CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)");
+		goto out_destroy;
+	}
+	if (err) {
+		p_err("cannot load BPF programs: %s (needs a kernel with BTF, uprobes and BPF ring "
+		      "buffers; run with -v for the verifier's log)", strerror(-err));
+		goto out_destroy;
+	}
+	/* The kernel has them, but refused the program: every return probe fires, a trap more
+	 * for each nested driver call. Said, since nothing else would show it. */
+	if (sessions && !t->session && t->multi)
+		p_err("warning: this kernel refused the uprobe session program (-v shows why): "
+		      "the allocation probes use entry and return links, which cost more");
+	err = fill_cgroup_filter(t->skel, opts);
+	if (err)
+		goto out_destroy;
+	resume_orphans(t);
+	tracer_heartbeat(t);
+	t->skel->bss->holds_enabled = true;
+	err = attach_lifecycle(t);
+	if (err) {
+		p_err("cannot attach the process tracepoints: %s", strerror(-err));
+		goto out_destroy;
+	}
+	report_kernel_memory(t->skel);
+	err = write_settings(t, opts);
+	if (err)
+		goto out_destroy;
+	if (t->pin_dir)
+		start_agent_record(t, opts);
+	t->handler.fn = on_record;
+	t->handler.ctx = ctx;
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ringbuf_cb, &t->handler, NULL);
+	if (!t->rb) {
+		err = -errno;
+		p_err("cannot open the ring buffer: %s", strerror(-err));
+		goto out_destroy;
+	}
+	*out = t;
+	return 0;
+
+out_destroy:
+	if (t->pin_dir && !t->adopted)
+		unpin_fresh(t);	/* a start that failed leaves nothing for the next to adopt */
+	for (unsigned int i = 0; i < t->nadopted; i++)
+		close(t->adopted_links[i]);
+	gpumem_bpf__destroy(t->skel);
+out_free:
+	free(t);
+	return err;
+}
+
+void tracer_close(struct tracer *t)
+{
+	if (!t)
+		return;
+	if (t->pin_dir && t->skel) {	/* the pins stay: no agent reads them now */
+		t->agent.pid = 0;
+		pin_write_agent(t->pin_dir, &t->agent);
+	}
+	for (unsigned int i = 0; i < t->nadopted; i++)
+		close(t->adopted_links[i]);
+	if (!t->skel)
+		pin_close_maps(&t->reader_maps);
+	ring_buffer__free(t->rb);
+	gpumem_bpf__destroy(t->skel);	/* pinned links stay attached */
+	free(t);
+}
+
+struct model_maps tracer_model_maps(const struct tracer *t)
+{
+	if (!t->skel)
+		return (struct model_maps){
+			.procs = t->reader_maps.procs,
+			.sites = t->reader_maps.sites,
+			.allocs = t->reader_maps.allocs,
+			.stacks = t->reader_maps.stacks,
+			.counters = t->reader_maps.counters,
+			.py_procs = t->reader_maps.py_procs,
+			.py_stacks = t->reader_maps.py_stacks,
+			.py_procs_gen = -1,
+			.procs_made = -1,
+		};
+	return (struct model_maps){
+		.procs = bpf_map__fd(t->skel->maps.procs),
+		.sites = bpf_map__fd(t->skel->maps.sites),
+		.allocs = bpf_map__fd(t->skel->maps.allocs),
+		.stacks = bpf_map__fd(t->skel->maps.stacks),
+		.counters = bpf_map__fd(t->skel->maps.counters),
+		.py_procs = bpf_map__fd(t->skel->maps.py_procs),
+		.py_stacks = bpf_map__fd(t->skel->maps.py_stacks),
+		.py_procs_gen = bpf_map__fd(t->skel->maps.py_procs_gen),
+		.procs_made = bpf_map__fd(t->skel->maps.procs_made),
+	};
+}
+
+int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out)
+{
+	struct probe_programs pp;
+	struct stat st;
+
+	*out = NULL;
+	if (!t->skel)
+		return -EOPNOTSUPP;
+	pp = (struct probe_programs){
+		.enter_alloc = t->session ? t->skel->progs.session_alloc : t->skel->progs.enter_alloc,
+		.enter_alloc_pitch = t->skel->progs.enter_alloc_pitch,
+		.enter_free = t->skel->progs.enter_free,
+		.enter_array = t->skel->progs.enter_array,
+		.enter_ctx = t->skel->progs.enter_ctx,
+		.call_return = t->skel->progs.call_return,
+		.tensor_malloc = t->no_tensors ? NULL : t->skel->progs.tensor_malloc,
+		.tensor_free = t->no_tensors ? NULL : t->skel->progs.tensor_free,
+		.multi = t->multi,
+		.session = t->session,
+		.pin_dir = t->pin_dir,
+	};
+	if (t->pin_dir) {
+		if (stat(path, &st))
+			return -errno;
+		pp.pin_kdev = gm_kernel_dev(major(st.st_dev), minor(st.st_dev));
+		pp.pin_ino = st.st_ino;
+		pp.adopt = pin_file_linked(t->pin_dir, pp.pin_kdev, pp.pin_ino);
+	}
+	return attach_file(&pp, path, out);
+}
+
+int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino)
+{
+	struct gm_file_key key = { .dev = dev, .ino = ino };
+	__u8 one = 1;
+
+	if (!t->skel)
+		return 0;
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_files), &key, &one, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* ---- discovery's attacher: the files it finds attached here ---- */
+
+static int attach_found(void *ctx, const char *path, void **handle, unsigned int *nprobes)
+{
+	struct attached_file *f = NULL;
+	int err = tracer_attach_file(ctx, path, &f);
+
+	*handle = f;
+	*nprobes = f ? attached_probe_count(f) : 0;
+	return err;
+}
+
+static bool found_has_api(const void *handle, unsigned int api)
+{
+	return attached_has_api(handle, api);
+}
+
+static void detach_found(void *handle)
+{
+	detach_file(handle);
+}
+
+static int mark_found(void *ctx, uint64_t dev, uint64_t ino)
+{
+	return tracer_mark_known_file(ctx, dev, ino);
+}
+
+static void release_found(void *ctx, int pid)
+{
+	tracer_release(ctx, pid);
+}
+
+struct discovery_attacher tracer_attacher(struct tracer *t)
+{
+	return (struct discovery_attacher){
+		.ctx = t, .attach = attach_found, .has_api = found_has_api, .detach = detach_found,
+		.mark_known = mark_found, .release = release_found,
+	};
+}
+
+int tracer_add_target(struct tracer *t, int pid)
+{
+	__u32 key = (__u32)pid;
+	__u8 one = 1;
+
+	if (!t->skel)
+		return -EOPNOTSUPP;
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.targets), &key, &one, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int tracer_remove_target(struct tracer *t, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	if (!t->skel)
+		return 0;
+	if (bpf_map_delete_elem(bpf_map__fd(t->skel->maps.targets), &key))
+		return -errno;
+	return 0;
+}
+
+int tracer_poll(struct tracer *t, int timeout_ms)
+{
+	int n;
+
+	if (!t->rb) {	/* a reader: the agent reads the events */
+		usleep((useconds_t)timeout_ms * 1000);
+		return 0;
+	}
+	n = ring_buffer__poll(t->rb, timeout_ms);
+	return n == -EINTR ? 0 : n;
+}
+
+bool tracer_watches_opens(const struct tracer *t)
+{
+	return t->watches_opens;
+}
+
+void tracer_stop_watching(struct tracer *t)
+{
+	if (!t->skel)
+		return;
+	t->skel->bss->holds_enabled = false;
+	usleep(20000);	/* a program that saw the flag set has submitted its event by now */
+	bpf_link__destroy(t->skel->links.on_unmapped_area);
+	t->skel->links.on_unmapped_area = NULL;
+	t->watches_opens = false;
+}
+
+bool tracer_adopted(const struct tracer *t)
+{
+	return t->adopted;
+}
+
+bool tracer_is_reader(const struct tracer *t)
+{
+	return !t->skel;
+}
+
+int tracer_agent_pid(const struct tracer *t)
+{
+	return (int)t->agent.pid;
+}
+
+int tracer_open_reader(const char *pin_dir, struct tracer **out)
+{
+	struct tracer *t;
+	struct gm_agent a;
+
+	*out = NULL;
+	if (pin_read_agent(pin_dir, &a) || !pin_agent_running(&a))
+		return -ESRCH;
+	if (a.layout != GM_LAYOUT_VERSION) {
+		p_err("warning: the agent on %s (PID %u) has layout %u, this gpumem %u: using "
+		      "probes of its own", pin_dir, a.pid, a.layout, GM_LAYOUT_VERSION);
+		return -ESRCH;
+	}
+	t = xcalloc(1, sizeof(*t));
+	if (pin_open_maps(pin_dir, &t->reader_maps)) {
+		free(t);
+		return -ENOENT;
+	}
+	t->pin_dir = pin_dir;
+	t->agent = a;
+	*out = t;
+	return 0;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The BPF skeleton's life (open, size, load, attach, close) and the ring-buffer loop. */
+#ifndef GPUMEM_TRACER_H
+#define GPUMEM_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gpumem.h"
+#include "discover/discover.h"
+
+struct tracer_opts {
+	bool stream_calls;	/* per-allocation events (trace, record) */
+	bool filter_pids;	/* only targets and their children */
+	bool hold_new_procs;	/* stop a target at its first allocation until it is examined */
+	bool hold_new_libs;	/* stop a process at its first open of an unknown CUDA library */
+	uint32_t stack_mode;	/* enum gm_stack_mode */
+	uint32_t stack_bytes;	/* DWARF mode: stack copied per new site */
+	bool no_python;		/* --no-python: no CPython frames */
+	bool no_tensors;	/* --no-tensors: PyTorch's USDT probes left off */
+	char **cgroup_dirs;	/* --cgroup/--container/--pod: trace only below these */
+	size_t ncgroup_dirs;
+	uint32_t max_allocs;
+	uint32_t max_stacks;
+	uint32_t max_sites;
+	uint32_t max_procs;
+	uint32_t ringbuf_mb;
+	const char *pin_dir;	/* an agent: maps and links pinned there, adopted at restart */
+};
+
+/* Receives every ring-buffer record; returns 0 or -errno. */
+typedef int (*record_fn)(void *ctx, const void *data, size_t size);
+
+struct tracer;
+struct attached_file;
+
+/* The accounting maps and the loss counters, for the model: their only reader. */
+struct model_maps {
+	int procs, sites, allocs, stacks, counters;
+	int py_procs, py_stacks;	/* a reader's are the agent's, never written */
+	int py_procs_gen;		/* counts py_procs' new entries; -1: a reader */
+	int procs_made;			/* the slots of processes' entries; -1: a reader */
+};
+
+int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
+		struct tracer **out);
+void tracer_close(struct tracer *t);
+struct model_maps tracer_model_maps(const struct tracer *t);
+/* Attaches the probe table's programs to the CUDA functions path defines (probes.c). */
+int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out);
+/* Tells the BPF side a file was examined: opening it again holds nobody. dev: the kernel's
+ * encoding (gm_kernel_dev). */
+int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino);
+/* What discovery attaches with: this tracer's attach, detach and holds. */
+struct discovery_attacher tracer_attacher(struct tracer *t);
+int tracer_add_target(struct tracer *t, int pid);
+int tracer_remove_target(struct tracer *t, int pid);
+/* Returns records handled, or -errno. */
+int tracer_poll(struct tracer *t, int timeout_ms);
+bool tracer_watches_opens(const struct tracer *t);
+/* Tells the BPF side its consumer is alive: holds are taken only while this is fresh. */
+void tracer_heartbeat(struct tracer *t);
+/* Resumes a process this instance paused, and forgets the hold. */
+void tracer_release(struct tracer *t, int pid);
+/* Whether the agent adopted the pinned state of an earlier one. */
+bool tracer_adopted(const struct tracer *t);
+/* A reader of a running agent's pinned maps (no probes, no ring buffer); -ESRCH when no
+ * agent of this layout runs on pin_dir. */
+int tracer_open_reader(const char *pin_dir, struct tracer **out);
+bool tracer_is_reader(const struct tracer *t);
+/* The agent a reader reads, or this agent. */
+int tracer_agent_pid(const struct tracer *t);
+/* Stops holding processes that map new CUDA libraries; a drain after it answers every hold. */
+void tracer_stop_watching(struct tracer *t);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The probe table (which symbol gets which BPF program), the names of its APIs, layers, kinds
+ * and error codes, and which files are CUDA's. */
+#ifndef GPUMEM_PROBES_TABLE_H
+#define GPUMEM_PROBES_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gpumem.h"
+
+struct probe_def {
+	const char *symbol;
+	enum gm_layer layer;
+	enum gm_shape shape;
+	enum gm_kind kind;	/* of what an allocation holds; unused for frees */
+	enum gm_space space;	/* where its allocations are keyed (a free: where it looks) */
+};
+
+/* The api id carried in cookies and events is the row's index. */
+#define PROBE_ROWS 64
+extern const struct probe_def probe_table[];
+extern const unsigned int probe_count;
+
+/* The one rule for "is this CUDA's code", by the file's own name: a module named libcuda*
+ * (its frames are CUDA's, hidden unless --all-frames); of those, the shared objects gpumem
+ * attaches to are libcuda.so* and libcudart.so* (bpf/gpumem.bpf.c applies the same rule to
+ * opened files; archives such as libcudart_static.a never match). */
+bool is_cuda_module(const char *path);
+bool is_cuda_library_path(const char *path);
+/* PyTorch's libc10_cuda.so*: its caching allocator's USDT probes give tensors. */
+bool is_tensor_library_path(const char *path);
+/* The row of PyTorch's tensors (USDT pytorch:malloc): its sites hold tensors, allocated bytes
+ * inside the segments the process's other sites reserved. */
+bool probe_is_tensor(unsigned int api);
+const char *probe_api_name(unsigned int api);
+const char *probe_layer_name(unsigned int layer);
+const char *kind_name(unsigned int kind);
+/* The attach cookie of row api: api, kind, layer, shape and space. */
+uint64_t probe_cookie(unsigned int api);
+/* Index of symbol in the table, or -1. */
+int probe_find(const char *symbol);
+/* A name for a CUDA return code ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY"). */
+const char *cuda_error_name(unsigned int layer, int error);
+
+#endif

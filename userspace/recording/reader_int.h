@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The reader's insides, shared by model/recording*.c only: the open file, its named stacks,
+ * and the state of its processes and sites at an instant, before it becomes a snapshot. */
+#ifndef GPUMEM_RECORDING_INT_H
+#define GPUMEM_RECORDING_INT_H
+
+#include <sqlite3.h>
+#include <sys/types.h>
+#include "recording/idmap.h"
+#include "recording/reader.h"
+
+struct recording {
+	sqlite3 *db;
+	char *path;
+	const struct rec_filter *filter;
+	uint64_t start_ns, end_ns;
+	struct idmap stacks;	/* stack row -> snap_stack (a reference held) */
+	struct idmap idents;	/* process row -> struct rec_ident (for events) */
+};
+
+/* What the processes table says of one process. */
+struct rec_ident {
+	uint64_t id;
+	int pid, ns_pid;
+	unsigned int valid;	/* SP_COMM, SP_CMDLINE, SP_CGROUP, SP_NS_PID, SP_USER */
+	char comm[GM_COMM_LEN + 1];
+	char *cmdline, *cgroup, *user;
+	struct container_info container;
+	uint64_t start_ns, end_ns;	/* end_ns 0: not ended */
+	bool has_exit;
+	int exit_code;
+};
+
+struct rsite {
+	uint64_t id;
+	int32_t key;		/* the kernel's stack id */
+	int32_t py_key;		/* its Python stack id; -1: none */
+	uint32_t api, kind;
+	uint32_t gpu;		/* snap_site's */
+	uint64_t stack_row;
+	struct gm_site_stats st;
+	bool seen;		/* a sample or an event says it existed by then */
+};
+
+struct rproc {
+	struct rec_ident *ident;	/* owned by the recording's idents */
+	struct gm_proc_stats st;
+	bool has_stats, replayed;
+	struct rsite *sites;
+	size_t nsites;
+};
+
+/* The processes and sites at one instant: the last sample at or before it, and the events
+ * after that sample replayed when every event was recorded. */
+struct rstate {
+	uint64_t since, at, tick;	/* tick: the sample it starts from (0: none) */
+	struct rproc *procs;
+	size_t n;
+	struct idmap by_row;	/* process row -> index + 1 */
+	struct idmap site_rows;	/* site row -> process index, site index */
+};
+
+/* recording.c */
+bool rec_filter_passes(const struct recording *r, const struct rec_ident *id);
+struct rec_ident *rec_ident_of(struct recording *r, uint64_t process_id);
+/* The processes (that pass the filter) that lived at some point of [since, at], by row;
+ * returns how many (*out to free), or -1. */
+ssize_t rec_idents_between(struct recording *r, uint64_t since, uint64_t at,
+			   struct rec_ident ***out);
+struct snap_stack *rec_stack_of(struct recording *r, uint64_t stack_row);	/* borrowed */
+int rec_prepare(struct recording *r, sqlite3_stmt **st, const char *sql);
+/* recording_events.c: the failures of [since, at] into snap (first and last kept) */
+int rec_load_failures(struct recording *r, struct snapshot *snap, uint64_t since, uint64_t at);
+/* recording_state.c */
+int rstate_load(struct recording *r, uint64_t since, uint64_t at, struct rstate *out);
+void rstate_free(struct rstate *s);
+/* recording_snap.c */
+struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s);
+
+#endif

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The state of a recording at an instant: each process's and site's last sample at or before
+ * it (samples are written when a number changed, so the last row is the value then), and,
+ * when every event was recorded, the allocations, frees and failures after that sample
+ * replayed onto it: exact to the event, as the live model would have published it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/util.h"
+#include "probes/table.h"
+#include "recording/reader_int.h"
+#include "recording/schema.h"
+
+static const char proc_sample_sql[] =
+	"SELECT current_bytes, current_allocs, peak_bytes, alloc_count, free_count,"
+	" alloc_bytes_total, failed_count, device_bytes, managed_bytes, host_bytes, async_bytes,"
+	" vmm_bytes, tensor_peak_bytes FROM process_samples WHERE process_id = ?1 AND time_ns <= ?2"
+	" ORDER BY time_ns DESC LIMIT 1";
+
+static const char sites_sql[] =
+	"SELECT s.id, s.stack_key, s.api, s.kind, s.stack_id, ss.current_bytes,"
+	" ss.current_allocs, ss.alloc_count, ss.free_count, ss.alloc_bytes_total,"
+	" ss.failed_count, s.py_stack_id, s.gpu FROM sites s LEFT JOIN site_samples ss"
+	" ON ss.site_id = s.id AND"
+	" ss.time_ns = (SELECT max(time_ns) FROM site_samples WHERE site_id = s.id AND"
+	" time_ns <= ?2) WHERE s.process_id = ?1 ORDER BY s.id";
+
+static const char replay_sql[] =
+	"SELECT process_id, type, kind, size, process_bytes, site_id, layer, process_tensor_bytes"
+	" FROM events"
+	" WHERE time_ns > ?1 AND time_ns <= ?2 AND type IN (1, 2, 3) ORDER BY time_ns, id";
+
+static uint64_t col_u64(sqlite3_stmt *st, int col)
+{
+	return (uint64_t)sqlite3_column_int64(st, col);
+}
+
+static void read_proc_sample(sqlite3_stmt *st, struct rproc *p)
+{
+	struct gm_proc_stats *v = &p->st;
+
+	v->current_bytes = col_u64(st, 0);
+	v->current_allocs = col_u64(st, 1);
+	v->peak_bytes = col_u64(st, 2);
+	v->alloc_count = col_u64(st, 3);
+	v->free_count = col_u64(st, 4);
+	v->alloc_bytes_total = col_u64(st, 5);
+	v->failed_count = col_u64(st, 6);
+	for (int k = 0; k < GM_KIND_MEMORY_COUNT; k++)	/* what a recording keeps */
+		v->by_kind[k] = col_u64(st, 7 + k);
+	v->tensor_peak_bytes = col_u64(st, 7 + GM_KIND_MEMORY_COUNT);
+	p->has_stats = true;
+}
+
+/* A site's device column (NULL: host memory or not known) as snap_site.gpu has it. */
+static uint32_t gpu_of_column(sqlite3_stmt *st, int col)
+{
+	int gpu;
+
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return 0;
+	gpu = sqlite3_column_int(st, col);
+	return gpu >= 0 && gpu < GM_MAX_GPUS ? (uint32_t)gpu + 1 : 0;
+}
+
+static void read_site(sqlite3_stmt *st, struct rsite *s)
+{
+	s->id = col_u64(st, 0);
+	s->key = sqlite3_column_int(st, 1);
+	s->api = (uint32_t)sqlite3_column_int(st, 2);
+	s->kind = (uint32_t)sqlite3_column_int(st, 3);
+	s->stack_row = col_u64(st, 4);
+	s->py_key = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 11);
+	s->gpu = gpu_of_column(st, 12);
+	s->seen = sqlite3_column_type(st, 5) != SQLITE_NULL;
+	s->st = (struct gm_site_stats){
+		.current_bytes = col_u64(st, 5), .current_allocs = col_u64(st, 6),
+		.alloc_count = col_u64(st, 7), .free_count = col_u64(st, 8),
+		.alloc_bytes_total = col_u64(st, 9), .failed_count = col_u64(st, 10),
+	};
+}
+
+static void load_sites(struct rstate *s, size_t pi, sqlite3_stmt *st)
+{
+	struct rproc *p = &s->procs[pi];
+	size_t cap = 0;
+
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (p->nsites == cap) {
+			cap = cap ? 2 * cap : 8;
+			p->sites = xrealloc(p->sites, cap * sizeof(*p->sites));
+		}
+		read_site(st, &p->sites[p->nsites]);
+		idmap_put(&s->site_rows, p->sites[p->nsites].id, 0, pi, p->nsites);
+		p->nsites++;
+	}
+}
+
+/* Each process's and site's last sample at or before the tick. */
+static int load_samples(struct recording *r, struct rstate *s, struct rec_ident **ids)
+{
+	sqlite3_stmt *ps, *ss;
+
+	if (rec_prepare(r, &ps, proc_sample_sql))
+		return -EIO;
+	if (rec_prepare(r, &ss, sites_sql)) {
+		sqlite3_finalize(ps);
+		return -EIO;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		struct rproc *p = &s->procs[i];
+
+		p->ident = ids[i];
+		idmap_put(&s->by_row, ids[i]->id, 0, i + 1, 0);
+		sqlite3_bind_int64(ps, 1, (int64_t)ids[i]->id);
+		sqlite3_bind_int64(ps, 2, (int64_t)s->tick);
+		if (s->tick && sqlite3_step(ps) == SQLITE_ROW)
+			read_proc_sample(ps, p);
+		sqlite3_reset(ps);
+		sqlite3_bind_int64(ss, 1, (int64_t)ids[i]->id);
+		sqlite3_bind_int64(ss, 2, (int64_t)s->tick);
+		load_sites(s, i, ss);
+		sqlite3_reset(ss);
+	}
+	sqlite3_finalize(ps);
+	sqlite3_finalize(ss);
+	return 0;
+}
+
+static uint64_t sub_floor(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static void replay_one(struct rstate *s, sqlite3_stmt *st)
+{
+	struct idmap_slot *ps = idmap_find(&s->by_row, col_u64(st, 0), 0);
+	struct idmap_slot *ss = idmap_find(&s->site_rows, col_u64(st, 5), 0);
+	int type = sqlite3_column_int(st, 1);
+	uint64_t size = col_u64(st, 3);
+	struct rsite *site;
+	struct rproc *p;
+
+	if (!ps)
+		return;		/* a process the filter leaves out */
+	p = &s->procs[ps->v - 1];
+	site = ss && ss->v == ps->v - 1 ? &p->sites[ss->v2] : NULL;
+	p->replayed = p->has_stats = true;
+	p->st.current_bytes = col_u64(st, 4);
+	if (p->st.current_bytes > p->st.peak_bytes)
+		p->st.peak_bytes = p->st.current_bytes;
+	if (sqlite3_column_int(st, 6) == GM_LAYER_TENSOR) {
+		p->st.tensor_bytes = col_u64(st, 7);
+		if (p->st.tensor_bytes > p->st.tensor_peak_bytes)
+			p->st.tensor_peak_bytes = p->st.tensor_bytes;
+	}
+	if (type == RECDB_EV_ALLOC_FAILED)
+		p->st.failed_count++;
+	if (!site)
+		return;
+	site->seen = true;
+	if (type == RECDB_EV_ALLOC) {
+		site->st.current_bytes += size;
+		site->st.current_allocs++;
+		site->st.alloc_count++;
+		site->st.alloc_bytes_total += size;
+	} else if (type == RECDB_EV_FREE) {
+		site->st.current_bytes = sub_floor(site->st.current_bytes, size);
+		site->st.current_allocs = sub_floor(site->st.current_allocs, 1);
+		site->st.free_count++;
+	} else {
+		site->st.failed_count++;
+	}
+}
+
+/* A process's counts and per-kind bytes are the sums of its sites, as the live model has
+ * them; its current and peak GPU bytes and failures are its own. */
+static void sum_sites(struct rproc *p)
+{
+	struct gm_proc_stats *st = &p->st;
+
+	st->current_allocs = st->alloc_count = st->free_count = st->alloc_bytes_total = 0;
+	memset(st->by_kind, 0, sizeof(st->by_kind));
+	for (size_t i = 0; i < p->nsites; i++) {
+		const struct rsite *ss = &p->sites[i];
+
+		if (probe_is_tensor(ss->api))
+			continue;	/* inside the others: the snapshot sums them apart */
+		st->alloc_count += ss->st.alloc_count;
+		st->free_count += ss->st.free_count;
+		st->alloc_bytes_total += ss->st.alloc_bytes_total;
+		if (ss->kind < GM_KIND_COUNT)
+			st->by_kind[ss->kind] += ss->st.current_bytes;
+		if (gm_kind_is_gpu(ss->kind))
+			st->current_allocs += ss->st.current_allocs;
+	}
+}
+
+static int replay(struct recording *r, struct rstate *s)
+{
+	sqlite3_stmt *st;
+
+	if (rec_prepare(r, &st, replay_sql))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)s->tick);
+	sqlite3_bind_int64(st, 2, (int64_t)s->at);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		replay_one(s, st);
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->procs[i].replayed)
+			sum_sites(&s->procs[i]);
+	return 0;
+}
+
+static uint64_t last_tick(struct recording *r, uint64_t at)
+{
+	sqlite3_stmt *st;
+	uint64_t t = 0;
+
+	if (rec_prepare(r, &st, "SELECT max(time_ns) FROM samples WHERE time_ns <= ?1"))
+		return 0;
+	sqlite3_bind_int64(st, 1, (int64_t)at);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		t = col_u64(st, 0);
+	sqlite3_finalize(st);
+	return t;
+}
+
+int rstate_load(struct recording *r, uint64_t since, uint64_t at, struct rstate *s)
+{
+	struct rec_ident **ids = NULL;
+	ssize_t n;
+	int err;
+
+	*s = (struct rstate){ .since = since, .at = at, .tick = last_tick(r, at) };
+	n = rec_idents_between(r, since, at, &ids);
+	if (n < 0)
+		return -EIO;
+	s->n = (size_t)n;
+	s->procs = xcalloc(s->n ? s->n : 1, sizeof(*s->procs));
+	err = load_samples(r, s, ids);
+	free(ids);
+	if (!err && recording_exact_at(r, at))
+		err = replay(r, s);
+	if (err)
+		rstate_free(s);
+	return err;
+}
+
+void rstate_free(struct rstate *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->procs[i].sites);
+	free(s->procs);
+	idmap_free(&s->by_row);
+	idmap_free(&s->site_rows);
+	*s = (struct rstate){ 0 };
+}

@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The recorder's life: open the file and start a session, write each event as it comes (one
+ * prepared INSERT), commit at least twice a second, end the session. A write error (a full
+ * disk, a locked file) is printed once and stops the recording; the run then ends with it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "base/util.h"
+#include "recording/schema.h"
+#include "recording/writer_int.h"
+
+#define COMMIT_NS 500000000ull	/* a kill loses at most this much (and what the ring held) */
+#define CLOCK_EVERY 256		/* events between looks at the clock */
+
+static const char *const stmt_sql[ST_COUNT] = {
+	[ST_EVENT] = "INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+		     " ?12, ?13, ?14, ?15, ?16)",
+	[ST_PROC_NEW] = "INSERT INTO processes (id, session_id, pid, comm, start_ns)"
+			" VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_PROC_IDENTITY] = "UPDATE processes SET serial = ?2, ns_pid = ?3, comm = ?4,"
+			     " cmdline = ?5, cgroup = ?6, user = ?7, container_runtime = ?8,"
+			     " container = ?9, pod = ?10, pod_qos = ?11, pod_name = ?12,"
+			     " pod_namespace = ?13, container_name = ?14 WHERE id = ?1",
+	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, exit_code = ?3 WHERE id = ?1",
+	[ST_SITE_NEW] = "INSERT INTO sites VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_SITE_STACK] = "UPDATE sites SET stack_id = ?2 WHERE id = ?1",
+	[ST_STACK_FIND] = "SELECT id FROM stacks WHERE hash = ?1 AND nframes = ?2",
+	[ST_STACK_NEW] = "INSERT INTO stacks VALUES (?1, ?2, ?3, ?4)",
+	[ST_FRAME_NEW] = "INSERT INTO frames VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+			 " ?11)",
+	[ST_STACK_TOUCH] = "UPDATE stacks SET last_used_ns = ?2 WHERE id = ?1",
+	[ST_TICK] = "INSERT OR IGNORE INTO samples VALUES (?1, ?2)",
+	[ST_PROC_SAMPLE] = "INSERT OR REPLACE INTO process_samples VALUES (?1, ?2, ?3, ?4, ?5,"
+			   " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+	[ST_SITE_SAMPLE] = "INSERT OR REPLACE INTO site_samples VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+			   " ?7, ?8)",
+	[ST_LOSS] = "INSERT OR REPLACE INTO losses VALUES (?1, ?2, ?3)",
+	[ST_TRACER_STAT] = "INSERT OR REPLACE INTO tracer_stats VALUES (?1, ?2, ?3)",
+};
+
+void rec_fail(struct recorder *r, const char *what)
+{
+	if (r->err)
+		return;
+	r->err = sqlite3_errcode(r->db);
+	if (!r->err)
+		r->err = SQLITE_ERROR;
+	if ((r->err & 0xff) == SQLITE_BUSY)
+		p_err("cannot %s the recording %s: another process holds it (database is locked)",
+		      what, r->path);
+	else
+		p_err("cannot %s the recording %s: %s", what, r->path, sqlite3_errmsg(r->db));
+}
+
+bool rec_step(struct recorder *r, enum rec_stmt which)
+{
+	sqlite3_stmt *st = r->st[which];
+	int rc = sqlite3_step(st);
+
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		rec_fail(r, "write");
+		sqlite3_reset(st);
+		return false;
+	}
+	sqlite3_reset(st);
+	return true;
+}
+
+void rec_bind_text(sqlite3_stmt *st, int col, const char *s)
+{
+	if (s && s[0])
+		sqlite3_bind_text(st, col, s, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, col);
+}
+
+static int exec_or_fail(struct recorder *r, const char *sql, const char *what)
+{
+	if (recdb_exec(r->db, sql) == SQLITE_OK)
+		return 0;
+	rec_fail(r, what);
+	return -EIO;
+}
+
+/* Commits the batch and begins the next one. */
+static int commit(struct recorder *r, bool begin_next)
+{
+	if (r->err)
+		return -EIO;
+	if (r->in_txn && exec_or_fail(r, "COMMIT", "write"))
+		return -EIO;
+	r->in_txn = false;
+	r->last_commit_ns = now_ns();
+	if (begin_next && exec_or_fail(r, "BEGIN IMMEDIATE", "write"))
+		return -EIO;
+	r->in_txn = begin_next;
+	return 0;
+}
+
+static uint64_t next_id(struct recorder *r, const char *table)
+{
+	char sql[96];
+	sqlite3_stmt *st;
+	uint64_t id = 1;
+
+	snprintf(sql, sizeof(sql), "SELECT coalesce(max(id), 0) + 1 FROM %s", table);
+	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		id = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return id;
+}
+
+/* An appended recording: what an earlier session left open ends where its samples did. */
+static int close_old_sessions(struct recorder *r)
+{
+	return exec_or_fail(r,
+		"UPDATE sessions SET end_ns = max(start_ns, coalesce((SELECT max(time_ns) FROM"
+		" samples WHERE session_id = sessions.id), start_ns)) WHERE end_ns IS NULL;"
+		"UPDATE processes SET end_ns = (SELECT end_ns FROM sessions WHERE sessions.id ="
+		" processes.session_id) WHERE end_ns IS NULL;", "open");
+}
+
+static int start_session(struct recorder *r)
+{
+	char host[256] = "";
+	sqlite3_stmt *st;
+	int rc;
+
+	gethostname(host, sizeof(host) - 1);
+	rc = sqlite3_prepare_v2(r->db, "INSERT INTO sessions (start_ns, command, gpumem_pid,"
+				" gpumem_version, hostname, sample_interval_ns, sample_events,"
+				" retention_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, (int64_t)realtime_ns());
+		rec_bind_text(st, 2, r->command);
+		sqlite3_bind_int(st, 3, (int)getpid());
+		sqlite3_bind_text(st, 4, GPUMEM_VERSION, -1, SQLITE_STATIC);
+		rec_bind_text(st, 5, host);
+		sqlite3_bind_int64(st, 6, (int64_t)(r->opt.sample_interval_s * 1e9));
+		sqlite3_bind_int64(st, 7, r->opt.sample_events > 1 ? r->opt.sample_events : 1);
+		sqlite3_bind_int64(st, 8, (int64_t)(r->opt.retention_s * 1e9));
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_OK) {
+		rec_fail(r, "start a session in");
+		return -EIO;
+	}
+	r->session_id = (uint64_t)sqlite3_last_insert_rowid(r->db);
+	return 0;
+}
+
+static int prepare_all(struct recorder *r)
+{
+	for (int i = 0; i < ST_COUNT; i++) {
+		if (sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &r->st[i],
+				       NULL) != SQLITE_OK) {
+			rec_fail(r, "prepare");
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+int recorder_open(const struct recorder_opts *o, struct recorder **out)
+{
+	struct recorder *r = xcalloc(1, sizeof(*r));
+	int err = recdb_open_write(o->path, o->replace, &r->db);
+
+	r->opt = *o;
+	r->path = xstrdup(o->path);
+	r->command = o->command ? xstrdup(o->command) : NULL;
+	r->opt.path = r->path;
+	r->opt.command = r->command;
+	if (!err)
+		err = prepare_all(r);
+	if (!err)
+		err = commit(r, true);
+	if (!err)
+		err = close_old_sessions(r);
+	if (!err)
+		err = start_session(r);
+	if (!err) {
+		r->next_event_id = next_id(r, "events");
+		r->next_proc_id = next_id(r, "processes");
+		r->next_site_id = next_id(r, "sites");
+		r->next_stack_id = next_id(r, "stacks");
+		err = commit(r, true);	/* the session row is there even if killed at once */
+	}
+	if (err) {
+		r->err = r->err ? r->err : SQLITE_ERROR;
+		recorder_close(r);
+		return err;
+	}
+	*out = r;
+	return 0;
+}
+
+/* 1 in N by the address (and pid), so an allocation and its free are kept together. */
+static bool sampled_out(const struct recorder *r, const struct gm_call_event *e)
+{
+	uint64_t h = e->addr ^ ((uint64_t)e->pid << 48);
+
+	if (r->opt.sample_events <= 1 || e->type == RECDB_EV_ALLOC_FAILED ||
+	    e->type == RECDB_EV_PROCESS_EXIT)
+		return false;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	return h % r->opt.sample_events != 0;
+}
+
+/* The live map's key: the process row and the address space (VMM handles, mappings and
+ * reservations of one address, imports and PyTorch's tensors, which lie inside the segments,
+ * apart: the kind stands for the space). forget() reads the row back (REC_LIVE_SPACE_BITS). */
+static uint64_t live_key(const struct rec_proc *p, const struct gm_call_event *e)
+{
+	uint64_t space = e->layer == GM_LAYER_TENSOR ? GM_KIND_COUNT
+			 : e->kind < GM_KIND_COUNT  ? e->kind : 0;
+
+	return p->id << REC_LIVE_SPACE_BITS | space;
+}
+
+/* What an event refers to beyond its own columns: its site, and a free's allocation. */
+static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap_event *se,
+		       uint64_t id, uint64_t *site, uint64_t *alloc)
+{
+	const struct gm_call_event *e = se->ev;
+	struct idmap_slot old;
+	struct rec_site *s;
+
+	*site = *alloc = 0;
+	if (e->type == RECDB_EV_ALLOC || e->type == RECDB_EV_ALLOC_FAILED) {
+		s = rec_site_of(r, p, se->stack_id, se->py_stack_id, e->api, e->kind,
+				gm_site_gpu(e->kind, e->layer, (int32_t)e->gpu - 1), se->stack);
+		*site = s ? s->id : 0;
+	}
+	if (e->type == RECDB_EV_ALLOC) {
+		size_t before = r->live.n;
+
+		idmap_put(&r->live, live_key(p, e), e->addr, id, *site);
+		p->live += r->live.n - before;	/* an address seen live again replaces it */
+	} else if (e->type == RECDB_EV_FREE && idmap_del(&r->live, live_key(p, e), e->addr, &old)) {
+		*alloc = old.v;
+		*site = old.v2;
+		p->live--;
+	}
+}
+
+static void bind_or_null(sqlite3_stmt *st, int col, uint64_t v)
+{
+	if (v)
+		sqlite3_bind_int64(st, col, (int64_t)v);
+	else
+		sqlite3_bind_null(st, col);
+}
+
+static void write_event(struct recorder *r, struct rec_proc *p, const struct snap_event *se)
+{
+	const struct gm_call_event *e = se->ev;
+	sqlite3_stmt *st = r->st[ST_EVENT];
+	uint64_t id = r->next_event_id++, site, alloc;
+	bool exit = e->type == RECDB_EV_PROCESS_EXIT;
+
+	event_refs(r, p, se, id, &site, &alloc);
+	sqlite3_bind_int64(st, 1, (int64_t)id);
+	sqlite3_bind_int64(st, 2, (int64_t)se->wall_ns);
+	sqlite3_bind_int64(st, 3, (int64_t)p->id);
+	sqlite3_bind_int(st, 4, (int)e->type);
+	sqlite3_bind_int(st, 5, (int)e->tid);
+	for (int col = 6; col <= 10; col++)
+		sqlite3_bind_null(st, col);
+	if (!exit) {
+		sqlite3_bind_int(st, 6, e->api);
+		sqlite3_bind_int(st, 7, e->layer);
+		if (e->type != RECDB_EV_UNKNOWN_FREE)
+			sqlite3_bind_int(st, 8, e->kind);
+		sqlite3_bind_int64(st, 9, (int64_t)e->addr);
+		sqlite3_bind_int64(st, 10, (int64_t)e->size);
+	}
+	sqlite3_bind_int(st, 11, e->error);
+	if (exit)
+		sqlite3_bind_null(st, 12);
+	else
+		sqlite3_bind_int64(st, 12, (int64_t)e->process_bytes);
+	bind_or_null(st, 13, rec_stack_row(r, se->stack));
+	bind_or_null(st, 14, site);
+	bind_or_null(st, 15, alloc);
+	/* A tensor event's or a failure's: what the process's tensors held after it (or at it). */
+	if (!exit && (e->layer == GM_LAYER_TENSOR || e->type == RECDB_EV_ALLOC_FAILED))
+		sqlite3_bind_int64(st, 16, (int64_t)e->tensor_bytes);
+	else
+		sqlite3_bind_null(st, 16);
+	rec_step(r, ST_EVENT);
+}
+
+int recorder_on_event(struct recorder *r, const struct snap_event *se)
+{
+	const struct gm_call_event *e = se->ev;
+	struct rec_proc *p;
+
+	if (r->err)
+		return -EIO;
+	if (sampled_out(r, e))
+		return 0;
+	p = rec_proc_of_event(r, e, se->wall_ns);
+	if (p && !p->deleted)
+		write_event(r, p, se);
+	if (p && e->type == RECDB_EV_PROCESS_EXIT)
+		rec_proc_close(r, p, se->wall_ns, true, e->error);
+	if (++r->calls_since_clock >= CLOCK_EVERY) {
+		r->calls_since_clock = 0;
+		if (now_ns() - r->last_commit_ns >= COMMIT_NS)
+			commit(r, true);
+	}
+	return r->err ? -EIO : 0;
+}
+
+int recorder_on_snapshot(struct recorder *r, const struct snapshot *snap)
+{
+	if (r->err)
+		return -EIO;
+	rec_write_samples(r, snap);
+	rec_prune(r);
+	return r->err ? -EIO : 0;
+}
+
+int recorder_tick(struct recorder *r)
+{
+	uint64_t now = now_ns();
+
+	if (r->err)
+		return -EIO;
+	if (r->opt.retention_s > 0 && now >= r->next_retention_ns) {
+		double every = r->opt.retention_s / 8;
+
+		every = every < 1 ? 1 : every > 60 ? 60 : every;
+		r->next_retention_ns = now + (uint64_t)(every * 1e9);
+		rec_retention(r, realtime_ns());
+		if (commit(r, false))
+			return -EIO;
+		/* The freed pages reach the file, and the WAL starts over: both stop growing. */
+		sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		return commit(r, true);
+	}
+	if (now - r->last_commit_ns >= COMMIT_NS)
+		return commit(r, true);
+	return 0;
+}
+
+bool recorder_failed(const struct recorder *r)
+{
+	return r->err != 0;
+}
+
+static void end_session(struct recorder *r)
+{
+	char sql[128];
+
+	rec_stacks_flush(r, realtime_ns(), false);
+	snprintf(sql, sizeof(sql), "UPDATE sessions SET end_ns = %lld WHERE id = %llu",
+		 (long long)realtime_ns(), (unsigned long long)r->session_id);
+	exec_or_fail(r, sql, "write");
+}
+
+int recorder_close(struct recorder *r)
+{
+	int err;
+
+	if (!r)
+		return 0;
+	if (!r->err && r->session_id) {
+		end_session(r);
+		commit(r, false);
+	}
+	err = r->err ? -EIO : 0;
+	rec_forget_all(r);
+	for (int i = 0; i < ST_COUNT; i++)
+		sqlite3_finalize(r->st[i]);
+	if (r->db && sqlite3_close(r->db) != SQLITE_OK && !err) {
+		p_err("cannot close the recording %s: %s", r->path, sqlite3_errmsg(r->db));
+		err = -EIO;
+	}
+	free(r->path);
+	free(r->command);
+	free(r->loss_last);
+	free(r);
+	return err;
+}
