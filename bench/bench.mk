@@ -13,9 +13,9 @@ $(BENCH_OUT)/bare.skel.h: $(BENCH_OUT)/bare.bpf.o
 
 # Symbols are found by gpumem's own ELF walker, so both attach at the same offsets.
 # Probes go where gpumem puts them (discover/probe_place.c), or at the symbols (--at symbol).
-BENCH_BARE_SRCS := bench/bare.c userspace/discover/elf_syms.c userspace/core/uprobe_multi.c \
+BENCH_BARE_SRCS := bench/bare.c userspace/symbols/elf_syms.c userspace/loader/uprobe_multi.c \
 	userspace/discover/probe_place.c
-$(BENCH_OUT)/bare: $(BENCH_BARE_SRCS) userspace/discover/elf_syms.h \
+$(BENCH_OUT)/bare: $(BENCH_BARE_SRCS) userspace/symbols/elf_syms.h \
 		userspace/discover/probe_place.h $(BENCH_OUT)/bare.skel.h
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE $(USER_INC) -I$(BENCH_OUT) $(LDFLAGS) \
 		-o $@ $(BENCH_BARE_SRCS) $(LIBS)
@@ -79,8 +79,8 @@ endif
 bench: bench-progs
 
 # Symbolization throughput (frames/s, cold and warm) over a real binary: gpumem itself.
-BENCH_SYM_SRCS := userspace/symbols/symbolize.c userspace/discover/elf_syms.c \
-	userspace/model/procs.c userspace/untrusted.c
+BENCH_SYM_SRCS := userspace/symbols/symbolize.c userspace/symbols/elf_syms.c \
+	userspace/host/procs.c userspace/base/untrusted.c
 $(BENCH_OUT)/symbench: bench/symbench.c $(BENCH_SYM_SRCS) $(wildcard userspace/*/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE $(USER_INC) $(LDFLAGS) -o $@ \

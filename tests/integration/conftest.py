@@ -37,7 +37,7 @@ REAL_NVIDIA_PROG = BUILD / "tests" / "real_nvidia"
 # The mock NVML (tests/mock/nvml.c) alone in its directory: LD_LIBRARY_PATH=MOCK_NVML_DIR makes
 # gpumem load it, with the devices GPUMEM_MOCK_NVML describes.
 MOCK_NVML_DIR = BUILD / "tests" / "lib-nvml"
-PROBES_C = ROOT / "userspace" / "discover" / "probes.c"
+PROBES_C = ROOT / "userspace" / "probes" / "table.c"
 
 TRACING_LINE = "gpumem: tracing:"
 RUN_TIMEOUT = 60
@@ -333,7 +333,7 @@ def nvidia_unavailable_reason():
 
 def probe_table(layer):
     """The symbols of the probe table's rows of layer ("runtime" or "driver"), in its order,
-    read from userspace/discover/probes.c: what gpumem probes, whoever adds rows."""
+    read from userspace/probes/table.c: what gpumem probes, whoever adds rows."""
     tag = {"runtime": "RT", "driver": "DRV"}[layer]
     rows = re.findall(r'\{\s*"(\w+)",\s*(RT|DRV)\s*,', PROBES_C.read_text())
     return [symbol for symbol, row_layer in rows if row_layer == tag]

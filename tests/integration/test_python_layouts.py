@@ -13,7 +13,7 @@ from conftest import ROOT
 from test_python import DEBIAN, SUPPORTED, interpreter_params
 
 SOURCES = [ROOT / "tests" / "workloads" / "pylayout.c", ROOT / "userspace" / "symbols" / "pycode.c",
-           ROOT / "userspace" / "util.c"]
+           ROOT / "userspace" / "base" / "util.c"]
 
 
 def config_of(python):
@@ -35,7 +35,7 @@ def test_python_layout_table_equals_the_headers(python, tmp_path):
     if cc is None:
         pytest.skip("no C compiler")
     args = [cc, "-std=gnu11", "-D_GNU_SOURCE", f"-I{include}", f"-I{include}/internal",
-            f"-I{ROOT}/bpf", f"-I{ROOT}/userspace", f"-I{ROOT}/userspace/symbols",
+            f"-I{ROOT}/bpf", f"-I{ROOT}/userspace",
             "-o", str(tmp_path / "pylayout"), *map(str, SOURCES)]
     if tuple(map(int, version.split("."))) >= (3, 13) and shared:
         args += ["-DCHECK_DEBUG_OFFSETS", f"-L{libdir}", f"-lpython{version}",

@@ -14,7 +14,7 @@
 #include "internal/pycore_frame.h"
 #include "internal/pycore_code.h"
 #endif
-#include "pycode.h"
+#include "symbols/pycode.h"
 
 static int differ;
 
