@@ -304,9 +304,7 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 	if (err)
 		goto out_free;
 	place_probes(f);
-	if (pp->pin_dir && !pp->multi) {
-		p_err("the agent pins its probes as uprobe_multi links, which this kernel lacks "
-		      "(Linux 6.6 or later)");
+	if (pp->pin_dir && !pp->multi) {	/* tracer_open refuses an agent on such a kernel */
 		err = -EOPNOTSUPP;
 		goto out_free;
 	}

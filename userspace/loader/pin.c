@@ -32,8 +32,9 @@ int pin_path(char *buf, size_t len, const char *dir, const char *name)
 }
 
 /* Maps that stay with the pins: every map but the object's own data sections and its kconfig
- * values (each program keeps the ones it was loaded with), the holds, which all instances share elsewhere, and
- * libbpf's USDT specs, which describe the USDT links of this run only (never pinned). */
+ * values (each program keeps the ones it was loaded with), the holds, which all instances
+ * share elsewhere, and libbpf's USDT specs, which describe the USDT links of this run only
+ * (never pinned). */
 bool pin_keeps_map(const struct bpf_map *m)
 {
 	const char *name = bpf_map__name(m);

@@ -24,6 +24,7 @@
 #include "gpumem.skel.h"
 #include "base/util.h"
 #include "loader/attach.h"
+#include "loader/features.h"
 #include "loader/pin.h"
 #include "loader/tracer.h"
 #include "loader/uprobe_multi.h"
@@ -169,31 +170,6 @@ static struct gm_agent agent_settings(const struct tracer_opts *o, bool session)
 	};
 }
 
-/* Uprobe sessions, where the kernel's attach types name them (6.13+). Asked of the kernel's
- * BTF, not of a load: a load that fails says so at length, and verifies everything twice. */
-static bool kernel_has_sessions(void)
-{
-	struct btf *btf;
-	bool found = false;
-	int id;
-
-	btf = btf__load_vmlinux_btf();
-	if (!btf)
-		return false;
-	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
-	if (id > 0) {
-		const struct btf_type *t = btf__type_by_id(btf, id);
-		const struct btf_enum *e = btf_enum(t);
-
-		for (unsigned int i = 0; i < btf_vlen(t) && !found; i++)
-			found = !strcmp(btf__name_by_offset(btf, e[i].name_off),
-					"BPF_TRACE_UPROBE_SESSION") &&
-				e[i].val == ATTACH_UPROBE_SESSION;
-	}
-	btf__free(btf);
-	return found;
-}
-
 /* Whether the alloc probes are uprobe sessions: where the kernel has them, unless
  * GPUMEM_UPROBE_SESSIONS=0 keeps the entry and return links of older kernels; an agent adopts
  * its pins' kind of links, whatever it would have made (a mix would leave one link unused, or
@@ -201,7 +177,7 @@ static bool kernel_has_sessions(void)
 static bool choose_sessions(const struct tracer_opts *o)
 {
 	const char *v = getenv("GPUMEM_UPROBE_SESSIONS");
-	bool kernel = kernel_has_sessions(), want = kernel && !(v && !strcmp(v, "0"));
+	bool kernel = kernel_features()->uprobe_session, want = kernel && !(v && !strcmp(v, "0"));
 	struct gm_agent pinned;
 
 	if (o->pin_dir && !pin_read_agent(o->pin_dir, &pinned) &&
@@ -368,7 +344,8 @@ void tracer_release(struct tracer *t, int pid)
 }
 
 /* About what the sized maps pin in the kernel (entries x (key + value + the kernel's
- * per-element overhead); the allocation table's slots, all made at the start), for -v: the capacities are the user's to choose. */
+ * per-element overhead); the allocation table's slots, all made at the start), for -v: the
+ * capacities are the user's to choose. */
 static void report_kernel_memory(struct gpumem_bpf *skel)
 {
 	const struct bpf_map *maps[] = { skel->maps.allocs, skel->maps.stacks, skel->maps.sites,
@@ -450,6 +427,53 @@ static int ringbuf_cb(void *ctx, void *data, size_t size)
 	return h->fn(h->ctx, data, size);
 }
 
+/* Opens the object with what the kernel offers (loader/features.h) and loads it: once, or a
+ * second time without uprobe sessions where the verifier refused the session program. */
+static int load_object(struct tracer *t, const struct tracer_opts *opts)
+{
+	const struct kernel_features *kf = kernel_features();
+	bool sessions = kf->uprobe_multi && choose_sessions(opts), session = sessions;
+	int err = -EINVAL;
+
+	if (opts->pin_dir && !kf->uprobe_multi) {
+		p_err("the agent pins its probes as uprobe_multi links, which this kernel lacks "
+		      "(Linux 6.6 or later)");
+		return -EOPNOTSUPP;
+	}
+	for (int attempt = 0; attempt < 2 && err; attempt++, session = false) {
+		if (attempt && !sessions)
+			break;
+		gpumem_bpf__destroy(t->skel);
+		t->skel = open_configured(opts, kf->uprobe_multi, session, kf->open_watch,
+					  &t->adopted);
+		if (!t->skel) {
+			err = -errno;	/* pin_prepare said why; else, say it */
+			if (!opts->pin_dir || (err != -EEXIST && err != -EBUSY && err != -ENOTSUP &&
+					       err != -ENAMETOOLONG))
+				p_err("cannot open the BPF object: %s", strerror(-err));
+			return err;
+		}
+		err = gpumem_bpf__load(t->skel);
+		t->multi = kf->uprobe_multi;
+		t->session = session;
+		if (err)
+			p_debug("loading (uprobe_multi %d, sessions %d, open watch %d) failed: %s",
+				kf->uprobe_multi, session, kf->open_watch, strerror(-err));
+	}
+	if (err == -EPERM || err == -EACCES)
+		p_err("cannot load BPF programs: permission denied (run as root or grant "
+		      "CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)");
+	else if (err)
+		p_err("cannot load BPF programs: %s (needs a kernel with BTF, uprobes and BPF ring "
+		      "buffers; run with -v for the verifier's log)", strerror(-err));
+	/* The kernel has them, but refused the program: every return probe fires, a trap more
+	 * for each nested driver call. Said, since nothing else would show it. */
+	else if (sessions && !t->session)
+		p_err("warning: this kernel refused the uprobe session program (-v shows why): "
+		      "the allocation probes use entry and return links, which cost more");
+	return err;
+}
+
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		struct tracer **out)
 {
@@ -457,58 +481,13 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	int err;
 
 	libbpf_set_print(libbpf_print);
-	/* Newest kernel features first; the open watch, uprobe sessions and uprobe_multi are
-	 * optional. */
-	static const struct {
-		bool multi, session, open_watch;
-	} tries[] = { { true, true, true }, { true, false, true }, { false, false, true },
-		      { false, false, false } };
-	const bool sessions = choose_sessions(opts);
-
-	err = -EINVAL;
 	t->pin_dir = opts->pin_dir;
 	t->no_tensors = opts->no_tensors;
-	for (size_t i = 0; i < ARRAY_SIZE(tries) && err; i++) {
-		if (opts->pin_dir && !tries[i].multi)
-			continue;	/* an agent's probes are pinned uprobe_multi links */
-		if (tries[i].session && !sessions)
-			continue;
-		gpumem_bpf__destroy(t->skel);
-		t->skel = open_configured(opts, tries[i].multi, tries[i].session, tries[i].open_watch,
-					  &t->adopted);
-		if (!t->skel && opts->pin_dir && (errno == EEXIST || errno == EBUSY ||
-						  errno == ENOTSUP || errno == ENAMETOOLONG)) {
-			err = -errno;	/* pin_prepare said why */
-			goto out_free;
-		}
-		if (!t->skel) {
-			err = -errno;
-			p_err("cannot open the BPF object: %s", strerror(-err));
-			goto out_free;
-		}
-		err = gpumem_bpf__load(t->skel);
-		t->multi = tries[i].multi;
-		t->session = tries[i].session;
-		if (err)
-			p_debug("loading (uprobe_multi %d, sessions %d, open watch %d) failed: %s",
-				tries[i].multi, tries[i].session, tries[i].open_watch,
-				strerror(-err));
-	}
-	if (err == -EPERM || err == -EACCES) {
-		p_err("cannot load BPF programs: permission denied (run as root or grant "
-		      "CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)");
+	err = load_object(t, opts);
+	if (err && !t->skel)
+		goto out_free;
+	if (err)
 		goto out_destroy;
-	}
-	if (err) {
-		p_err("cannot load BPF programs: %s (needs a kernel with BTF, uprobes and BPF ring "
-		      "buffers; run with -v for the verifier's log)", strerror(-err));
-		goto out_destroy;
-	}
-	/* The kernel has them, but refused the program: every return probe fires, a trap more
-	 * for each nested driver call. Said, since nothing else would show it. */
-	if (sessions && !t->session && t->multi)
-		p_err("warning: this kernel refused the uprobe session program (-v shows why): "
-		      "the allocation probes use entry and return links, which cost more");
 	err = fill_cgroup_filter(t->skel, opts);
 	if (err)
 		goto out_destroy;

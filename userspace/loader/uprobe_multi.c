@@ -27,9 +27,16 @@ struct uprobe_multi_attr {
 int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *offsets,
 		      const __u64 *cookies, unsigned int cnt, bool ret)
 {
+	return uprobe_multi_link_fd(bpf_program__fd(prog), bpf_program__expected_attach_type(prog),
+				    path, offsets, cookies, cnt, ret);
+}
+
+int uprobe_multi_link_fd(int prog_fd, unsigned int attach_type, const char *path,
+			 const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
+{
 	struct uprobe_multi_attr attr = {
-		.prog_fd = (__u32)bpf_program__fd(prog),
-		.attach_type = bpf_program__expected_attach_type(prog),
+		.prog_fd = (__u32)prog_fd,
+		.attach_type = attach_type,
 		.path = (__u64)(unsigned long)path,
 		.offsets = (__u64)(unsigned long)offsets,
 		.cookies = (__u64)(unsigned long)cookies,

@@ -18,5 +18,8 @@ struct bpf_program;
  * Returns the link's fd (close it to detach) or -errno. */
 int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *offsets,
 		      const __u64 *cookies, unsigned int cnt, bool ret);
+/* The same for a program's fd and its attach type. */
+int uprobe_multi_link_fd(int prog_fd, unsigned int attach_type, const char *path,
+			 const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret);
 
 #endif

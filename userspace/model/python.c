@@ -386,6 +386,81 @@ void python_on_traced(struct python *py, int pid)
 	}
 }
 
+/* The interpreter's version: its PY_VERSION_HEX, or its name where its exports agree.
+ * NULL, or why it is not known. */
+static const char *interp_version(const struct interp_file *f, const char *path,
+				  unsigned int *major, unsigned int *minor)
+{
+	if (f->version_hex) {
+		*major = f->version_hex >> 24;
+		*minor = (f->version_hex >> 16) & 0xff;
+		return NULL;
+	}
+	if (!version_from_name(path, major, minor))
+		return "its version is not known";
+	if (!exports_agree(f, *major, *minor))
+		return "its exports are not those of the version its name says";
+	return NULL;
+}
+
+/* The bias of a position-independent interpreter: where its first segment was mapped, less
+ * its address in the file. False when the process's map does not say. */
+static bool load_bias(const struct module_map *mm, const struct mapping *m,
+		      const struct interp_file *f, uint64_t *bias)
+{
+	uint64_t lowest = UINT64_MAX;
+
+	*bias = 0;
+	if (!f->dyn)
+		return true;
+	for (size_t i = 0; i < mm->count; i++)
+		if (!strcmp(mm->maps[i].path, m->path) && mm->maps[i].start < lowest &&
+		    mm->maps[i].pgoff == 0)
+			lowest = mm->maps[i].start;
+	if (lowest == UINT64_MAX)
+		return false;
+	*bias = lowest - f->first_load;
+	return true;
+}
+
+/* The offsets for that version, checked against the live process; NULL, or why not (a
+ * mismatch is final only at the process's first call: the loader may not have relocated it
+ * yet). */
+static const char *layout_for(int pid, const struct py_layout *table, struct gm_py_proc *val,
+			      struct py_layout *l)
+{
+	const char *why;
+
+	*l = *table;
+	why = l->debug_offsets ? live_layout(pid, val->runtime, l) : NULL;
+	if (!why)
+		why = check_live(pid, l, val->runtime, val->code_type);
+	val->off = l->walk;
+	return why;
+}
+
+/* The BPF side walks pi's frames from now on. False (refused) when its map cannot take it. */
+static bool register_interp(struct python *py, struct py_interp *pi, const char *module,
+			    const struct py_layout *l, const struct gm_py_proc *val)
+{
+	__u32 key = (__u32)pi->pid;
+
+	if (py->procs_fd < 0 ||
+	    (!py->read_only && bpf_map_update_elem(py->procs_fd, &key, val, BPF_ANY))) {
+		refuse(py, pi, module, py->procs_fd < 0 ? "no BPF map (a reader)"
+							 : "the py_procs map is full");
+		return false;
+	}
+	if (!py->read_only)
+		count_new_entry(py);
+	pi->layout = xcalloc(1, sizeof(*pi->layout));
+	*pi->layout = *l;
+	pi->code_type = val->code_type;
+	pi->module = xstrdup(module);
+	pi->registered = true;
+	return true;
+}
+
 /* Examines one mapped file; true when it is an interpreter (registered or refused). */
 static bool examine_module(struct python *py, struct py_interp *pi, const struct module_map *mm,
 			   const struct mapping *m)
@@ -395,84 +470,44 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 	const struct py_layout *table;
 	struct py_layout l;
 	struct interp_file f;
-	uint64_t bias = 0, lowest = UINT64_MAX;
-	__u32 key = (__u32)pi->pid;
+	uint64_t bias;
 	const char *why;
-	char path[64 + 4096];
+	char path[64 + 4096], why_v[80];
 
 	/* Through the process's root: an interpreter in a container is its own file. */
 	snprintf(path, sizeof(path), "/proc/%d/root%s", pi->pid, m->path);
 	if (read_interp_file(path, &f) && read_interp_file(m->path, &f))
 		return false;
-	if (f.version_hex) {
-		major = f.version_hex >> 24;
-		minor = (f.version_hex >> 16) & 0xff;
-	} else if (!version_from_name(m->path, &major, &minor)) {
-		refuse(py, pi, m->path, "its version is not known");
-		return true;
-	} else if (!exports_agree(&f, major, minor)) {
-		refuse(py, pi, m->path, "its exports are not those of the version its name says");
-		return true;
-	}
-	table = py_layout_find(major, minor);
-	if (!table || !f.runtime) {
-		char why_v[80];
-
+	why = interp_version(&f, m->path, &major, &minor);
+	table = why ? NULL : py_layout_find(major, minor);
+	if (!why && (!table || !f.runtime)) {
 		snprintf(why_v, sizeof(why_v), "Python %u.%u has no offsets in this gpumem "
 			 "(3.9 to 3.13 have)", major, minor);
-		refuse(py, pi, m->path, why_v);
-		return true;
+		why = why_v;
 	}
 #ifndef __x86_64__
-	if (table->walk.thread_id_kind == GM_PY_TID_PTHREAD) {
-		refuse(py, pi, m->path, "its thread ids are pthread_self(), known on x86-64 only");
-		return true;
-	}
+	if (!why && table->walk.thread_id_kind == GM_PY_TID_PTHREAD)
+		why = "its thread ids are pthread_self(), known on x86-64 only";
 #endif
-	l = *table;
-	if (f.dyn) {
-		for (size_t i = 0; i < mm->count; i++)
-			if (!strcmp(mm->maps[i].path, m->path) && mm->maps[i].start < lowest &&
-			    mm->maps[i].pgoff == 0)
-				lowest = mm->maps[i].start;
-		if (lowest == UINT64_MAX) {
-			refuse(py, pi, m->path, "its load address is not known");
-			return true;
-		}
-		bias = lowest - f.first_load;
-	}
-	val.runtime = f.runtime + bias;
-	val.code_type = f.code_type + bias;
-	why = l.debug_offsets ? live_layout(pi->pid, val.runtime, &l) : NULL;
-	if (!why)
-		why = check_live(pi->pid, &l, val.runtime, val.code_type);
-	val.off = l.walk;
-	if (why && !py->final) {
-		/* Early (at exec, at a library's open) the loader may not have relocated it yet:
-		 * looked at again at the process's first call, where a mismatch is final. */
-		p_debug("PID %d: %s: %s; looked at again at its first call", pi->pid, m->path, why);
-		return false;
-	}
+	if (!why && !load_bias(mm, m, &f, &bias))
+		why = "its load address is not known";
 	if (why) {
 		refuse(py, pi, m->path, why);
 		return true;
 	}
-	if (py->procs_fd < 0 ||
-	    (!py->read_only && bpf_map_update_elem(py->procs_fd, &key, &val, BPF_ANY))) {
-		refuse(py, pi, m->path, py->procs_fd < 0 ? "no BPF map (a reader)"
-							       : "the py_procs map is full");
-		return true;
+	val.runtime = f.runtime + bias;
+	val.code_type = f.code_type + bias;
+	why = layout_for(pi->pid, table, &val, &l);
+	if (why && !py->final) {
+		p_debug("PID %d: %s: %s; looked at again at its first call", pi->pid, m->path, why);
+		return false;
 	}
-	if (!py->read_only)
-		count_new_entry(py);
-	pi->layout = xcalloc(1, sizeof(*pi->layout));
-	*pi->layout = l;
-	pi->code_type = val.code_type;
-	pi->module = xstrdup(m->path);
-	pi->registered = true;
-	p_debug("PID %d: Python %u.%u frames from %s (_PyRuntime at 0x%llx%s)", pi->pid, major,
-		minor, m->path, (unsigned long long)val.runtime,
-		l.debug_offsets ? ", offsets from its _Py_DebugOffsets" : "");
+	if (why)
+		refuse(py, pi, m->path, why);
+	else if (register_interp(py, pi, m->path, &l, &val))
+		p_debug("PID %d: Python %u.%u frames from %s (_PyRuntime at 0x%llx%s)", pi->pid,
+			major, minor, m->path, (unsigned long long)val.runtime,
+			l.debug_offsets ? ", offsets from its _Py_DebugOffsets" : "");
 	return true;
 }
 

@@ -14,71 +14,87 @@ static bool act_quit(struct sink *s)
 
 static bool act_help(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.help = true;
+	t->help = true;
 	return false;
 }
 
 static bool act_pause(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.paused = !top.paused;
+	t->paused = !t->paused;
 	return false;
 }
 
 static bool act_slower(struct sink *s)
 {
-	top.interval = top.interval * 2 > 60 ? 60 : top.interval * 2;
-	sink_set_report_interval(s, top.interval);
+	struct top_ui *t = s->state;
+
+	t->interval = t->interval * 2 > 60 ? 60 : t->interval * 2;
+	sink_set_report_interval(s, t->interval);
 	return false;
 }
 
 static bool act_faster(struct sink *s)
 {
-	top.interval = top.interval / 2 < 0.25 ? 0.25 : top.interval / 2;
-	sink_set_report_interval(s, top.interval);
+	struct top_ui *t = s->state;
+
+	t->interval = t->interval / 2 < 0.25 ? 0.25 : t->interval / 2;
+	sink_set_report_interval(s, t->interval);
 	return false;
 }
 
 static bool act_filter(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.typing = true;
-	top.filter[0] = 0;
+	t->typing = true;
+	t->filter[0] = 0;
 	return true;
 }
 
 static bool act_sites(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.group = top.group == GROUP_SITE ? GROUP_PROCESS : GROUP_SITE;
-	top.selected = top.scroll = 0;
+	t->group = t->group == GROUP_SITE ? GROUP_PROCESS : GROUP_SITE;
+	t->selected = t->scroll = 0;
 	return true;
 }
 
 static bool act_next_group(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.group = (top.group + 1) % (GROUP_CONTAINER + 1);
-	top.drill_pid = 0;
-	top.in_group = false;
-	top.selected = top.scroll = 0;
+	t->group = (t->group + 1) % (GROUP_CONTAINER + 1);
+	t->drill_pid = 0;
+	t->in_group = false;
+	t->selected = t->scroll = 0;
 	return true;
 }
 
 /* Into the selected container's processes, or the selected process's sites. */
 static bool act_enter(struct sink *s)
 {
-	if (top.selected >= (int)top.nrows)
+	struct top_ui *t = s->state;
+
+	if (t->selected >= (int)t->nrows)
 		return true;
-	if (top.group == GROUP_CONTAINER && !top.drill_pid) {
-		snprintf(top.group_key, sizeof(top.group_key), "%s", top.rows[top.selected].group);
-		top.in_group = true;
-		top.group = GROUP_PROCESS;
-		top.selected = top.scroll = 0;
-	} else if (!top.drill_pid) {
-		top.drill_pid = top.rows[top.selected].p->pid;
-		top.selected = top.scroll = 0;
+	if (t->group == GROUP_CONTAINER && !t->drill_pid) {
+		snprintf(t->group_key, sizeof(t->group_key), "%s", t->rows[t->selected].group);
+		t->in_group = true;
+		t->group = GROUP_PROCESS;
+		t->selected = t->scroll = 0;
+	} else if (!t->drill_pid) {
+		t->drill_pid = t->rows[t->selected].p->pid;
+		t->selected = t->scroll = 0;
 		top_refresh(s);
 	}
 	return true;
@@ -86,98 +102,118 @@ static bool act_enter(struct sink *s)
 
 static bool act_back(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	if (top.drill_pid) {
-		top.drill_pid = 0;
-	} else if (top.in_group) {
-		top.in_group = false;
-		top.group = GROUP_CONTAINER;
+	if (t->drill_pid) {
+		t->drill_pid = 0;
+	} else if (t->in_group) {
+		t->in_group = false;
+		t->group = GROUP_CONTAINER;
 	}
-	top.selected = top.scroll = 0;
+	t->selected = t->scroll = 0;
 	return true;
 }
 
 static bool act_up(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.selected--;
+	t->selected--;
 	return false;
 }
 
 static bool act_down(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.selected++;
+	t->selected++;
 	return false;
 }
 
 static bool act_page_up(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.selected -= LINES - 6;
+	t->selected -= LINES - 6;
 	return false;
 }
 
 static bool act_page_down(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.selected += LINES - 6;
+	t->selected += LINES - 6;
 	return false;
 }
 
 static bool act_home(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.selected = 0;
+	t->selected = 0;
 	return false;
 }
 
 static bool act_end(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.selected = (int)top.nrows - 1;
+	t->selected = (int)t->nrows - 1;
 	return false;
 }
 
 /* The sort key dir columns further along those the current layout shows. */
-static void sort_step(int dir)
+static void sort_step(struct top_ui *t, int dir)
 {
 	enum col_id ids[TOP_MAX_COLUMNS];
 	int spark_w, name_w, cur = -1, k = 0;
-	size_t n = top_layout(COLS, ids, &spark_w, &name_w);
+	size_t n = top_layout(t, COLS, ids, &spark_w, &name_w);
 	char keys[TOP_MAX_COLUMNS];
 
 	for (size_t i = 0; i < n; i++) {
 		if (!top_columns[ids[i]].key)
 			continue;
-		if (top_columns[ids[i]].key == top.sort_key)
+		if (top_columns[ids[i]].key == t->sort_key)
 			cur = k;
 		keys[k++] = top_columns[ids[i]].key;
 	}
 	if (!k)
 		return;
 	cur = cur < 0 ? 0 : (cur + dir + k) % k;
-	top.sort_key = keys[cur];
+	t->sort_key = keys[cur];
 }
 
 static bool act_sort_prev(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	sort_step(-1);
+	sort_step(t, -1);
 	return true;
 }
 
 static bool act_sort_next(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	sort_step(1);
+	sort_step(t, 1);
 	return true;
 }
 
 static bool act_reverse(struct sink *s)
 {
+	struct top_ui *t = s->state;
+
 	(void)s;
-	top.sort_reverse = !top.sort_reverse;
+	t->sort_reverse = !t->sort_reverse;
 	return true;
 }
 
@@ -203,20 +239,20 @@ static const struct {
 };
 
 /* A key while typing the filter. */
-static bool filter_key(int ch)
+static bool filter_key(struct top_ui *t, int ch)
 {
-	size_t len = strlen(top.filter);
+	size_t len = strlen(t->filter);
 
 	if (ch == '\n' || ch == KEY_ENTER) {
-		top.typing = false;
+		t->typing = false;
 	} else if (ch == 27) {
-		top.typing = false;
-		top.filter[0] = 0;
+		t->typing = false;
+		t->filter[0] = 0;
 	} else if ((ch == KEY_BACKSPACE || ch == 127 || ch == 8) && len) {
-		top.filter[len - 1] = 0;
-	} else if (ch >= 32 && ch < 127 && len + 1 < sizeof(top.filter)) {
-		top.filter[len] = (char)ch;
-		top.filter[len + 1] = 0;
+		t->filter[len - 1] = 0;
+	} else if (ch >= 32 && ch < 127 && len + 1 < sizeof(t->filter)) {
+		t->filter[len] = (char)ch;
+		t->filter[len + 1] = 0;
 	} else {
 		return false;
 	}
@@ -225,17 +261,19 @@ static bool filter_key(int ch)
 
 bool top_on_key(struct sink *s, int ch)
 {
-	if (top.help) {
-		top.help = false;
+	struct top_ui *t = s->state;
+
+	if (t->help) {
+		t->help = false;
 		return false;
 	}
-	if (top.typing)
-		return filter_key(ch);
+	if (t->typing)
+		return filter_key(t, ch);
 	for (size_t i = 0; i < ARRAY_SIZE(key_table); i++)
 		if (key_table[i].key == ch)
 			return key_table[i].action(s);
 	if (ch > 0 && ch < 128 && strchr("PUCMKLAFGXONT", ch)) {
-		top.sort_key = (char)ch;	/* sort by the column with this letter */
+		t->sort_key = (char)ch;	/* sort by the column with this letter */
 		return true;
 	}
 	return false;

@@ -65,23 +65,23 @@ static size_t with_gpu_column(enum col_id *ids, size_t n)
 }
 
 /* The columns this mode shows at this width, and the width left for the last one. */
-size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w)
+size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, int *name_w)
 {
 	size_t n = 0;
 	int used = 0;
 
 	*spark_w = 0;
-	if (top.drill_pid) {
+	if (t->drill_pid) {
 		static const enum col_id drill[] = { C_CUR, C_LIVE, C_ARATE, C_FRATE, C_GROWTH,
 						     C_FAIL, C_OLDEST };
 		memcpy(ids, drill, sizeof(drill));
 		n = ARRAY_SIZE(drill);
-	} else if (top.group == GROUP_CONTAINER) {
+	} else if (t->group == GROUP_CONTAINER) {
 		static const enum col_id cont[] = { C_CONT, C_NPROCS, C_CUR, C_PEAK, C_ARATE,
 						    C_FRATE, C_FAIL };
 		memcpy(ids, cont, sizeof(cont));
 		n = ARRAY_SIZE(cont);
-	} else if (top.group == GROUP_SITE) {
+	} else if (t->group == GROUP_SITE) {
 		static const enum col_id site[] = { C_PID, C_CUR, C_LIVE, C_ARATE, C_FRATE,
 						    C_GROWTH, C_FAIL };
 		memcpy(ids, site, sizeof(site));
@@ -97,23 +97,23 @@ size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w)
 			n++;
 		}
 	}
-	if (top.any_tensors)
+	if (t->any_tensors)
 		n = with_tensor_column(ids, n);
-	if (top.many_gpus)
+	if (t->many_gpus)
 		n = with_gpu_column(ids, n);
 	for (size_t i = 0; i < n; i++)
 		used += top_columns[ids[i]].width + 1;
-	if (width >= 100 && !top.drill_pid && top.group != GROUP_CONTAINER) {
+	if (width >= 100 && !t->drill_pid && t->group != GROUP_CONTAINER) {
 		*spark_w = (width - 100) / 2 + 10;
 		if (*spark_w > TOP_SPARK_MAX)
 			*spark_w = TOP_SPARK_MAX;
 		ids[n++] = C_SPARK;
 		used += *spark_w + 1;
 	}
-	if (top.drill_pid || top.group == GROUP_SITE)
+	if (t->drill_pid || t->group == GROUP_SITE)
 		ids[n++] = C_SITE;
 	else
-		ids[n++] = top.group == GROUP_CONTAINER ? C_GROUP : C_COMM;
+		ids[n++] = t->group == GROUP_CONTAINER ? C_GROUP : C_COMM;
 	*name_w = width - used - 1;
 	if (*name_w < 8)
 		*name_w = 8;
@@ -129,7 +129,7 @@ static void put_cell(char **pos, char *end, const char *text, int width, bool le
 		*pos += n < end - *pos ? n : end - *pos - 1;
 }
 
-static void spark(const struct row *r, int width, char *out, size_t len)
+static void spark(struct top_ui *t, const struct row *r, int width, char *out, size_t len)
 {
 	static const char *const blocks[] = { "\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83",
 		"\xe2\x96\x84", "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88" };
@@ -137,19 +137,19 @@ static void spark(const struct row *r, int width, char *out, size_t len)
 	uint64_t bins[TOP_SPARK_MAX], max;
 	size_t o = 0;
 
-	const struct hist_series *h = r->has_series ? history_find(top.hist, &r->key) : NULL;
+	const struct hist_series *h = r->has_series ? history_find(t->hist, &r->key) : NULL;
 
 	if (!h) {
 		snprintf(out, len, "%*s", width, "");
 		return;
 	}
-	max = history_bins(h, top.now, TOP_SPARK_WINDOW_S, bins, (unsigned int)width);
+	max = history_bins(h, t->now, TOP_SPARK_WINDOW_S, bins, (unsigned int)width);
 	for (int i = 0; i < width && o + 4 < len; i++) {
 		int level = max ? (int)((bins[i] * 7 + max - 1) / max) : 0;
 
 		if (!bins[i]) {
 			out[o++] = ' ';
-		} else if (top.utf8 && top.curses) {
+		} else if (t->utf8 && t->curses) {
 			memcpy(out + o, blocks[level], 3);
 			o += 3;
 		} else {
@@ -187,10 +187,10 @@ static void fmt_gpus(char *cell, size_t len, uint32_t gpus)
 		snprintf(cell, len, "-");
 }
 
-static void format_row(const struct row *r, const enum col_id *ids, size_t n, int spark_w,
-		       int name_w, char *buf, size_t len)
+static void format_row(struct top_ui *t, const struct row *r, const enum col_id *ids, size_t n,
+		       int spark_w, int name_w, char *buf, size_t len)
 {
-	bool exact = top.exact;
+	bool exact = t->exact;
 	char cell[TOP_SPARK_MAX * 3 + 8], *pos = buf, *end = buf + len;
 
 	buf[0] = 0;
@@ -241,7 +241,7 @@ static void format_row(const struct row *r, const enum col_id *ids, size_t n, in
 			fmt_age(cell, sizeof(cell), r->oldest_age);
 			break;
 		case C_SPARK:
-			spark(r, spark_w, cell, sizeof(cell));
+			spark(t, r, spark_w, cell, sizeof(cell));
 			pos += snprintf(pos, (size_t)(end - pos), "%s ", cell);
 			continue;
 		case C_COMM:
@@ -249,7 +249,7 @@ static void format_row(const struct row *r, const enum col_id *ids, size_t n, in
 		case C_GROUP:
 		case C_COUNT:
 			/* A plain table is not a screen: its last column is never cut. */
-			put_cell(&pos, end, r->name, top.curses ? name_w : (int)strlen(r->name), true);
+			put_cell(&pos, end, r->name, t->curses ? name_w : (int)strlen(r->name), true);
 			continue;
 		}
 		put_cell(&pos, end, cell, w, top_columns[ids[i]].left);
@@ -274,15 +274,15 @@ static void format_header(const enum col_id *ids, size_t n, int spark_w, int nam
 		*--pos = 0;
 }
 
-static const char *sort_title(void)
+static const char *sort_title(struct top_ui *t)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(top_columns); i++)
-		if (top_columns[i].key == top.sort_key)
+		if (top_columns[i].key == t->sort_key)
 			return top_columns[i].title;
 	return "?";
 }
 
-static void summary_line(char *buf, size_t len)
+static void summary_line(struct top_ui *t, char *buf, size_t len)
 {
 	char when[16], cur[32], host[32], ar[16], fr[16], tensors[32], held[80];
 	time_t now = time(NULL);
@@ -290,34 +290,35 @@ static void summary_line(char *buf, size_t len)
 
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
-	fmt_size(cur, sizeof(cur), top.total_cur, top.exact);
-	fmt_size(host, sizeof(host), top.total_host, top.exact);
-	fmt_rate(ar, sizeof(ar), top.total_arate);
-	fmt_rate(fr, sizeof(fr), top.total_frate);
-	if (top.any_tensors) {
-		fmt_size(tensors, sizeof(tensors), top.total_tensor, top.exact);
+	fmt_size(cur, sizeof(cur), t->total_cur, t->exact);
+	fmt_size(host, sizeof(host), t->total_host, t->exact);
+	fmt_rate(ar, sizeof(ar), t->total_arate);
+	fmt_rate(fr, sizeof(fr), t->total_frate);
+	if (t->any_tensors) {
+		fmt_size(tensors, sizeof(tensors), t->total_tensor, t->exact);
 		snprintf(held, sizeof(held), "%s (tensors %s)", cur, tensors);
 	} else {
 		snprintf(held, sizeof(held), "%s", cur);
 	}
 	snprintf(buf, len, "gpumem top %s  %u process%s  held %s  host %s  alloc/s %s  free/s %s",
-		 when, top.nshown_procs,
-		 top.nshown_procs == 1 ? "" : "es", held, host, ar, fr);
+		 when, t->nshown_procs,
+		 t->nshown_procs == 1 ? "" : "es", held, host, ar, fr);
 }
 
 /* What the traced processes hold on device g (the last: not known), and NVML's use of it. */
-static size_t device_cell(char *buf, size_t len, unsigned int g, const struct nvml_device *d)
+static size_t device_cell(struct top_ui *t, char *buf, size_t len, unsigned int g,
+			  const struct nvml_device *d)
 {
 	char held[32], used[32], total[32];
 
-	fmt_size(held, sizeof(held), g <= GM_MAX_GPUS ? top.gpu_cur[g] : 0, top.exact);
+	fmt_size(held, sizeof(held), g <= GM_MAX_GPUS ? t->gpu_cur[g] : 0, t->exact);
 	if (!d && g < GM_MAX_GPUS)
 		return (size_t)snprintf(buf, len, "  %u held %s", g, held);
 	if (!d)
 		return (size_t)snprintf(buf, len, "  ? held %s", held);
-	fmt_size(used, sizeof(used), d->used, top.exact);
-	fmt_size(total, sizeof(total), d->total, top.exact);
-	if (g >= GM_MAX_GPUS || !top.gpu_cur[g])
+	fmt_size(used, sizeof(used), d->used, t->exact);
+	fmt_size(total, sizeof(total), d->total, t->exact);
+	if (g >= GM_MAX_GPUS || !t->gpu_cur[g])
 		return (size_t)snprintf(buf, len, "  %u %s %s/%s", d->index, d->name, used, total);
 	return (size_t)snprintf(buf, len, "  %u %s %s/%s (traced %s)", d->index, d->name, used,
 				total, held);
@@ -325,21 +326,21 @@ static size_t device_cell(char *buf, size_t len, unsigned int g, const struct nv
 
 /* Each host device: NVML's name and memory in use, and what the processes shown hold on it
  * (their ordinals mapped to host devices); then what is held on a device not known. */
-static void devices_line(char *buf, size_t len)
+static void devices_line(struct top_ui *t, char *buf, size_t len)
 {
-	const struct snapshot *snap = top.snap;
+	const struct snapshot *snap = t->snap;
 	bool nvml = snap && snap->devices_valid;
 	size_t o = (size_t)snprintf(buf, len, "GPUs:");
 
 	for (unsigned int i = 0; nvml && i < snap->ndevices && o < len; i++) {
 		const struct nvml_device *d = &snap->devices[i];
 
-		o += device_cell(buf + o, len - o, d->index, d);
+		o += device_cell(t, buf + o, len - o, d->index, d);
 	}
 	for (unsigned int g = 0; g <= GM_MAX_GPUS && o < len; g++)
-		if (top.gpu_cur[g] && !(nvml && g < GM_MAX_GPUS &&
+		if (t->gpu_cur[g] && !(nvml && g < GM_MAX_GPUS &&
 					gpu_device_by_index(snap->devices, snap->ndevices, (int)g)))
-			o += device_cell(buf + o, len - o, g, NULL);
+			o += device_cell(t, buf + o, len - o, g, NULL);
 	if (o >= len || nvml)
 		return;
 	if (!strcmp(buf, "GPUs:"))
@@ -349,16 +350,16 @@ static void devices_line(char *buf, size_t len)
 		snprintf(buf + o, len - o, " (NVML: %s)", snap ? devices_reason(snap) : "not read yet");
 }
 
-static void lost_line(char *buf, size_t len)
+static void lost_line(struct top_ui *t, char *buf, size_t len)
 {
 	buf[0] = 0;
-	if (top.snap)
-		text_lost_line(top.snap, buf, len);
+	if (t->snap)
+		text_lost_line(t->snap, buf, len);
 }
 
 /* ---- batch ---- */
 
-void top_batch_print(FILE *out)
+void top_batch_print(struct top_ui *t, FILE *out)
 {
 	enum col_id ids[TOP_MAX_COLUMNS];
 	int spark_w, name_w, width = 80;
@@ -370,20 +371,20 @@ void top_batch_print(FILE *out)
 
 		width = cols && atoi(cols) >= 40 ? atoi(cols) : 80;
 	}
-	n = top_layout(width, ids, &spark_w, &name_w);
-	summary_line(line, sizeof(line));
+	n = top_layout(t, width, ids, &spark_w, &name_w);
+	summary_line(t, line, sizeof(line));
 	fprintf(out, "%s\n", line);
-	if (top.many_gpus) {
-		devices_line(line, sizeof(line));
+	if (t->many_gpus) {
+		devices_line(t, line, sizeof(line));
 		fprintf(out, "%s\n", line);
 	}
-	lost_line(line, sizeof(line));
+	lost_line(t, line, sizeof(line));
 	if (line[0])
 		fprintf(out, "%s\n", line);
 	format_header(ids, n, spark_w, name_w, line, sizeof(line));
 	fprintf(out, "%s\n", line);
-	for (size_t i = 0; i < top.nrows; i++) {
-		format_row(&top.rows[i], ids, n, spark_w, name_w, line, sizeof(line));
+	for (size_t i = 0; i < t->nrows; i++) {
+		format_row(t, &t->rows[i], ids, n, spark_w, name_w, line, sizeof(line));
 		fprintf(out, "%s\n", line);
 	}
 	fputc('\n', out);
@@ -392,13 +393,13 @@ void top_batch_print(FILE *out)
 
 /* ---- screen ---- */
 
-void top_screen_start(void)
+void top_screen_start(struct top_ui *t)
 {
 	const char *cs;
 
 	setlocale(LC_CTYPE, "");
 	cs = nl_langinfo(CODESET);
-	top.utf8 = cs && !strcmp(cs, "UTF-8");
+	t->utf8 = cs && !strcmp(cs, "UTF-8");
 	initscr();
 	cbreak();
 	noecho();
@@ -412,15 +413,15 @@ void top_screen_start(void)
 		init_pair(1, COLOR_BLACK, COLOR_CYAN);
 		init_pair(2, COLOR_YELLOW, -1);
 	}
-	top.curses = true;
+	t->curses = true;
 }
 
-void top_screen_end(void)
+void top_screen_end(struct top_ui *t)
 {
-	if (!top.curses)
+	if (!t->curses)
 		return;
 	endwin();
-	top.curses = false;
+	t->curses = false;
 }
 
 static const char *const help_text[] = {
@@ -454,9 +455,9 @@ static const char *const help_text[] = {
 	"processes when that is higher (the kernel keeps exact peaks per process only).",
 };
 
-static const char *group_title(void)
+static const char *group_title(struct top_ui *t)
 {
-	switch (top.group) {
+	switch (t->group) {
 	case GROUP_SITE:
 		return "call site";
 	case GROUP_CONTAINER:
@@ -500,74 +501,74 @@ static void draw_frames(const struct row *r, int y, int n, int cols)
 }
 
 /* What the table shows and how: the line above the column titles. */
-static void mode_line(char *line, size_t len)
+static void mode_line(struct top_ui *t, char *line, size_t len)
 {
-	if (top.drill_pid) {
-		const struct snap_proc *p = top.snap ? snapshot_find(top.snap, top.drill_pid) : NULL;
+	if (t->drill_pid) {
+		const struct snap_proc *p = t->snap ? snapshot_find(t->snap, t->drill_pid) : NULL;
 		char comm[GM_COMM_LEN + 1] = "?";
 
 		if (p)
 			text_known(comm, sizeof(comm), p->comm, p->valid & SP_COMM);
 		snprintf(line, len, "pid %d %s: call sites (Esc: back), sorted by %s%s%s%s",
-			 top.drill_pid, comm, sort_title(), top.filter[0] ? "  filter: " : "",
-			 top.filter, top.paused ? "  [paused]" : "");
-	} else if (top.in_group) {
+			 t->drill_pid, comm, sort_title(t), t->filter[0] ? "  filter: " : "",
+			 t->filter, t->paused ? "  [paused]" : "");
+	} else if (t->in_group) {
 		snprintf(line, len, "%s %s: processes (Esc: back), sorted by %s%s%s%s",
-			 top.group_key[0] ? "container" : "host,", top.group_key[0] ? top.group_key
-			 : "in no container", sort_title(), top.filter[0] ? "  filter: " : "",
-			 top.filter, top.paused ? "  [paused]" : "");
+			 t->group_key[0] ? "container" : "host,", t->group_key[0] ? t->group_key
+			 : "in no container", sort_title(t), t->filter[0] ? "  filter: " : "",
+			 t->filter, t->paused ? "  [paused]" : "");
 	} else {
-		snprintf(line, len, "by %s, sorted by %s%s, interval %.1f s%s%s%s", group_title(),
-			 sort_title(), top.sort_reverse ? " (reversed)" : "", top.interval,
-			 top.filter[0] ? "  filter: " : "", top.filter,
-			 top.paused ? "  [paused]" : "");
+		snprintf(line, len, "by %s, sorted by %s%s, interval %.1f s%s%s%s", group_title(t),
+			 sort_title(t), t->sort_reverse ? " (reversed)" : "", t->interval,
+			 t->filter[0] ? "  filter: " : "", t->filter,
+			 t->paused ? "  [paused]" : "");
 	}
 }
 
 /* Summary, devices, losses and mode lines; returns the next free line. */
-static int draw_head(int cols)
+static int draw_head(struct top_ui *t, int cols)
 {
 	char line[2048];
 	int y = 0;
 
-	summary_line(line, sizeof(line));
+	summary_line(t, line, sizeof(line));
 	mvaddnstr(y++, 0, line, cols - 1);
-	devices_line(line, sizeof(line));
+	devices_line(t, line, sizeof(line));
 	mvaddnstr(y++, 0, line, cols - 1);
-	lost_line(line, sizeof(line));
+	lost_line(t, line, sizeof(line));
 	if (line[0]) {
 		attron(COLOR_PAIR(2) | A_BOLD);
 		mvaddnstr(y++, 0, line, cols - 1);
 		attroff(COLOR_PAIR(2) | A_BOLD);
 	}
-	mode_line(line, sizeof(line));
+	mode_line(t, line, sizeof(line));
 	mvaddnstr(y++, 0, line, cols - 1);
 	return y;
 }
 
 /* Keeps the selection on a row and in view of a body of that many lines. */
-static void clamp_selection(int body)
+static void clamp_selection(struct top_ui *t, int body)
 {
-	if (top.selected >= (int)top.nrows)
-		top.selected = top.nrows ? (int)top.nrows - 1 : 0;
-	if (top.selected < 0)
-		top.selected = 0;
-	if (top.selected < top.scroll)
-		top.scroll = top.selected;
-	if (body > 0 && top.selected >= top.scroll + body)
-		top.scroll = top.selected - body + 1;
+	if (t->selected >= (int)t->nrows)
+		t->selected = t->nrows ? (int)t->nrows - 1 : 0;
+	if (t->selected < 0)
+		t->selected = 0;
+	if (t->selected < t->scroll)
+		t->scroll = t->selected;
+	if (body > 0 && t->selected >= t->scroll + body)
+		t->scroll = t->selected - body + 1;
 }
 
-static void draw_rows(const enum col_id *ids, size_t n, int spark_w, int name_w, int y,
-		      int body, int cols)
+static void draw_rows(struct top_ui *t, const enum col_id *ids, size_t n, int spark_w, int name_w,
+		      int y, int body, int cols)
 {
 	char line[2048];
 
-	for (int i = 0; i < body && top.scroll + i < (int)top.nrows; i++) {
-		const struct row *r = &top.rows[top.scroll + i];
-		bool selected = top.scroll + i == top.selected;
+	for (int i = 0; i < body && t->scroll + i < (int)t->nrows; i++) {
+		const struct row *r = &t->rows[t->scroll + i];
+		bool selected = t->scroll + i == t->selected;
 
-		format_row(r, ids, n, spark_w, name_w, line, sizeof(line));
+		format_row(t, r, ids, n, spark_w, name_w, line, sizeof(line));
 		if (selected)
 			attron(has_colors() ? COLOR_PAIR(1) : A_REVERSE);
 		mvaddstr(y + i, 0, line);
@@ -579,7 +580,7 @@ static void draw_rows(const enum col_id *ids, size_t n, int spark_w, int name_w,
 	}
 }
 
-void top_draw(void)
+void top_draw(struct top_ui *t)
 {
 	enum col_id ids[TOP_MAX_COLUMNS];
 	int spark_w, name_w, rows, cols, y, body;
@@ -588,14 +589,14 @@ void top_draw(void)
 
 	getmaxyx(stdscr, rows, cols);
 	erase();
-	if (top.help) {
+	if (t->help) {
 		for (size_t i = 0; i < ARRAY_SIZE(help_text) && (int)i < rows; i++)
 			mvaddnstr((int)i, 0, help_text[i], cols - 1);
 		refresh();
 		return;
 	}
-	y = draw_head(cols);
-	n = top_layout(cols, ids, &spark_w, &name_w);
+	y = draw_head(t, cols);
+	n = top_layout(t, cols, ids, &spark_w, &name_w);
 	format_header(ids, n, spark_w, name_w, line, sizeof(line));
 	attron(A_REVERSE);
 	mvaddnstr(y, 0, line, cols - 1);
@@ -604,15 +605,15 @@ void top_draw(void)
 	attroff(A_REVERSE);
 	y++;
 	body = rows - y - 1;
-	if (top.drill_pid && top.nrows)
+	if (t->drill_pid && t->nrows)
 		body -= detail_lines(rows);
-	clamp_selection(body);
-	draw_rows(ids, n, spark_w, name_w, y, body, cols);
-	if (top.drill_pid && top.selected < (int)top.nrows)
-		draw_frames(&top.rows[top.selected], y + (body > 0 ? body : 0), detail_lines(rows),
+	clamp_selection(t, body);
+	draw_rows(t, ids, n, spark_w, name_w, y, body, cols);
+	if (t->drill_pid && t->selected < (int)t->nrows)
+		draw_frames(&t->rows[t->selected], y + (body > 0 ? body : 0), detail_lines(rows),
 			    cols);
-	if (top.typing)
-		snprintf(line, sizeof(line), "filter: %s_", top.filter);
+	if (t->typing)
+		snprintf(line, sizeof(line), "filter: %s_", t->filter);
 	else
 		snprintf(line, sizeof(line), "h help  q quit  / filter  s c group  Enter details  "
 			 "< > sort  space pause  +/- interval");

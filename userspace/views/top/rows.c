@@ -15,12 +15,12 @@
 
 /* The host devices a process holds GPU memory on (struct row's gpus), its ordinals mapped:
  * top is the host's view. */
-static uint32_t proc_gpus(const struct snap_proc *p)
+static uint32_t proc_gpus(struct top_ui *t, const struct snap_proc *p)
 {
 	uint64_t bytes[GM_MAX_GPUS + 1] = { 0 };
 	uint32_t bits = 0;
 
-	snap_host_gpu_add(top.snap, p, bytes);
+	snap_host_gpu_add(t->snap, p, bytes);
 	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++)
 		if (bytes[g])
 			bits |= 1u << g;
@@ -28,29 +28,29 @@ static uint32_t proc_gpus(const struct snap_proc *p)
 }
 
 /* A site's host device; a site of GPU memory whose device is not known: that bit. */
-static uint32_t site_gpus(const struct snap_proc *p, const struct snap_site *ss)
+static uint32_t site_gpus(struct top_ui *t, const struct snap_proc *p, const struct snap_site *ss)
 {
-	int host = snap_site_host_gpu(top.snap, p, ss);
+	int host = snap_site_host_gpu(t->snap, p, ss);
 
 	if (host >= 0)
 		return 1u << host;
 	return gm_kind_is_gpu(ss->kind) && ss->st.current_bytes ? 1u << GM_MAX_GPUS : 0;
 }
 
-static struct row *new_row(void)
+static struct row *new_row(struct top_ui *t)
 {
-	if (top.nrows == top.cap) {
-		top.cap = top.cap ? 2 * top.cap : 64;
-		top.rows = xrealloc(top.rows, top.cap * sizeof(*top.rows));
+	if (t->nrows == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 64;
+		t->rows = xrealloc(t->rows, t->cap * sizeof(*t->rows));
 	}
-	memset(&top.rows[top.nrows], 0, sizeof(*top.rows));
-	return &top.rows[top.nrows++];
+	memset(&t->rows[t->nrows], 0, sizeof(*t->rows));
+	return &t->rows[t->nrows++];
 }
 
-void top_rows_free(void)
+void top_rows_free(struct top_ui *t)
 {
-	free(top.rows);
-	free(top.peaks);
+	free(t->rows);
+	free(t->peaks);
 }
 
 /* The command line with its program's directory left out, as htop shows it. */
@@ -65,17 +65,18 @@ static void command_name(const char *cmdline, char *buf, size_t len)
 	text_sanitize(buf, len, base);
 }
 
-static void fit_row(struct row *r)
+static void fit_row(struct top_ui *t, struct row *r)
 {
-	struct trend t = trend_of(top.hist, &r->key, top.now, top.interval * 1.5 + 0.5,
-				  TOP_GROWTH_WINDOW_S);
+	struct trend tr = trend_of(t->hist, &r->key, t->now, t->interval * 1.5 + 0.5,
+				   TOP_GROWTH_WINDOW_S);
 
-	r->arate = t.alloc_rate;
-	r->frate = t.free_rate;
-	r->growth_min = t.growth_per_s * 60;
+	r->arate = tr.alloc_rate;
+	r->frate = tr.free_rate;
+	r->growth_min = tr.growth_per_s * 60;
 }
 
-static void site_label(const struct snap_site *ss, char *buf, size_t len, unsigned int frames)
+static void site_label(struct top_ui *t, const struct snap_site *ss, char *buf, size_t len,
+		       unsigned int frames)
 {
 	FILE *f = fmemopen(buf, len, "w");
 
@@ -84,34 +85,36 @@ static void site_label(const struct snap_site *ss, char *buf, size_t len, unsign
 		return;
 	}
 	fprintf(f, "%s %s ", probe_api_name(ss->api), site_kind_name(ss));
-	text_site(f, ss->stack, frames, top.all_frames);
+	text_site(f, ss->stack, frames, t->all_frames);
 	fclose(f);
 	buf[len - 1] = 0;
 }
 
-static bool matches(const struct row *r)
+static bool matches(struct top_ui *t, const struct row *r)
 {
 	char pid[16];
 
-	if (!top.filter[0])
+	if (!t->filter[0])
 		return true;
 	snprintf(pid, sizeof(pid), "%d", r->p->pid);
 	if (!r->has_series)	/* a container row: its ids and name only */
-		return strcasestr(r->name, top.filter) || strcasestr(r->cont, top.filter);
-	return strcasestr(r->name, top.filter) || strstr(pid, top.filter) ||
-	       strcasestr(r->user, top.filter) || strcasestr(r->p->comm, top.filter) ||
-	       strcasestr(r->cont, top.filter);
+		return strcasestr(r->name, t->filter) || strcasestr(r->cont, t->filter);
+	return strcasestr(r->name, t->filter) || strstr(pid, t->filter) ||
+	       strcasestr(r->user, t->filter) || strcasestr(r->p->comm, t->filter) ||
+	       strcasestr(r->cont, t->filter);
 }
 
 /* Descending for numbers, ascending for names: -1, 0 or 1. */
 #define DESC(a, b) (((a) < (b)) - ((a) > (b)))
 
-static int row_cmp(const void *a, const void *b)
+/* qsort_r's comparator: the screen's sort key and direction in ctx. */
+static int row_cmp(const void *a, const void *b, void *ctx)
 {
+	const struct top_ui *t = ctx;
 	const struct row *x = a, *y = b;
 	int c = 0;
 
-	switch (top.sort_key) {
+	switch (t->sort_key) {
 	case 'P': c = -DESC(x->p->pid, y->p->pid); break;
 	case 'U': c = strcmp(x->user, y->user); break;
 	case 'C': c = strcmp(x->name, y->name); break;
@@ -129,7 +132,7 @@ static int row_cmp(const void *a, const void *b)
 		c = DESC(x->cur, y->cur);
 	if (!c)
 		c = -DESC(x->p->pid, y->p->pid);
-	return top.sort_reverse ? -c : c;
+	return t->sort_reverse ? -c : c;
 }
 
 void top_group_key(const struct snap_proc *p, char *buf, size_t len)
@@ -165,16 +168,16 @@ static void group_name(const struct container_info *ci, char *buf, size_t len)
 }
 
 /* The row of p's container, made at its first process. */
-static struct row *group_row(const struct snap_proc *p)
+static struct row *group_row(struct top_ui *t, const struct snap_proc *p)
 {
 	char key[GROUP_KEY_LEN];
 	struct row *r;
 
 	top_group_key(p, key, sizeof(key));
-	for (size_t i = 0; i < top.nrows; i++)
-		if (!strcmp(top.rows[i].group, key))
-			return &top.rows[i];
-	r = new_row();
+	for (size_t i = 0; i < t->nrows; i++)
+		if (!strcmp(t->rows[i].group, key))
+			return &t->rows[i];
+	r = new_row(t);
 	r->p = p;
 	snprintf(r->group, sizeof(r->group), "%s", key);
 	container_short(&p->container, r->cont, sizeof(r->cont));
@@ -185,32 +188,32 @@ static struct row *group_row(const struct snap_proc *p)
 
 /* A container's peak as far as top can tell: the highest total seen at a refresh, or one of
  * its processes' own (exact) peak when that is higher. */
-static uint64_t group_peak(const char *key, uint64_t seen)
+static uint64_t group_peak(struct top_ui *t, const char *key, uint64_t seen)
 {
 	struct group_peak *g;
 
-	for (size_t i = 0; i < top.npeaks; i++) {
-		g = &top.peaks[i];
+	for (size_t i = 0; i < t->npeaks; i++) {
+		g = &t->peaks[i];
 		if (strcmp(g->key, key))
 			continue;
 		if (seen > g->peak)
 			g->peak = seen;
 		return g->peak;
 	}
-	if (top.npeaks == top.peaks_cap) {
-		top.peaks_cap = top.peaks_cap ? 2 * top.peaks_cap : 16;
-		top.peaks = xrealloc(top.peaks, top.peaks_cap * sizeof(*top.peaks));
+	if (t->npeaks == t->peaks_cap) {
+		t->peaks_cap = t->peaks_cap ? 2 * t->peaks_cap : 16;
+		t->peaks = xrealloc(t->peaks, t->peaks_cap * sizeof(*t->peaks));
 	}
-	g = &top.peaks[top.npeaks++];
+	g = &t->peaks[t->npeaks++];
 	snprintf(g->key, sizeof(g->key), "%s", key);
 	g->peak = seen;
 	return seen;
 }
 
 /* Adds process p (its rates in pr) to its container's row. */
-static void add_to_group(const struct snap_proc *p, const struct row *pr)
+static void add_to_group(struct top_ui *t, const struct snap_proc *p, const struct row *pr)
 {
-	struct row *r = group_row(p);
+	struct row *r = group_row(t, p);
 
 	r->nprocs++;
 	if (p->alive)
@@ -221,7 +224,7 @@ static void add_to_group(const struct snap_proc *p, const struct row *pr)
 	r->fails += p->st.failed_count;
 	if (p->alive) {
 		r->tensor += p->tensor.current_bytes;
-		r->gpus |= proc_gpus(p);
+		r->gpus |= proc_gpus(t, p);
 	}
 	r->has_tensors |= p->tensor.alloc_count > 0;
 	r->arate += pr->arate;
@@ -229,31 +232,31 @@ static void add_to_group(const struct snap_proc *p, const struct row *pr)
 }
 
 /* Container rows: their peaks, then the filter. */
-static void finish_groups(void)
+static void finish_groups(struct top_ui *t)
 {
 	size_t kept = 0;
 
-	for (size_t i = 0; i < top.nrows; i++) {
-		struct row *r = &top.rows[i];
+	for (size_t i = 0; i < t->nrows; i++) {
+		struct row *r = &t->rows[i];
 
-		r->peak = group_peak(r->group, r->cur > r->peak ? r->cur : r->peak);
-		if (matches(r))
-			top.rows[kept++] = *r;
+		r->peak = group_peak(t, r->group, r->cur > r->peak ? r->cur : r->peak);
+		if (matches(t, r))
+			t->rows[kept++] = *r;
 	}
-	top.nrows = kept;
+	t->nrows = kept;
 }
 
-static void keep_if_matches(struct row *r)
+static void keep_if_matches(struct top_ui *t, struct row *r)
 {
-	top.total_arate += r->arate;
-	top.total_frate += r->frate;
-	if (!matches(r))
-		top.nrows--;
+	t->total_arate += r->arate;
+	t->total_frate += r->frate;
+	if (!matches(t, r))
+		t->nrows--;
 }
 
-static void process_row(const struct snap_proc *p)
+static void process_row(struct top_ui *t, const struct snap_proc *p)
 {
-	struct row *r = new_row();
+	struct row *r = new_row(t);
 
 	r->p = p;
 	r->key = hist_key_proc(p);
@@ -265,7 +268,7 @@ static void process_row(const struct snap_proc *p)
 	r->fails = p->st.failed_count;
 	r->tensor = p->tensor.current_bytes;
 	r->has_tensors = p->tensor.alloc_count > 0;
-	r->gpus = proc_gpus(p);
+	r->gpus = proc_gpus(t, p);
 	text_known(r->user, sizeof(r->user), p->user, p->valid & SP_USER);
 	if (p->cmdline && p->cmdline[0])
 		command_name(p->cmdline, r->name, sizeof(r->name));
@@ -273,13 +276,14 @@ static void process_row(const struct snap_proc *p)
 		text_known(r->name, sizeof(r->name), p->comm, p->valid & SP_COMM);
 	if (!p->alive)
 		strncat(r->name, " <ended>", sizeof(r->name) - strlen(r->name) - 1);
-	fit_row(r);
-	keep_if_matches(r);
+	fit_row(t, r);
+	keep_if_matches(t, r);
 }
 
-static void site_row(const struct snap_proc *p, const struct snap_site *ss, bool tensor)
+static void site_row(struct top_ui *t, const struct snap_proc *p, const struct snap_site *ss,
+		     bool tensor)
 {
-	struct row *r = new_row();
+	struct row *r = new_row(t);
 
 	r->p = p;
 	r->ss = ss;
@@ -295,82 +299,82 @@ static void site_row(const struct snap_proc *p, const struct snap_site *ss, bool
 	}
 	r->live = ss->st.current_allocs;
 	r->fails = ss->st.failed_count;
-	r->gpus = site_gpus(p, ss);
+	r->gpus = site_gpus(t, p, ss);
 	r->oldest_age = snap_site_oldest_age(p, ss);
 	snprintf(r->user, sizeof(r->user), "-");
-	site_label(ss, r->name, sizeof(r->name), top.drill_pid ? 8 : 3);
-	fit_row(r);
-	keep_if_matches(r);
+	site_label(t, ss, r->name, sizeof(r->name), t->drill_pid ? 8 : 3);
+	fit_row(t, r);
+	keep_if_matches(t, r);
 }
 
-static void site_rows(const struct snap_proc *p)
+static void site_rows(struct top_ui *t, const struct snap_proc *p)
 {
 	for (size_t j = 0; j < p->nsites; j++)
-		site_row(p, &p->sites[j], false);
+		site_row(t, p, &p->sites[j], false);
 	for (size_t j = 0; j < p->ntensor_sites; j++)
-		site_row(p, &p->tensor_sites[j], true);
+		site_row(t, p, &p->tensor_sites[j], true);
 }
 
 /* Whether p is on the current screen at all. */
-static bool shown(const struct snap_proc *p, bool by_group)
+static bool shown(struct top_ui *t, const struct snap_proc *p, bool by_group)
 {
 	char key[GROUP_KEY_LEN];
 
 	if (!(p->valid & SP_STATS))
 		return false;
-	if (!p->alive && top.now - p->end_ns >= TOP_ENDED_SHOWN_NS)
+	if (!p->alive && t->now - p->end_ns >= TOP_ENDED_SHOWN_NS)
 		return false;
-	if (top.drill_pid && p->pid != top.drill_pid)
+	if (t->drill_pid && p->pid != t->drill_pid)
 		return false;
-	if (top.in_group && !by_group) {
+	if (t->in_group && !by_group) {
 		top_group_key(p, key, sizeof(key));
-		if (strcmp(key, top.group_key))
+		if (strcmp(key, t->group_key))
 			return false;
 	}
 	return true;
 }
 
-void top_build_rows(void)
+void top_build_rows(struct top_ui *t)
 {
-	bool by_group = top.group == GROUP_CONTAINER && !top.drill_pid;
-	const struct snapshot *snap = top.snap;
+	bool by_group = t->group == GROUP_CONTAINER && !t->drill_pid;
+	const struct snapshot *snap = t->snap;
 
-	top.nrows = 0;
-	top.total_cur = top.total_host = top.total_tensor = 0;
-	memset(top.gpu_cur, 0, sizeof(top.gpu_cur));
-	top.any_tensors = false;
-	top.many_gpus = false;
-	top.total_arate = top.total_frate = 0;
-	top.nshown_procs = 0;
+	t->nrows = 0;
+	t->total_cur = t->total_host = t->total_tensor = 0;
+	memset(t->gpu_cur, 0, sizeof(t->gpu_cur));
+	t->any_tensors = false;
+	t->many_gpus = false;
+	t->total_arate = t->total_frate = 0;
+	t->nshown_procs = 0;
 	for (size_t i = 0; snap && i < snap->nprocs; i++) {
 		const struct snap_proc *p = &snap->procs[i];
 
-		if (!shown(p, by_group))
+		if (!shown(t, p, by_group))
 			continue;
-		top.nshown_procs++;
+		t->nshown_procs++;
 		if (p->alive) {
-			top.total_cur += p->st.current_bytes;
-			top.total_host += p->st.by_kind[GM_KIND_HOST];
-			top.total_tensor += p->tensor.current_bytes;
-			snap_host_gpu_add(snap, p, top.gpu_cur);
+			t->total_cur += p->st.current_bytes;
+			t->total_host += p->st.by_kind[GM_KIND_HOST];
+			t->total_tensor += p->tensor.current_bytes;
+			snap_host_gpu_add(snap, p, t->gpu_cur);
 		}
-		top.any_tensors |= p->tensor.alloc_count > 0;
-		top.many_gpus |= (proc_gpus(p) & ~1u) != 0;	/* an ended one's rows show too */
+		t->any_tensors |= p->tensor.alloc_count > 0;
+		t->many_gpus |= (proc_gpus(t, p) & ~1u) != 0;	/* an ended one's rows show too */
 		if (by_group) {
 			struct row pr = { .key = hist_key_proc(p) };
 
-			fit_row(&pr);
-			top.total_arate += pr.arate;
-			top.total_frate += pr.frate;
-			add_to_group(p, &pr);
-		} else if (top.group != GROUP_SITE && !top.drill_pid) {
-			process_row(p);
+			fit_row(t, &pr);
+			t->total_arate += pr.arate;
+			t->total_frate += pr.frate;
+			add_to_group(t, p, &pr);
+		} else if (t->group != GROUP_SITE && !t->drill_pid) {
+			process_row(t, p);
 		} else {
-			site_rows(p);
+			site_rows(t, p);
 		}
 	}
 	if (by_group)
-		finish_groups();
-	if (top.nrows > 1)
-		qsort(top.rows, top.nrows, sizeof(*top.rows), row_cmp);
+		finish_groups(t);
+	if (t->nrows > 1)
+		qsort_r(t->rows, t->nrows, sizeof(*t->rows), row_cmp, t);
 }

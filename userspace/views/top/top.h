@@ -98,20 +98,19 @@ struct top_ui {
 	bool all_frames;	/* --all-frames: a site's every frame */
 };
 
-extern struct top_ui top;
 
 /* rows.c */
-void top_build_rows(void);
+void top_build_rows(struct top_ui *t);
 void top_group_key(const struct snap_proc *p, char *buf, size_t len);
-void top_rows_free(void);
+void top_rows_free(struct top_ui *t);
 
 /* render.c */
-void top_batch_print(FILE *out);
-void top_screen_start(void);
-void top_screen_end(void);
-void top_draw(void);
+void top_batch_print(struct top_ui *t, FILE *out);
+void top_screen_start(struct top_ui *t);
+void top_screen_end(struct top_ui *t);
+void top_draw(struct top_ui *t);
 /* The columns this mode shows at this width, and the width left for the last one. */
-size_t top_layout(int width, enum col_id *ids, int *spark_w, int *name_w);
+size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, int *name_w);
 
 /* keys.c: handles one key; returns whether the rows must be rebuilt. */
 bool top_on_key(struct sink *s, int ch);
