@@ -5,7 +5,8 @@ Each folder is a layer, stacked as LAYERS lists them, lowest first; a file may i
 header of its own layer or of a layer below, never above. A module is a .c file and its .h;
 modules that include each other's headers, directly or round a longer loop, are a circle.
 Fails on an include that runs up, on more circles than ALLOWED_CIRCLES, on an include written
-without its folder, and on a function longer than MAX_FUNCTION_LINES.
+without its folder, on a function longer than MAX_FUNCTION_LINES (userspace and the BPF side),
+and on a file that does not open with a comment on what it owns.
 
   scripts/layers.py [--graph]     --graph: every module's includes, by layer"""
 import re
@@ -71,6 +72,11 @@ def main():
     if len(circles) > ALLOWED_CIRCLES:
         problems.append(f"{len(circles)} circles between modules, at most {ALLOWED_CIRCLES}")
     problems += long_functions(SRC.rglob("*.c"))
+    problems += long_functions((ROOT / "bpf").glob("*.bpf.[ch]"))
+    for f in files:     # what a file owns, said where it begins
+        head = [l for l in f.read_text().splitlines()[:3] if "SPDX" not in l]
+        if not head or not head[0].lstrip().startswith(("/*", "//")):
+            problems.append(f"{f.relative_to(ROOT)}: does not open with a line on what it owns")
     if graph:
         for m in sorted(edges, key=lambda m: (order.get(m.split("/")[0], 99), m)):
             print(f"{m}: {' '.join(sorted(edges[m]))}")

@@ -23,7 +23,9 @@ struct trend trend_of(const struct history *h, const struct hist_key *key, uint6
 
 /* ---- leaks ---- */
 
-#define LEAKS_WINDOW_S 60.0	/* the growth fit looks this far back */
+/* Growth is fitted over this window: leaks' verdicts, top's GROW/min and its sparkline. */
+#define GROWTH_WINDOW_S 60.0
+#define LEAKS_SAMPLE_S 0.5	/* how often the history samples the sites for leaks */
 #define LEAKS_MIN_SAMPLES 3	/* fewer: judged on the process's lifetime totals */
 #define LEAKS_MIN_SPAN_S 1.0
 #define LEAKS_MIN_R2 0.8	/* a fit below this is not steady growth */

@@ -30,7 +30,7 @@ static void judge_site(const struct history *h, struct proc_verdict *pv, struct 
 	double life = lifetime_s(pv->p);
 
 	if (series)
-		history_fit(series, pv->now, LEAKS_WINDOW_S, &sv->fit);
+		history_fit(series, pv->now, GROWTH_WINDOW_S, &sv->fit);
 	sv->lifetime = sv->fit.n < LEAKS_MIN_SAMPLES || sv->fit.span_s < LEAKS_MIN_SPAN_S;
 	if (sv->lifetime) {
 		/* Everything it ever allocated, still held, over several calls: it only grew. */

@@ -186,7 +186,7 @@ static int chrome_begin(struct exporter *x)
 {
 	struct chrome *c = xcalloc(1, sizeof(*c));
 
-	c->out = export_create_file(x->path);
+	c->out = outfile_create(x->path);
 	if (!c->out) {
 		free(c);
 		return -EIO;
@@ -194,7 +194,7 @@ static int chrome_begin(struct exporter *x)
 	c->scratch = tmpfile();
 	if (!c->scratch) {
 		p_err("cannot make a scratch file for the trace: %s", strerror(errno));
-		export_close_file(c->out, x->path);
+		outfile_close(c->out, x->path);
 		free(c);
 		return -errno;
 	}
@@ -213,7 +213,7 @@ static int chrome_end(struct exporter *x)
 		err = err ? err : -EIO;
 	}
 
-	err = export_close_file(c->out, x->path) ? -EIO : err;
+	err = outfile_close(c->out, x->path) ? -EIO : err;
 	fclose(c->scratch);
 	timeline_free(&c->tl);
 	free(c);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "base/outfile.h"
 #include "model/snapshot.h"
 
 struct exporter;
@@ -60,19 +61,5 @@ bool export_kind_is_gpu(uint32_t kind);
 /* "comm (pid)", with " [container]" (its first 12 hex digits) when it runs in one. */
 void export_process_name(char *buf, size_t len, const char *comm, int pid,
 			 const struct container_info *ci);
-
-/* ---- output files that never follow a symlink (outfile.c) ---- */
-
-/* Creates (or truncates) path for writing, 0644; a symlink is refused. Returns the FILE or
- * NULL after one p_err(). */
-FILE *export_create_file(const char *path);
-/* The directory path (made 0755 when missing; a symlink is refused), as an O_DIRECTORY fd,
- * or -errno after one p_err(). */
-int export_open_dir(const char *path);
-/* name inside the directory dirfd, as export_create_file does it. */
-FILE *export_create_in_dir(int dirfd, const char *dir, const char *name);
-/* Flushes and closes f; a write error (of any earlier write too) is reported with path and
- * returned as -errno. */
-int export_close_file(FILE *f, const char *path);
 
 #endif

@@ -111,7 +111,7 @@ static int folded_begin(struct exporter *x)
 {
 	struct folded *fd = xcalloc(1, sizeof(*fd));
 
-	fd->out = export_create_file(x->path);
+	fd->out = outfile_create(x->path);
 	if (!fd->out) {
 		free(fd);
 		return -EIO;
@@ -123,7 +123,7 @@ static int folded_begin(struct exporter *x)
 static int folded_end(struct exporter *x)
 {
 	struct folded *fd = x->priv;
-	int err = export_close_file(fd->out, x->path);
+	int err = outfile_close(fd->out, x->path);
 
 	intern_free(&fd->lines);
 	free(fd->bytes);

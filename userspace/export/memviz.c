@@ -120,7 +120,7 @@ static int memviz_begin(struct exporter *x)
 {
 	struct memviz *m = xcalloc(1, sizeof(*m));
 
-	m->dirfd = export_open_dir(x->path);
+	m->dirfd = outfile_open_dir(x->path);
 	if (m->dirfd < 0) {
 		int err = m->dirfd;
 

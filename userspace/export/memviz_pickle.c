@@ -318,11 +318,11 @@ int memviz_write_process(const struct exporter *x, struct memviz *m, const struc
 	pk_end(&w.pk);
 	file_name(m, p, name, sizeof(name));
 	snprintf(shown, sizeof(shown), "%s/%s", x->path, name);
-	f = export_create_in_dir(m->dirfd, x->path, name);
+	f = outfile_create_in(m->dirfd, x->path, name);
 	err = f ? 0 : -EIO;
 	if (f && fwrite(w.pk.data, 1, w.pk.len, f) != w.pk.len)
-		err = -EIO;	/* export_close_file says what went wrong */
-	if (f && export_close_file(f, shown))
+		err = -EIO;	/* outfile_close says what went wrong */
+	if (f && outfile_close(f, shown))
 		err = -EIO;
 	pk_free(&w.pk);
 	intern_free(&w.stacks);

@@ -228,7 +228,7 @@ static int pprof_begin(struct exporter *x)
 {
 	struct pprof *pp = xcalloc(1, sizeof(*pp));
 
-	pp->out = export_create_file(x->path);
+	pp->out = outfile_create(x->path);
 	if (!pp->out) {
 		free(pp);
 		return -EIO;
@@ -296,7 +296,7 @@ static int pprof_end(struct exporter *x)
 	err = write_gzip(pp->out, &pp->body);
 	if (err == -ENOMEM)
 		p_err("cannot compress the profile for %s: zlib has no memory", x->path);
-	err = export_close_file(pp->out, x->path) ? -EIO : err;
+	err = outfile_close(pp->out, x->path) ? -EIO : err;
 	intern_free(&pp->strings);
 	intern_free(&pp->functions);
 	intern_free(&pp->locations);

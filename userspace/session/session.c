@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "analysis/history.h"
+#include "base/outfile.h"
 #include "base/util.h"
 #include "loader/pin.h"
 #include "output/report.h"
@@ -214,33 +215,18 @@ static int finish(struct session *s, int rc)
 	return rc ? rc : err ? 1 : 0;
 }
 
-/* -o FILE: never through a symlink (another user's link must not make root write its target);
- * created 0644, truncated. stdout without -o. */
+/* -o FILE (base/outfile.h), fully buffered: the session flushes after each batch of
+ * ring-buffer records, so a stream of events costs one write per batch, not one per line.
+ * stdout without -o. */
 static FILE *open_output(const char *path)
 {
 	FILE *f;
-	int fd;
 
 	if (!path)
 		return stdout;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
-	if (fd < 0) {
-		if (errno == ELOOP)
-			p_err("cannot write %s: it is a symbolic link, which -o does not follow",
-			      path);
-		else
-			p_err("cannot write %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		p_err("cannot write %s: %s", path, strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	/* Fully buffered: the session flushes after each batch of ring-buffer records, so a
-	 * stream of events costs one write per batch, not one per line. */
-	setvbuf(f, NULL, _IOFBF, 1 << 16);
+	f = outfile_create(path);
+	if (f)
+		setvbuf(f, NULL, _IOFBF, 1 << 16);
 	return f;
 }
 

@@ -13,7 +13,6 @@
 #include "probes/table.h"
 #include "views/common.h"
 
-#define LEAKS_SAMPLE_S 0.5	/* how often the session samples the sites */
 #define LEAKS_DEFAULT_PRINT_S 10.0	/* without -c and without -i */
 
 /* How far apart the history's samples are: the view's own, or a recording's. */
@@ -189,7 +188,7 @@ static void report_text(struct sink *s, const struct snapshot *snap,
 
 	text_clock(when, sizeof(when), snapshot_wall_ns(snap, snap->time_ns), false);
 	fprintf(s->out, "gpumem leaks %s%s (window %.0f s, a sample every %.1f s)\n", when,
-		final ? ", final" : "", LEAKS_WINDOW_S, sampled_every(s));
+		final ? ", final" : "", GROWTH_WINDOW_S, sampled_every(s));
 	fputs("growing: its bytes held rose across the window; steady: holds memory, not more "
 	      "of it; freed: holds nothing.\nGROWTH: bytes a second, fitted over the window (FIT: "
 	      "the fit's r2; life: too few samples, over the process's lifetime).\n", s->out);
@@ -278,7 +277,7 @@ static void report_json(struct sink *s, const struct snapshot *snap,
 	jw_kv_u64(w, "version", 1);
 	jw_kv_u64(w, "time_ns", snapshot_wall_ns(snap, snap->time_ns));
 	jw_kv_bool(w, "final", final);
-	jw_kv_u64(w, "window_ns", (uint64_t)(LEAKS_WINDOW_S * 1e9));
+	jw_kv_u64(w, "window_ns", (uint64_t)(GROWTH_WINDOW_S * 1e9));
 	jw_kv_u64(w, "sample_interval_ns", (uint64_t)(sampled_every(s) * 1e9));
 	jw_key(w, "processes");
 	jw_array_begin(w);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "analysis/analysis.h"
 #include "analysis/history.h"
 #include "base/util.h"
 #include "host/gpu_map.h"
@@ -143,7 +144,7 @@ static void spark(struct top_ui *t, const struct row *r, int width, char *out, s
 		snprintf(out, len, "%*s", width, "");
 		return;
 	}
-	max = history_bins(h, t->now, TOP_SPARK_WINDOW_S, bins, (unsigned int)width);
+	max = history_bins(h, t->now, GROWTH_WINDOW_S, bins, (unsigned int)width);
 	for (int i = 0; i < width && o + 4 < len; i++) {
 		int level = max ? (int)((bins[i] * 7 + max - 1) / max) : 0;
 

@@ -68,7 +68,7 @@ static void command_name(const char *cmdline, char *buf, size_t len)
 static void fit_row(struct top_ui *t, struct row *r)
 {
 	struct trend tr = trend_of(t->hist, &r->key, t->now, t->interval * 1.5 + 0.5,
-				   TOP_GROWTH_WINDOW_S);
+				   GROWTH_WINDOW_S);
 
 	r->arate = tr.alloc_rate;
 	r->frate = tr.free_rate;

@@ -16,8 +16,6 @@
 
 #define TOP_TICK_S 0.05		/* keys are read this often */
 #define TOP_DEFAULT_S 2.0
-#define TOP_GROWTH_WINDOW_S 60.0
-#define TOP_SPARK_WINDOW_S 60.0
 #define TOP_SPARK_MAX 30
 #define TOP_ENDED_SHOWN_NS 10000000000ull	/* an ended process stays listed this long */
 #define TOP_MAX_COLUMNS 16

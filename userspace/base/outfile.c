@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The files an export writes: created without following a symlink (another user's link must
- * not make root write its target), 0644, truncated; a directory for formats of many files. */
+/* The files gpumem writes where a user says (-o): created without following a symlink (another
+ * user's link must not make root write its target), 0644, truncated; a directory for the
+ * exports of many files. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/util.h"
-#include "export/exporters.h"
+#include "base/outfile.h"
 
 static void open_error(const char *path, int err)
 {
@@ -36,12 +37,12 @@ static FILE *create_at(int dirfd, const char *name, const char *shown)
 	return f;
 }
 
-FILE *export_create_file(const char *path)
+FILE *outfile_create(const char *path)
 {
 	return create_at(AT_FDCWD, path, path);
 }
 
-FILE *export_create_in_dir(int dirfd, const char *dir, const char *name)
+FILE *outfile_create_in(int dirfd, const char *dir, const char *name)
 {
 	char shown[4096];
 
@@ -49,7 +50,7 @@ FILE *export_create_in_dir(int dirfd, const char *dir, const char *name)
 	return create_at(dirfd, name, shown);
 }
 
-int export_open_dir(const char *path)
+int outfile_open_dir(const char *path)
 {
 	int fd;
 
@@ -78,7 +79,7 @@ int export_open_dir(const char *path)
 	return fd;
 }
 
-int export_close_file(FILE *f, const char *path)
+int outfile_close(FILE *f, const char *path)
 {
 	int err = 0;
 
