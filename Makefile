@@ -45,7 +45,7 @@ deps-build:
 # The multiarch headers for <asm/errno.h>, which libbpf's <bpf/usdt.bpf.h> includes.
 BPF_SYS_INC := -I/usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
 
-$(BUILD)/gpumem.bpf.o: bpf/gpumem.bpf.c bpf/gpumem.h vmlinux/vmlinux.h
+$(BUILD)/gpumem.bpf.o: bpf/gpumem.bpf.c $(wildcard bpf/*.bpf.h) bpf/gpumem.h vmlinux/vmlinux.h
 	@mkdir -p $(@D)
 	$(CLANG) -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf $(BPF_SYS_INC) \
 		-Wall -Werror -c $< -o $@

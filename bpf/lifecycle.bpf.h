@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* A process's life as gpumem sees it: the holds that pause it, its first call (its entry made
+ * and announced), exec, the module map of its exit, and the CUDA libraries it maps. */
+#ifndef GPUMEM_LIFECYCLE_BPF_H
+#define GPUMEM_LIFECYCLE_BPF_H
+
+#include "tables.bpf.h"
+
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __weak __ksym;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __weak __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
+
+#define VM_EXEC_FLAG 0x4
+
+/* Only this instance's own targets are ever paused: -p / -c processes and their children, or
+ * those in the cgroups --cgroup/--container/--pod selected; and only while its consumer is
+ * alive (a fresh heartbeat). The hold is recorded before the signal. */
+static __always_inline bool hold(__u32 tgid)
+{
+	struct gm_hold h = { .holder = self_tgid };
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!holds_enabled || now - heartbeat_ns > GM_HEARTBEAT_FRESH_NS)
+		return false;
+	if (filter_pids ? !bpf_map_lookup_elem(&targets, &tgid)
+			: !filter_cgroups || !in_selected_cgroup())
+		return false;
+	h.time_ns = now;
+	if (bpf_map_update_elem(&holds, &tgid, &h, BPF_ANY))
+		return false;
+	bpf_send_signal(19 /* SIGSTOP */);
+	count(GM_CNT_HOLDS);
+	return true;
+}
+
+/* A new process: userspace is told (and, with -c, it is held until userspace answers). */
+static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, __u64 now,
+				     __u64 cgroup_id)
+{
+	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	/* Only with an event on its way: userspace's SIGCONT answers it. */
+	if (hold_new_procs)
+		hold(tgid);
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = GM_REC_PROCESS_NEW;
+	e->py_stack_id = -1;
+	e->pid = tgid;
+	e->gen = rec->gen;
+	e->start_ns = rec->start_ns;
+	e->time_ns = now;
+	e->cgroup_id = cgroup_id;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The numbers of the calling thread's process, its entry made at its first call. */
+static __always_inline struct gm_proc_stats *proc_stats(__u32 tgid,
+							 const struct gm_inflight *rec, __u64 now)
+{
+	struct gm_proc_stats *ps = proc_find(tgid, rec->gen);
+	struct gm_proc_slot *sl;
+	__u32 made = 0, idx;
+	int at;
+
+	if (ps)
+		return ps;
+	at = -2;
+	for (int i = 0; i < GM_ALLOC_TRIES && at == -2; i++)
+		at = proc_make(tgid, rec->gen, rec->start_ns, now, &made);
+	idx = (__u32)at;
+	sl = at >= 0 ? bpf_map_lookup_elem(&procs, &idx) : NULL;
+	if (!sl) {
+		count(GM_CNT_PROC_MAP_FULL);
+		return NULL;
+	}
+	if (made)
+		proc_announce(tgid, rec, now, sl->stats.cgroup_id);
+	return &sl->stats;
+}
+
+/* The process's entry, made at its first call (and, with -c, its hold: proc_announce). A
+ * function of its own: inlined into probe_enter it outgrew the verifier's view of the stack. */
+static __noinline void first_call(__u32 tgid, struct gm_inflight *rec, __u64 now)
+{
+	proc_stats(tgid, rec, now);
+}
+
+/* A record of a file (on_exec: the one a process runs), by its identity and its name. */
+static __always_inline void emit_file(__u32 type, __u32 tgid, __u64 ino, __u32 dev,
+				      const char *path)
+{
+	struct gm_file_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	e->type = type;
+	e->pid = tgid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->ino = ino;
+	e->dev = dev;
+	e->fd = 0;
+	e->held = 0;
+	e->pad = 0;
+	if (path)
+		bpf_probe_read_kernel_str(e->path, sizeof(e->path), path);
+	else
+		e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The executable file mappings of an ending process, which still has its memory map here. */
+static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, __u32 gen)
+{
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *vma;
+
+	/* No counter: the iterator bounds the loop, and a counter the verifier must track
+	 * precisely made it explore every count (1.7 s to load). */
+	bpf_iter_task_vma_new(&it, p, 0);
+	while ((vma = bpf_iter_task_vma_next(&it))) {
+		struct gm_vma_event *e;
+		struct file *file = vma->vm_file;
+
+		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
+			continue;
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count(GM_CNT_RINGBUF_DROPPED);
+			break;
+		}
+		e->type = GM_REC_EXIT_VMA;
+		e->pid = tgid;
+		e->gen = gen;
+		e->pad = 0;
+		e->start = vma->vm_start;
+		e->end = vma->vm_end;
+		e->pgoff = vma->vm_pgoff;
+		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
+		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
+					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_iter_task_vma_destroy(&it);
+}
+
+/* "libcuda.so*" or "libcudart.so*", or PyTorch's "libc10_cuda.so*" (its tensors' USDT
+ * probes): the name of the file itself, symlinks resolved. Archives such as
+ * libcudart_static.a, which linkers map, do not match. */
+static __always_inline bool cuda_library_name(struct file *file)
+{
+	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+	static const char c10[] = "libc10_cuda.so";
+	char head[16];
+
+	if (bpf_probe_read_kernel(head, sizeof(head), name))
+		return false;
+	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b' || head[3] != 'c')
+		return false;
+	if (head[4] == '1') {
+		for (int i = 4; i < (int)sizeof(c10) - 1; i++)
+			if (head[i] != c10[i])
+				return false;
+		return true;
+	}
+	if (head[4] != 'u' || head[5] != 'd' || head[6] != 'a')
+		return false;
+	if (head[7] == '.')
+		return head[8] == 's' && head[9] == 'o';
+	return head[7] == 'r' && head[8] == 't' && head[9] == '.' && head[10] == 's' &&
+	       head[11] == 'o';
+}
+
+#endif /* GPUMEM_LIFECYCLE_BPF_H */

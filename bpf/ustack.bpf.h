@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* User stacks: the frame-pointer walk of the calling thread into `stacks`, the copy of a new
+ * site's stack for DWARF unwinding, and what the walk read at the call's out-pointers. */
+#ifndef GPUMEM_USTACK_BPF_H
+#define GPUMEM_USTACK_BPF_H
+
+#include "base.bpf.h"
+
+/* Bytes of the user stack a walk reads at once (struct walk). */
+#define GM_STACK_WINDOW 256
+
+/*
+ * The frame-pointer walk of the calling thread, hashed into `stacks`. The kernel's walk
+ * (bpf_get_stackid) reads frame after frame until a read faults, and every stack ends in one:
+ * main's caller keeps no frame pointer. That fault cost 600 ns of the 3.5 µs a traced pair
+ * took. Here every read stays inside the thread's stack mapping (found once per thread, with
+ * bpf_find_vma), a frame must lie above the one before, and a window of the stack is read at
+ * once: one read for the frames of most calls.
+ */
+struct vma_bounds {
+	__u64 lo, hi;
+};
+
+static long stack_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct vma_bounds *b = data;
+
+	b->lo = vma->vm_start;
+	b->hi = vma->vm_end;
+	return 0;
+}
+
+/* The stack mapping around sp, kept per thread; looked up again only when sp leaves it (the
+ * main thread's stack grows down, a coroutine runs on a stack of its own). False when it
+ * cannot be known now: bpf_find_vma only tries the mmap lock, which a thread that maps
+ * memory holds. */
+static __always_inline bool stack_bounds(struct stack_scratch *sc, __u64 sp)
+{
+	struct vma_bounds b = {};
+
+	if (sp >= sc->lo && sp < sc->hi)
+		return true;
+	if (bpf_find_vma(bpf_get_current_task_btf(), sp, stack_vma, &b, 0) || sp < b.lo ||
+	    sp >= b.hi)
+		return false;
+	sc->lo = b.lo;
+	sc->hi = b.hi;
+	return true;
+}
+
+/* A walk's state, on the BPF stack with the window of the user stack it read last: [base, base
+ * + have). On the BPF stack, not in the thread's map value: a read into map memory cost about
+ * 125 ns more here, the kernel's check of a heap destination (hardened usercopy, on in
+ * Debian's kernels), where a stack destination is told at once. */
+struct walk {
+	struct gm_user_stack *st;
+	__u64 sp, fp, hi, base, have;
+	__u64 win[GM_STACK_WINDOW / 8];
+};
+
+/* One frame of walk_frames, a bpf_loop callback: the verifier checks its body once (a loop
+ * whose index is an array subscript it would check frame by frame). Frame i + 1 of st. */
+static long walk_frame(__u64 i, void *data)
+{
+	struct walk *w = data;
+	__u64 fp = w->fp, off, next, ret, len;
+	__u32 at = (i + 1) & (GM_MAX_STACK_DEPTH - 1);
+
+	if (fp < w->sp || (fp & 7) || fp + 16 < fp)
+		goto end;
+	off = fp - w->base;
+	if (fp < w->base || off + 16 > w->have) {
+		/* The mapping only sizes the read: past it, or where the window does not read (a
+		 * page not faulted in yet), a frame at a time, so that whether the mapping was
+		 * known never changes a stack. */
+		len = fp + 16 <= w->hi ? w->hi - fp : 16;
+		if (len > GM_STACK_WINDOW)
+			len = GM_STACK_WINDOW;
+		if (bpf_probe_read_user(w->win, len, (void *)fp)) {
+			if (len == 16 || bpf_probe_read_user(w->win, 16, (void *)fp))
+				goto end;
+			len = 16;
+		}
+		w->base = fp;
+		w->have = len;
+		off = 0;
+	}
+	off /= 8;
+	if (off > GM_STACK_WINDOW / 8 - 2)
+		goto end;
+	/* The masks are the verifier's proof; the check above keeps both words in what was
+	 * read. */
+	next = w->win[off & (GM_STACK_WINDOW / 8 - 1)];
+	ret = w->win[(off + 1) & (GM_STACK_WINDOW / 8 - 1)];
+	if (!ret)
+		goto end;
+	w->st->ips[at] = ret;
+	if (next <= fp) {
+		at = (at + 1) & (GM_MAX_STACK_DEPTH - 1);
+		goto end;
+	}
+	w->fp = next;
+	return 0;
+end:
+	if (at)		/* 0: the stack is full, no zero after it */
+		w->st->ips[at] = 0;
+	return 1;
+}
+
+/* The return addresses from fp up, after first, into w->st: a zero after the last. w->win
+ * holds w->have bytes from w->sp up (stack_top's read); past them, inside the stack mapping
+ * [lo, hi) (hi ~0: not known now) a window is read at once, elsewhere a frame at a time; a
+ * read that faults ends the stack, as the kernel's walk ends. */
+static __always_inline void walk_frames(struct walk *w, __u64 first, __u64 fp)
+{
+	w->fp = fp;
+	w->base = w->sp;
+	w->st->ips[0] = first;
+	bpf_loop(GM_MAX_STACK_DEPTH - 1, walk_frame, w, 0);
+}
+
+/* a and b up to a's first zero (or all of them). */
+static __always_inline bool same_stack(const struct gm_user_stack *a,
+				       const struct gm_user_stack *b)
+{
+	for (__u32 i = 0; i < GM_MAX_STACK_DEPTH; i++) {
+		if (a->ips[i] != b->ips[i])
+			return false;
+		if (!a->ips[i])
+			return true;
+	}
+	return true;
+}
+
+/* A stack's id: its hash, then the next ids while another stack holds one (a few tries, then
+ * counted: two stacks never share an id). */
+static __always_inline __s32 stack_id_of(struct gm_user_stack *st)
+{
+	struct gm_user_stack *found;
+	__u64 h = 0xcbf29ce484222325ULL;
+	bool ended = false;
+	__u32 id;
+
+	for (__u32 i = 0; i < GM_MAX_STACK_DEPTH; i++) {
+		if (!st->ips[i])
+			break;
+		h = (h ^ st->ips[i]) * 0x100000001b3ULL;
+	}
+	id = (__u32)(h ^ (h >> 31)) & 0x7fffffff;
+	for (int probe = 0; probe < 4; probe++, id = (id + 1) & 0x7fffffff) {
+		found = bpf_map_lookup_elem(&stacks, &id);
+		if (!found) {
+			/* A new stack: zeros after its end, as the map keeps them. */
+			for (__u32 i = 0; i < GM_MAX_STACK_DEPTH; i++) {
+				if (ended)
+					st->ips[i] = 0;
+				else if (!st->ips[i])
+					ended = true;
+			}
+			if (bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST) == 0)
+				return (__s32)id;
+			found = bpf_map_lookup_elem(&stacks, &id);	/* another CPU's? */
+			if (!found)
+				return -1;	/* full */
+		}
+		if (same_stack(found, st))
+			return (__s32)id;
+	}
+	return -1;
+}
+
+/* The word at addr, if the window read from sp up holds it (8-aligned, as stack slots are). */
+static __always_inline bool window_word(const struct walk *w, __u64 addr, __u64 *val)
+{
+	__u64 off = addr - w->sp;
+
+	if (addr < w->sp || (off & 7) || off + 8 > w->have)
+		return false;
+	*val = w->win[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
+	return true;
+}
+
+/* The first read of a walk: the stack from w->sp up (inside its mapping, w->hi ~0: not known
+ * now), which holds the innermost frames and, at a return, most often the caller's variables
+ * the call wrote its results to (one read at a return, not two). Sets w->have, the bytes read:
+ * 0 when none (the walk then reads frame by frame from fp, as it would past the window). */
+static __always_inline void stack_top(struct walk *w, struct stack_scratch *sc,
+				      const struct gm_inflight *rec, int at_entry)
+{
+	__u64 sp = w->sp, hi = w->hi;
+	__u64 len = hi > sp && hi - sp < GM_STACK_WINDOW ? hi - sp : GM_STACK_WINDOW;
+
+	w->have = 0;
+	if (len < 16 || bpf_probe_read_user(w->win, len, (void *)sp))
+		return;
+	w->have = len;
+	if (!at_entry) {
+		if (window_word(w, rec->out_ptr, &sc->out_val[0]))
+			sc->out_have |= 1;
+		if (window_word(w, rec->out_pitch, &sc->out_val[1]))
+			sc->out_have |= 2;
+	}
+}
+
+/* at_entry: the probe is on a function's first instruction, where the caller's return address
+ * is at sp and fp is still the caller's: the stack starts at the caller. Else (a return probe)
+ * the registers are the caller's own. A global function: the verifier checks it once, not in
+ * every program that calls it (the walk's loop made that a 10 s load). */
+__noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, int at_entry)
+{
+	struct stack_scratch *sc;
+	struct gm_user_stack *st, *last;
+	struct walk w;		/* not zeroed: the walk reads only what it read in */
+	__u64 first;
+	int id = -1;
+
+	if (stack_mode == GM_STACKS_NONE || !ctx || !ts)
+		return -1;
+	sc = &ts->stack;
+	sc->out_have = 0;
+	w.sp = PT_REGS_SP(ctx);
+	w.hi = stack_bounds(sc, w.sp) ? sc->hi : ~0ULL;
+	stack_top(&w, sc, &ts->rec, at_entry);
+	first = PT_REGS_IP(ctx);
+	if (at_entry) {
+		if (w.have >= sizeof(first))
+			first = w.win[0];
+		else if (bpf_probe_read_user(&first, sizeof(first), (void *)w.sp))
+			goto out;
+	}
+	st = &sc->st[sc->cur & 1];
+	last = &sc->st[(sc->cur + 1) & 1];
+	w.st = st;
+	walk_frames(&w, first, PT_REGS_FP(ctx));
+	if (sc->last_id_plus1 && same_stack(last, st))
+		return (int)(sc->last_id_plus1 - 1);
+	id = stack_id_of(st);
+	if (id >= 0) {
+		sc->last_id_plus1 = (__u32)id + 1;
+		sc->cur ^= 1;
+	}
+out:
+	if (id < 0)
+		count(GM_CNT_STACK_ERRORS);
+	return id;
+}
+
+static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec,
+					 bool at_entry)
+{
+	if (stack_mode == GM_STACKS_NONE)
+		return -1;
+	return gm_user_stack_id(ctx, (struct thread_state *)rec, at_entry);
+}
+
+/* The first allocation of a new site in DWARF mode: the caller's registers and the top of its
+ * stack, for userspace to unwind through code built without frame pointers. */
+static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u32 gen,
+					    __u32 tid, __s32 stack_id)
+{
+	struct gm_stack_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u64 sp = PT_REGS_SP(ctx);
+	__u32 len = stack_copy_bytes;
+
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	e->type = GM_REC_STACK_COPY;
+	e->pid = tgid;
+	e->tid = tid;
+	e->stack_id = stack_id;
+	e->regs[GM_REG_IP] = PT_REGS_IP(ctx);
+	e->regs[GM_REG_SP] = sp;
+	e->regs[GM_REG_BP] = PT_REGS_FP(ctx);
+	e->regs[GM_REG_BX] = ctx->bx;
+	e->regs[GM_REG_R12] = ctx->r12;
+	e->regs[GM_REG_R13] = ctx->r13;
+	e->regs[GM_REG_R14] = ctx->r14;
+	e->regs[GM_REG_R15] = ctx->r15;
+	e->gen = gen;
+	if (len > GM_STACK_COPY_MAX)
+		len = GM_STACK_COPY_MAX;
+	/* Near the top of the stack mapping a long read faults: fall back to a short one. */
+	if (bpf_probe_read_user(e->stack, len, (void *)sp)) {
+		len = 1024;
+		if (bpf_probe_read_user(e->stack, len, (void *)sp))
+			len = 0;
+	}
+	e->len = len;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* What the call wrote at ptr (out-pointer i: 0 the result, 1 the pitch), as the stack walk of
+ * this return read it, else read now; 0 when it cannot be read. */
+static __always_inline __u64 out_word(struct gm_inflight *rec, __u32 i, __u64 ptr)
+{
+	struct stack_scratch *sc = &((struct thread_state *)rec)->stack;
+	__u64 v = 0;
+
+	if (sc->out_have & (1u << i))
+		return sc->out_val[i & 1];
+	bpf_probe_read_user(&v, sizeof(v), (void *)ptr);
+	return v;
+}
+
+#endif /* GPUMEM_USTACK_BPF_H */
