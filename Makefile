@@ -32,7 +32,7 @@ USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
 .PHONY: deploy-check all deps deps-build run test unit-test unit-test-asan integration bench bench-discovery clean \
-	demo docs docs-check
+	demo docs docs-check layers
 all: $(BUILD)/gpumem
 
 deps:
@@ -78,7 +78,12 @@ unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
 test: deps all test-progs nvidia unit-test unit-test-asan integration man-lint install-check deploy-check \
-	gpu-bundle-check docs-check
+	gpu-bundle-check docs-check layers
+
+# The structure drawn from the code's own includes (scripts/layers.py): no include that runs
+# up a layer, at most one circle, no function over 80 lines, every file saying what it owns.
+layers:
+	$(PYTHON) scripts/layers.py
 
 # What gpumem shows, on the mock CUDA libraries: no GPU needed (examples/, as root).
 demo: deps-build all test-progs
