@@ -329,6 +329,83 @@ static void test_slow_clients_hold_up_no_one_and_stop_closes_them(void **state)
 	}
 }
 
+/* 64 clients that each send a byte of their request now and then are never idle: the guard
+ * cuts the oldest when they fill the spare room, and every one after PROM_REQUEST_S, so that
+ * a scrape and a health check still get in at once (they held all 64 slots for 40 s before). */
+struct trickle {
+	int fd[PROM_SERVER_MAX_CONNS];
+	uint16_t port;
+	bool stop;
+};
+
+static void *trickle_main(void *arg)
+{
+	struct trickle *t = arg;
+
+	while (!__atomic_load_n(&t->stop, __ATOMIC_RELAXED)) {
+		for (int i = 0; i < PROM_SERVER_MAX_CONNS; i++) {
+			if (t->fd[i] < 0 || send(t->fd[i], "x", 1, MSG_NOSIGNAL) != 1) {
+				if (t->fd[i] >= 0)
+					close(t->fd[i]);
+				t->fd[i] = connect_to(AF_INET, t->port);	/* and again */
+				if (t->fd[i] >= 0 && send(t->fd[i], "GET /", 5, MSG_NOSIGNAL) != 5) {
+					close(t->fd[i]);
+					t->fd[i] = -1;
+				}
+			}
+		}
+		usleep(500000);
+	}
+	return NULL;
+}
+
+static void test_trickling_clients_hold_up_no_one(void **state)
+{
+	struct prom_server *srv = start_on_loopback();
+	struct trickle t = { .port = prom_server_port(srv) };
+	pthread_t th;
+	double t0;
+
+	(void)state;
+	publish_new(srv, 4096);
+	for (int i = 0; i < PROM_SERVER_MAX_CONNS; i++)
+		t.fd[i] = -1;
+	assert_int_equal(pthread_create(&th, NULL, trickle_main, &t), 0);
+	sleep(2);	/* every slot taken, a byte at a time */
+	for (int round = 0; round < 4; round++) {
+		t0 = now_s();
+		assert_true(got(AF_INET, t.port, "GET", "/healthz", 200, "ok\n"));
+		assert_true(metrics_ok(t.port));
+		assert_true(now_s() - t0 < 2.0);
+		sleep(2);
+	}
+	__atomic_store_n(&t.stop, true, __ATOMIC_RELAXED);
+	pthread_join(th, NULL);
+	for (int i = 0; i < PROM_SERVER_MAX_CONNS; i++)
+		if (t.fd[i] >= 0)
+			close(t.fd[i]);
+	prom_server_stop(srv);
+}
+
+/* The agent's loop beats; once it stops beating for PROM_STALL_S, /healthz says so (503)
+ * while /metrics still serves the last snapshot. */
+static void test_healthz_says_when_the_loop_stalled(void **state)
+{
+	struct prom_server *srv = start_on_loopback();
+	uint16_t port = prom_server_port(srv);
+
+	(void)state;
+	publish_new(srv, 4096);
+	prom_server_beat(srv);
+	assert_true(got(AF_INET, port, "GET", "/healthz", 200, "ok\n"));
+	sleep(PROM_STALL_S + 1);
+	assert_true(got(AF_INET, port, "GET", "/healthz", 503, NULL));
+	assert_true(metrics_ok(port));
+	prom_server_beat(srv);
+	assert_true(got(AF_INET, port, "GET", "/healthz", 200, "ok\n"));
+	prom_server_stop(srv);
+}
+
 static void test_listen_addresses_gpumem_cannot_read_are_refused(void **state)
 {
 	static const char *const bad[] = {
@@ -398,6 +475,8 @@ int main(void)
 		cmocka_unit_test(test_healthz_and_metrics_answer_503_until_a_snapshot_is_published),
 		cmocka_unit_test(test_eight_concurrent_clients_get_every_route_while_snapshots_change),
 		cmocka_unit_test(test_slow_clients_hold_up_no_one_and_stop_closes_them),
+		cmocka_unit_test(test_trickling_clients_hold_up_no_one),
+		cmocka_unit_test(test_healthz_says_when_the_loop_stalled),
 		cmocka_unit_test(test_listen_addresses_gpumem_cannot_read_are_refused),
 		cmocka_unit_test(test_a_port_in_use_is_refused_and_stop_frees_it),
 		cmocka_unit_test(test_ipv6_loopback_in_brackets_listens),

@@ -15,18 +15,45 @@ static void open_error(const char *path, int err)
 {
 	if (err == ELOOP)
 		p_err("cannot write %s: it is a symbolic link, which -o does not follow", path);
+	else if (err == ENXIO || err == ESPIPE)
+		p_err("cannot write %s: it is a FIFO or a socket, which -o does not write (a reader "
+		      "that never comes would hang gpumem)", path);
 	else
 		p_err("cannot write %s: %s", path, strerror(err));
 }
 
+/* A regular file, or a terminal or /dev/null: nothing where an open or a write can wait for
+ * another process (a FIFO without a reader blocks open() for ever). */
+static int writable_kind(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))
+		return 0;
+	return S_ISDIR(st.st_mode) ? -EISDIR : -ESPIPE;
+}
+
 static FILE *create_at(int dirfd, const char *name, const char *shown)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC |
-			O_NOCTTY, 0644);
+	/* O_NONBLOCK: a FIFO's open returns at once (ENXIO without a reader), to be refused. */
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+			O_NONBLOCK, 0644), err;
 	FILE *f;
 
 	if (fd < 0) {
 		open_error(shown, errno);
+		return NULL;
+	}
+	err = writable_kind(fd);
+	if (!err && fcntl(fd, F_SETFL, 0))
+		err = -errno;
+	if (!err && ftruncate(fd, 0) && errno != EINVAL)	/* a character device: nothing */
+		err = -errno;
+	if (err) {
+		open_error(shown, -err);
+		close(fd);
 		return NULL;
 	}
 	f = fdopen(fd, "w");

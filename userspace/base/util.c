@@ -84,6 +84,21 @@ void *xrealloc(void *p, size_t size)
 	return check_alloc(realloc(p, size ? size : 1));
 }
 
+volatile sig_atomic_t gm_stop_requested;
+
+char *xstrndup(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	char *p;
+
+	if (n == max)	/* cut before a UTF-8 continuation byte: never half a character */
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	p = xcalloc(1, n + 1);
+	memcpy(p, s, n);
+	return p;
+}
+
 char *xstrdup(const char *s)
 {
 	return check_alloc(strdup(s ? s : ""));

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -23,5 +24,11 @@ uint64_t realtime_ns(void);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t size);
 char *xstrdup(const char *s);
+/* A copy of at most max bytes of s (cut on a UTF-8 character's start). */
+char *xstrndup(const char *s, size_t max);
+
+/* Set by the signal that asks the run to stop (SIGINT, SIGTERM, SIGHUP): long work below the
+ * session's loop (a query of a recording) looks at it and gives up. */
+extern volatile sig_atomic_t gm_stop_requested;
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -17,11 +18,30 @@
 
 #define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define LISTEN_BACKLOG 64
+#define GUARD_PERIOD_NS 250000000ull	/* how often the guard looks at the connections */
+
+/* A connection as the guard sees it: when its request began, and whether it is answered. A
+ * client that trickles its request a byte at a time is never idle, so MHD's idle timeout never
+ * closes it: the guard does, after PROM_REQUEST_S, and at once when half-read requests fill
+ * more than PROM_SERVER_MAX_CONNS - PROM_SERVER_SPARE_CONNS (the oldest first). */
+struct guarded {
+	int fd;
+	uint64_t start_ns;	/* of its current request */
+	bool answered;		/* its request is in: the guard leaves it alone */
+	bool cut;		/* shut down by the guard (once) */
+	struct guarded *next;
+};
 
 struct prom_server {
 	struct MHD_Daemon *daemon;
 	pthread_mutex_t lock;
 	struct snapshot *current;	/* under lock; NULL before the first publish */
+	uint64_t beat_ns;	/* the agent's loop ran then (atomic); 0: no beat yet */
+	pthread_mutex_t guard_lock;
+	struct guarded *conns;	/* under guard_lock */
+	pthread_t guard;
+	bool guard_running, guard_stop;
+	uint64_t cut_total;	/* connections the guard closed (for -v) */
 	struct prom_opts opts;
 	int fd;		/* the listening socket, ours: closed by prom_server_stop */
 	uint16_t port;
@@ -199,11 +219,125 @@ static enum MHD_Result metrics(struct prom_server *srv, struct MHD_Connection *c
 static enum MHD_Result healthz(struct prom_server *srv, struct MHD_Connection *c)
 {
 	struct snapshot *s = current_snapshot(srv);
+	uint64_t beat = __atomic_load_n(&srv->beat_ns, __ATOMIC_RELAXED), now = now_ns();
+	char msg[96];
 
 	snapshot_put(s);
 	if (!s)
 		return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no snapshot published yet\n");
+	if (beat && now > beat + PROM_STALL_S * 1000000000ull) {
+		snprintf(msg, sizeof(msg), "stalled: the agent's loop has not run for %.0f s\n",
+			 (double)(now - beat) / 1e9);
+		return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
+	}
 	return reply_text(c, MHD_HTTP_OK, "ok\n");
+}
+
+/* ---- slow clients ---- */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct prom_server *srv = cls;
+	const union MHD_ConnectionInfo *info;
+	struct guarded *g, **pp;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		g = calloc(1, sizeof(*g));
+		if (!g || !info) {
+			free(g);
+			return;
+		}
+		*g = (struct guarded){ .fd = info->connect_fd, .start_ns = now_ns() };
+		pthread_mutex_lock(&srv->guard_lock);
+		g->next = srv->conns;
+		srv->conns = g;
+		pthread_mutex_unlock(&srv->guard_lock);
+		*socket_ctx = g;
+		return;
+	}
+	g = *socket_ctx;	/* closed: it goes */
+	if (!g)
+		return;
+	pthread_mutex_lock(&srv->guard_lock);
+	for (pp = &srv->conns; *pp && *pp != g; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = g->next;
+	pthread_mutex_unlock(&srv->guard_lock);
+	free(g);
+	*socket_ctx = NULL;
+}
+
+/* Its request is in (answered), or the next one on a kept-alive connection begins. */
+static void mark_request(struct MHD_Connection *c, struct prom_server *srv, bool answered)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct guarded *g = info ? info->socket_context : NULL;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&srv->guard_lock);
+	g->answered = answered;
+	if (!answered)
+		g->start_ns = now_ns();
+	pthread_mutex_unlock(&srv->guard_lock);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode code)
+{
+	(void)con_cls;
+	(void)code;
+	mark_request(c, cls, false);
+}
+
+/* Shuts down what the guard closes: MHD sees the socket end and lets the connection go. */
+static void cut(struct prom_server *srv, struct guarded *g)
+{
+	g->cut = true;
+	shutdown(g->fd, SHUT_RDWR);
+	srv->cut_total++;
+}
+
+static void guard_once(struct prom_server *srv)
+{
+	uint64_t now = now_ns(), limit = (uint64_t)PROM_REQUEST_S * 1000000000ull;
+	unsigned int pending = 0, room = PROM_SERVER_MAX_CONNS - PROM_SERVER_SPARE_CONNS;
+	struct guarded *g, *oldest;
+
+	pthread_mutex_lock(&srv->guard_lock);
+	for (g = srv->conns; g; g = g->next) {
+		if (g->answered || g->cut)
+			continue;
+		if (now - g->start_ns > limit)
+			cut(srv, g);
+		else
+			pending++;
+	}
+	while (pending > room) {	/* the oldest half-read requests go */
+		oldest = NULL;
+		for (g = srv->conns; g; g = g->next)
+			if (!g->answered && !g->cut && (!oldest || g->start_ns < oldest->start_ns))
+				oldest = g;
+		cut(srv, oldest);
+		pending--;
+	}
+	pthread_mutex_unlock(&srv->guard_lock);
+}
+
+static void *guard_main(void *arg)
+{
+	struct prom_server *srv = arg;
+	struct timespec ts = { 0, (long)GUARD_PERIOD_NS };
+
+	while (!__atomic_load_n(&srv->guard_stop, __ATOMIC_RELAXED)) {
+		guard_once(srv);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
 }
 
 /* Answered at the first call, once the headers are in: no route reads a body (MHD closes a
@@ -219,6 +353,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 	(void)upload_data;
 	(void)upload_data_size;
 	(void)con_cls;
+	mark_request(c, srv, true);
 	if (!metrics_url && !health_url)
 		return reply_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics or /healthz\n");
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
@@ -254,12 +389,15 @@ int prom_server_start(const char *listen, const struct prom_opts *o, struct prom
 	if (err)
 		goto out_free;
 	pthread_mutex_init(&srv->lock, NULL);
+	pthread_mutex_init(&srv->guard_lock, NULL);
 	srv->daemon = MHD_start_daemon(
 		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		answer, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
 		srv->fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)PROM_SERVER_THREADS,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)PROM_SERVER_MAX_CONNS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)PROM_SERVER_TIMEOUT_S, MHD_OPTION_END);
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)PROM_SERVER_TIMEOUT_S,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
 	if (!srv->daemon) {
 		/* Whether MHD closed the socket on failure is not said: leave it to the exit. */
 		p_err("cannot start the metrics endpoint on %s (libmicrohttpd refused; -v says why)",
@@ -267,11 +405,16 @@ int prom_server_start(const char *listen, const struct prom_opts *o, struct prom
 		err = -EIO;
 		goto out_lock;
 	}
+	srv->guard_running = !pthread_create(&srv->guard, NULL, guard_main, srv);
+	if (!srv->guard_running)
+		p_err("warning: cannot start the metrics endpoint's guard: slow clients are closed "
+		      "only when idle");
 	p_debug("metrics endpoint on %s (port %u)", listen, srv->port);
 	*out = srv;
 	return 0;
 
 out_lock:
+	pthread_mutex_destroy(&srv->guard_lock);
 	pthread_mutex_destroy(&srv->lock);
 out_free:
 	free(srv);
@@ -290,6 +433,11 @@ void prom_server_publish(struct prom_server *srv, struct snapshot *s)
 	snapshot_put(old);
 }
 
+void prom_server_beat(struct prom_server *srv)
+{
+	__atomic_store_n(&srv->beat_ns, now_ns(), __ATOMIC_RELAXED);
+}
+
 uint16_t prom_server_port(const struct prom_server *srv)
 {
 	return srv->port;
@@ -301,12 +449,18 @@ void prom_server_stop(struct prom_server *srv)
 
 	if (!srv)
 		return;
+	if (srv->guard_running) {
+		__atomic_store_n(&srv->guard_stop, true, __ATOMIC_RELAXED);
+		pthread_join(srv->guard, NULL);
+	}
 	fd = MHD_quiesce_daemon(srv->daemon);	/* the socket is ours again */
-	MHD_stop_daemon(srv->daemon);
+	MHD_stop_daemon(srv->daemon);	/* every connection closed: on_connection freed each */
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
 	snapshot_put(srv->current);
 	pthread_mutex_destroy(&srv->lock);
-	p_debug("metrics endpoint on %s stopped", srv->where);
+	pthread_mutex_destroy(&srv->guard_lock);
+	p_debug("metrics endpoint on %s stopped (%llu slow connections closed)", srv->where,
+		(unsigned long long)srv->cut_total);
 	free(srv);
 }

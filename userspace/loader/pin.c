@@ -48,6 +48,17 @@ bool pin_keeps_map(const struct bpf_map *m)
  * not on one (a pin there would fail later, one map at a time). */
 static int make_pin_dir(const char *dir)
 {
+	char parent[PATH_MAX];
+	const char *slash = strrchr(dir, '/');
+
+	/* Nothing is made where a pin could not live. */
+	snprintf(parent, sizeof(parent), "%.*s", slash && slash != dir ? (int)(slash - dir) : 1,
+		 slash ? dir : ".");
+	if (access(dir, F_OK) && !is_bpffs(parent)) {
+		p_err("%s is not on a BPF file system (mount one: mount -t bpf bpf /sys/fs/bpf)",
+		      dir);
+		return -ENOTSUP;
+	}
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		p_err("cannot create %s: %s", dir, strerror(errno));
 		return -errno;
@@ -236,45 +247,84 @@ int pin_write_agent(const char *dir, const struct gm_agent *a)
 	return err;
 }
 
-int pin_reset(const char *dir)
+/* Whether name is one gpumem pins: the agent record, a map of the object (names), a lifecycle
+ * link (link-PROG), or a file's link (file-DEV-INO-PROG). */
+static bool pinned_by_gpumem(const char *name, const char *const *names, size_t n)
 {
+	unsigned long long dev, ino;
+	unsigned int prog;
+	char end;
+
+	if (!strcmp(name, "agent") || !strncmp(name, "link-", 5))
+		return true;
+	if (sscanf(name, "file-%llx-%llu-%u%c", &dev, &ino, &prog, &end) == 3)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* The agent record makes a directory gpumem's: without one, nothing in it is removed. */
+static int check_ours(const char *dir)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = open_agent_map(dir), err = 0;
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    info.value_size != sizeof(struct gm_agent) || info.key_size != sizeof(__u32)) {
+		p_err("%s holds no gpumem agent's record: not removing anything there (--reset "
+		      "removes only what an agent pinned)", dir);
+		err = -ENOENT;
+	}
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+int pin_reset(const char *dir, const char *const *names, size_t nnames)
+{
+	unsigned int n = 0, foreign = 0;
 	struct gm_agent a;
 	struct dirent *e;
-	unsigned int n = 0;
 	DIR *d;
 
+	if (access(dir, F_OK) && errno == ENOENT) {
+		fprintf(stderr, "gpumem: nothing is pinned in %s\n", dir);
+		return 0;
+	}
+	if (!is_bpffs(dir)) {
+		p_err("%s is not on a BPF file system: not removing anything there", dir);
+		return -ENOTSUP;
+	}
+	if (check_ours(dir))
+		return -ENOENT;
 	if (pin_read_agent(dir, &a) == 0 && pin_agent_running(&a)) {
 		p_err("an agent runs on %s (PID %u): stop it before --reset", dir, a.pid);
 		return -EBUSY;
 	}
 	d = opendir(dir);
 	if (!d) {
-		if (errno == ENOENT) {
-			fprintf(stderr, "gpumem: nothing is pinned in %s\n", dir);
-			return 0;
-		}
 		p_err("cannot read %s: %s", dir, strerror(errno));
 		return -errno;
-	}
-	if (!is_bpffs(dir)) {
-		closedir(d);
-		p_err("%s is not on a BPF file system: not removing anything there", dir);
-		return -ENOTSUP;
 	}
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+		if (!pinned_by_gpumem(e->d_name, names, nnames))
+			foreign++;
+		else if (unlinkat(dirfd(d), e->d_name, 0) == 0)
 			n++;
 		else
 			p_err("cannot remove %s/%s: %s", dir, e->d_name, strerror(errno));
 	}
 	closedir(d);
-	if (rmdir(dir))
+	if (!foreign && rmdir(dir))
 		p_err("cannot remove %s: %s", dir, strerror(errno));
 	/* A link goes when its last pin does: the probes are off now. */
-	fprintf(stderr, "gpumem: removed %u pins from %s: the agent's probes are detached\n", n,
-		dir);
+	fprintf(stderr, "gpumem: removed %u pins from %s: the agent's probes are detached%s\n", n,
+		dir, foreign ? "; what gpumem did not pin there is left" : "");
 	return 0;
 }
 

@@ -43,9 +43,10 @@ bool pin_file_linked(const char *dir, uint64_t kdev, uint64_t ino);
 const char *pin_map_mismatch(int fd, const struct bpf_map *m, char *why, size_t len);
 /* Pins a map or link fd at path (one error line when it fails). */
 int pin_fd(int fd, const char *path);
-/* serve --reset: removes every pin of dir and dir itself, which detaches the probes; refused
- * while an agent runs there. */
-int pin_reset(const char *dir);
+/* serve --reset: removes what an agent pinned in dir (its record, the maps named in names, its
+ * links) and dir when nothing else is left, which detaches the probes; refused while an agent
+ * runs there, and where no agent's record is. */
+int pin_reset(const char *dir, const char *const *names, size_t nnames);
 
 /* The accounting maps of a running agent, for a reader that attaches nothing. */
 struct pin_maps {

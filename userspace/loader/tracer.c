@@ -527,6 +527,26 @@ out_free:
 	return err;
 }
 
+int tracer_reset_pins(const char *dir)
+{
+	struct gpumem_bpf *skel = gpumem_bpf__open();
+	const char *names[64];
+	struct bpf_map *m;
+	size_t n = 0;
+	int err;
+
+	if (!skel) {
+		p_err("cannot open the BPF object: %s", strerror(errno));
+		return -errno;
+	}
+	bpf_object__for_each_map(m, skel->obj)
+		if (pin_keeps_map(m) && n < ARRAY_SIZE(names))
+			names[n++] = bpf_map__name(m);
+	err = pin_reset(dir, names, n);
+	gpumem_bpf__destroy(skel);
+	return err;
+}
+
 void tracer_close(struct tracer *t)
 {
 	if (!t)

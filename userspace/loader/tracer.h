@@ -45,6 +45,8 @@ struct model_maps {
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		struct tracer **out);
 void tracer_close(struct tracer *t);
+/* serve --reset: what an agent pinned in dir removed (loader/pin.h), the object's map names. */
+int tracer_reset_pins(const char *dir);
 struct model_maps tracer_model_maps(const struct tracer *t);
 /* Attaches the probe table's programs to the CUDA functions path defines (probes.c). */
 int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out);

@@ -164,6 +164,8 @@ static void copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
 	snprintf(dst, len, "%s", s ? s : "");
 }
 
+/* A string of a recording, cut at REC_TEXT_MAX bytes as live ones are: the file is untrusted
+ * input, and a name a megabyte long would be printed at every row that shows it. */
 static char *dup_col(sqlite3_stmt *st, int col, unsigned int bit, unsigned int *valid)
 {
 	const char *s = col_text(st, col);
@@ -171,7 +173,7 @@ static char *dup_col(sqlite3_stmt *st, int col, unsigned int bit, unsigned int *
 	if (!s)
 		return NULL;
 	*valid |= bit;
-	return xstrdup(s);
+	return xstrndup(s, REC_TEXT_MAX);
 }
 
 /* The columns of the processes table a reader needs, in the order ident_from_row reads. */
@@ -295,14 +297,16 @@ static struct snap_stack *stack_build(sqlite3_stmt *st, uint32_t n, size_t text)
 		f->python = sqlite3_column_int(st, 8);
 		for (int k = 0; k < 3; k++) {
 			const char *t = col_text(st, cols[k]);
-			size_t len = t ? strlen(t) + 1 : 0;
+			size_t len = t ? strnlen(t, REC_TEXT_MAX) : 0;
 
 			/* The rows were counted by a first pass: a file that changed since gets
 			 * what still fits, never more. */
-			if (!t || len > (size_t)(pool_end - pool))
+			if (!t || len + 1 > (size_t)(pool_end - pool))
 				continue;
-			*strs[k] = memcpy(pool, t, len);
-			pool += len;
+			memcpy(pool, t, len);
+			pool[len] = '\0';
+			*strs[k] = pool;
+			pool += len + 1;
 		}
 	}
 	s->nframes = i;
@@ -321,9 +325,12 @@ static struct snap_stack *stack_load(struct recording *r, uint64_t row)
 	if (rec_prepare(r, &st, sql))
 		return NULL;
 	sqlite3_bind_int64(st, 1, (int64_t)row);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		text += (size_t)sqlite3_column_bytes(st, 1) + (size_t)sqlite3_column_bytes(st, 2) +
-			(size_t)sqlite3_column_bytes(st, 5) + 3;
+	while (n < REC_MAX_FRAMES && sqlite3_step(st) == SQLITE_ROW) {
+		for (int k = 1; k <= 5; k += k == 2 ? 3 : 1) {	/* module, symbol, file */
+			size_t b = (size_t)sqlite3_column_bytes(st, k);
+
+			text += (b < REC_TEXT_MAX ? b : REC_TEXT_MAX) + 1;
+		}
 		n++;
 	}
 	sqlite3_reset(st);

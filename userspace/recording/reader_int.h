@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The reader's insides, shared by model/recording*.c only: the open file, its named stacks,
+/* The reader's insides, shared by recording/reader*.c only: the open file, its named stacks,
  * and the state of its processes and sites at an instant, before it becomes a snapshot. */
 #ifndef GPUMEM_RECORDING_INT_H
 #define GPUMEM_RECORDING_INT_H
@@ -8,6 +8,10 @@
 #include <sys/types.h>
 #include "recording/idmap.h"
 #include "recording/reader.h"
+
+/* What a recording may make a reader hold per string and per stack: as live ones are cut. */
+#define REC_TEXT_MAX 4095
+#define REC_MAX_FRAMES 512
 
 struct recording {
 	sqlite3 *db;

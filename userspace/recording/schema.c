@@ -237,6 +237,60 @@ static int create_schema(sqlite3 *db)
 	return rc;
 }
 
+/* The tables gpumem reads and writes. Each must be a table: a view in a table's place, or a
+ * trigger, would have gpumem's own queries run what the file says (an endless recursive
+ * query, for one), and a recording is untrusted input. */
+static const char *const recording_tables[] = {
+	"meta", "sessions", "processes", "stacks", "frames", "sites", "samples",
+	"process_samples", "site_samples", "events", "losses", "tracer_stats", "event_types",
+	"apis", "kinds",
+};
+
+/* Why db's schema is not one gpumem wrote (into why), or NULL. */
+static const char *schema_mismatch(sqlite3 *db, char *why, size_t len)
+{
+	bool seen[ARRAY_SIZE(recording_tables)] = { false };
+	sqlite3_stmt *st;
+	const char *bad = NULL;
+
+	if (sqlite3_prepare_v2(db, "SELECT type, name FROM sqlite_schema", -1, &st, NULL))
+		return "its schema cannot be read";
+	while (!bad && sqlite3_step(st) == SQLITE_ROW) {
+		const char *type = (const char *)sqlite3_column_text(st, 0);
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+
+		if (!type || !name)
+			continue;
+		if (!strcmp(type, "trigger")) {
+			snprintf(why, len, "it holds a trigger (%.60s), which no recording has", name);
+			bad = why;
+		}
+		for (size_t i = 0; !bad && i < ARRAY_SIZE(recording_tables); i++) {
+			if (strcmp(name, recording_tables[i]))
+				continue;
+			seen[i] = !strcmp(type, "table");
+			if (!seen[i]) {
+				snprintf(why, len, "'%s' is a %.20s, not a table", name, type);
+				bad = why;
+			}
+		}
+	}
+	sqlite3_finalize(st);
+	for (size_t i = 0; !bad && i < ARRAY_SIZE(recording_tables); i++)
+		if (!seen[i]) {
+			snprintf(why, len, "its table '%s' is missing", recording_tables[i]);
+			bad = why;
+		}
+	return bad;
+}
+
+/* Ctrl-C (or SIGTERM) ends a long query of a recording. */
+static int interruptible(void *ctx)
+{
+	(void)ctx;
+	return gm_stop_requested != 0;
+}
+
 static int int_pragma(sqlite3 *db, const char *pragma, int *value)
 {
 	sqlite3_stmt *st;
@@ -258,6 +312,10 @@ static int check_recording(sqlite3 *db, const char *path)
 
 	if (int_pragma(db, "PRAGMA application_id", &app) ||
 	    int_pragma(db, "PRAGMA user_version", &version)) {
+		if ((sqlite3_errcode(db) & 0xff) == SQLITE_BUSY) {
+			p_err("cannot read %s: another process holds it locked", path);
+			return -EBUSY;
+		}
 		p_err("%s is not a gpumem recording: %s", path, sqlite3_errmsg(db));
 		return -EINVAL;
 	}
@@ -270,6 +328,24 @@ static int check_recording(sqlite3 *db, const char *path)
 		      "%d", path, version, RECDB_SCHEMA_VERSION);
 		return -EPROTO;
 	}
+	return 0;
+}
+
+/* A recording of this schema, whose tables are tables and which holds no trigger. */
+static int check_recording_schema(sqlite3 *db, const char *path)
+{
+	char why[160];
+	const char *bad;
+	int err = check_recording(db, path);
+
+	if (err)
+		return err;
+	bad = schema_mismatch(db, why, sizeof(why));
+	if (bad) {
+		p_err("%s is not a gpumem recording: %s", path, bad);
+		return -EINVAL;
+	}
+	sqlite3_progress_handler(db, 10000, interruptible, NULL);
 	return 0;
 }
 
@@ -336,7 +412,7 @@ static int claim_existing(const char *path, sqlite3 **db)
 
 	if (err)
 		return err;
-	err = check_recording(*db, path);
+	err = check_recording_schema(*db, path);
 	if (!err && recdb_exec(*db, "BEGIN IMMEDIATE")) {
 		if ((sqlite3_errcode(*db) & 0xff) == SQLITE_BUSY)
 			p_err("cannot record to %s: another process is writing it (database is "
@@ -391,6 +467,7 @@ int recdb_open_write(const char *path, bool replace, sqlite3 **out)
 		}
 	}
 	sqlite3_busy_timeout(*out, 2000);
+	sqlite3_progress_handler(*out, 10000, interruptible, NULL);	/* SIGTERM ends a write */
 	if (!err && setup_writer(*out)) {
 		recdb_error(*out, "set up the recording", path);
 		err = -EIO;
@@ -400,6 +477,36 @@ int recdb_open_write(const char *path, bool replace, sqlite3 **out)
 		*out = NULL;
 	}
 	return err;
+}
+
+/* Whether path's write-ahead log holds anything: a recorder killed before its checkpoint. */
+static bool wal_has_frames(const char *path)
+{
+	char wal[4096];
+	struct stat st;
+
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	return !stat(wal, &st) && st.st_size > 0;
+}
+
+/* Read-only, never a write: a user who may read the file may report on it, and the reader
+ * leaves no trace. Where WAL mode needs a -shm that cannot be made (a directory the user
+ * cannot write) and the log is empty, the file alone is the whole recording (immutable). */
+static int open_read_only(const char *path, sqlite3 **db)
+{
+	char uri[4200];
+
+	if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL) ==
+		    SQLITE_OK &&
+	    sqlite3_exec(*db, "SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL) == SQLITE_OK)
+		return 0;
+	if (wal_has_frames(path))
+		return -EIO;	/* what the log holds cannot be read without its -shm */
+	sqlite3_close(*db);
+	*db = NULL;
+	snprintf(uri, sizeof(uri), "file:%s?immutable=1", path);
+	return sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
+					       SQLITE_OPEN_NOFOLLOW, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
 int recdb_open_read(const char *path, sqlite3 **out)
@@ -416,19 +523,12 @@ int recdb_open_read(const char *path, sqlite3 **out)
 		p_err("cannot read %s: not a regular file", path);
 		return -EINVAL;
 	}
-	/* Read-write without create: the reader can then recover the WAL of a recorder that was
-	 * killed; it never writes a row (query_only). */
-	err = sqlite3_open_v2(path, out, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK ? 0 : -EIO;
-	if (err) {
-		sqlite3_close(*out);
-		err = sqlite3_open_v2(path, out, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK ? 0
-											  : -EIO;
-	}
+	err = open_read_only(path, out);
 	if (err) {
 		recdb_error(*out, "read", path);
 	} else {
 		sqlite3_busy_timeout(*out, 2000);
-		err = check_recording(*out, path);
+		err = check_recording_schema(*out, path);
 	}
 	if (!err)
 		recdb_exec(*out, "PRAGMA query_only = 1");

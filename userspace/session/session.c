@@ -12,19 +12,18 @@
 #include "analysis/history.h"
 #include "base/outfile.h"
 #include "base/util.h"
-#include "loader/pin.h"
+#include "loader/tracer.h"
 #include "output/report.h"
 #include "session/session.h"
 #include "session/session_int.h"
 
 #define FAILURE_SNAPSHOT_NS 50000000ull	/* a burst of failures shares one snapshot */
 
-static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
 {
-	stop_requested = 1;
+	gm_stop_requested = 1;
 	stop_signal = sig;
 }
 
@@ -46,7 +45,7 @@ int session_signal(void)
 
 bool session_stopping(const struct session *s)
 {
-	return stop_requested || s->stop;
+	return gm_stop_requested || s->stop;
 }
 
 struct snapshot *session_publish(struct session *s, unsigned int wants)
@@ -254,7 +253,7 @@ int session_run(const struct options *o)
 	int rc;
 
 	if (o->reset)
-		return pin_reset(o->pin_dir) ? 1 : 0;
+		return tracer_reset_pins(o->pin_dir) ? 1 : 0;
 	s.sink = (struct sink){ .opt = o, .ctl = &control, .ctl_ctx = &s };
 	s.sink.out = s.ops->writes_own_files ? stdout : open_output(o->output);
 	if (!s.sink.out)

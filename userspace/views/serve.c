@@ -106,7 +106,10 @@ static void serve_report(struct sink *s, const struct snapshot *snap)
 
 static void serve_tick(struct sink *s)
 {
-	record_on_tick(s, ((struct serve_state *)s->state)->rec);
+	struct serve_state *st = s->state;
+
+	prom_server_beat(st->prom);	/* /healthz: the loop runs */
+	record_on_tick(s, st->rec);
 }
 
 /* --record: the last snapshot recorded, the file closed; a write that failed is exit 1. */
