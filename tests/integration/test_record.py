@@ -590,3 +590,38 @@ def test_serve_record_appends_a_session_when_the_agent_restarts(tmp):
     assert sizes == [(1, 4096), (2, 8192), (2, 1000)], sizes
     last = [p for p in report_json(db, "snapshot")["processes"] if p["pid"] == w.pid]
     assert [(p["alive"], p["current_bytes"]) for p in last][-1] == (False, 4096 + 8192 + 1000)
+
+
+def test_a_killed_agents_session_ends_after_the_last_event_it_wrote(tmp):
+    """F9: a session an agent left open (kill -9) ended at its last sample, so the events it
+    wrote after that sample (it commits them every half second, samples far less often) were
+    timed after their process's end, and peaks replayed allocations of no process."""
+    pins = pin_dir()
+    db = tmp / "agent.db"
+    try:
+        agent = Agent(pins, "--record", db, "-i", "30")
+        w = Driven()
+        try:
+            time.sleep(1)
+            for _ in range(5):
+                w.do("a 4096")
+            time.sleep(1.5)             # committed, and no sample since the first
+            agent.kill()
+            agent = Agent(pins, "--record", db, "-i", "30")
+            w.quit()
+        finally:
+            w.kill()
+        assert agent.term() == 0, agent.stderr.lines
+    finally:
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)
+    written = query(db, "SELECT count(*) FROM events e JOIN processes p ON p.id = e.process_id"
+                    " WHERE p.pid = ? AND p.session_id = 1 AND e.type = 1", w.pid)
+    assert written == [(5,)], "the first agent committed its events before the kill"
+    late = query(db, "SELECT p.session_id, p.end_ns, max(e.time_ns) FROM events e JOIN"
+                 " processes p ON p.id = e.process_id GROUP BY p.id"
+                 " HAVING max(e.time_ns) > p.end_ns")
+    assert late == [], late
+    assert query(db, "SELECT count(*) FROM sessions s WHERE end_ns < (SELECT max(e.time_ns)"
+                 " FROM events e JOIN processes p ON p.id = e.process_id"
+                 " WHERE p.session_id = s.id)") == [(0,)]

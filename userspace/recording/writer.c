@@ -113,12 +113,17 @@ static uint64_t next_id(struct recorder *r, const char *table)
 	return id;
 }
 
-/* An appended recording: what an earlier session left open ends where its samples did. */
+/* An appended recording: what an earlier session left open (its agent was killed) ends at the
+ * last thing it wrote, a sample or an event (the events of the file's last session are the
+ * file's last; a session closed after its events would make the peaks of its rows replay
+ * events of no process). */
 static int close_old_sessions(struct recorder *r)
 {
 	return exec_or_fail(r,
 		"UPDATE sessions SET end_ns = max(start_ns, coalesce((SELECT max(time_ns) FROM"
-		" samples WHERE session_id = sessions.id), start_ns)) WHERE end_ns IS NULL;"
+		" samples WHERE session_id = sessions.id), start_ns),"
+		" CASE WHEN id = (SELECT max(id) FROM sessions) THEN coalesce((SELECT"
+		" max(time_ns) FROM events), start_ns) ELSE start_ns END) WHERE end_ns IS NULL;"
 		"UPDATE processes SET end_ns = (SELECT end_ns FROM sessions WHERE sessions.id ="
 		" processes.session_id) WHERE end_ns IS NULL;", "open");
 }
