@@ -113,8 +113,10 @@ def test_a_library_whose_attach_failed_is_attached_when_next_mapped(tmp_path):
     with SystemWide("-v", *MOCK_LIB_ARGS) as gpumem:
         with conflicting_uprobe(cudart, offset):
             with dlopened(cudart) as refused:
-                gpumem.stderr.wait_for(f"gpumem: cannot examine {cudart.name} opened by PID "
-                                       f"{refused.pid}")
+                # Not silent: said (once a minute at most) and counted.
+                line = gpumem.stderr.wait_for("gpumem: a CUDA file in use (device ")
+                assert f"inode {cudart.stat().st_ino}) is left without probes: attaching " \
+                       "failed: Invalid argument" in line, line
         # Mapped again, nothing in the way now: attached before the process's first call.
         # Whose mapping gets it attached is the first to map it: this process, or another
         # that opens the libraries it sees (another gpumem on the host does).
@@ -122,6 +124,7 @@ def test_a_library_whose_attach_failed_is_attached_when_next_mapped(tmp_path):
             assert wait_for_late_attach(gpumem, cudart.name), \
                 lines_about(gpumem, mapped_again.pid)
     assert refused.pid not in late_attaches_of(gpumem, cudart.name)
+    assert gpumem.report["lost"]["files_not_attached"] >= 1
     # The refused one's call was counted where the driver, attached at start-up, saw it; the
     # next one's where the runtime, attached since, did.
     assert apis_of(gpumem.report, refused.pid) == [("cuMemAlloc_v2", 1, SIZE)]

@@ -2,18 +2,22 @@
 gpumem, each reproduced as it was found (issue 24) and held to a bound: a recording is read
 read-only and never runs what it holds (views, triggers), its strings are cut; -o never waits on
 a FIFO; --reset removes only what an agent pinned; errors are exit 1."""
+import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GPUMEM, WORKLOAD
+from conftest import GPUMEM, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, LineReader, find_proc
 from test_record import record_c, report, tmp  # noqa: F401 (a fixture)
+from test_serve import Agent, pins, reader_snapshot, wait_until  # noqa: F401 (a fixture)
 
 ENDLESS = ("with recursive r(x) as (select 1 union all select x + 1 from r) "
            "select x, 1 from r")
@@ -157,3 +161,175 @@ def test_reset_removes_only_what_an_agent_pinned(tmp_path):
     plain = tmp_path / "not-bpffs"
     line = one_error(run("serve", "--pin-dir", plain, "--listen", "127.0.0.1:0", "-d", "1"))
     assert "not on a BPF file system" in line and not plain.exists()
+
+
+# ---- what an unprivileged user can make the agent keep (F5, F6) ----
+
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+@pytest.fixture
+def public_tmp():
+    """A directory every user may read, as a user's own would be."""
+    d = Path(tempfile.mkdtemp(prefix="gpumem-hostile-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def runtime_copies(root, n, start=0):
+    """n copies of the mock runtime, each a new inode no gpumem has seen, beside a link to the
+    mock driver: what a user makes with cp."""
+    libs = []
+    for i in range(start, start + n):
+        d = root / f"copy{i}"
+        d.mkdir(mode=0o755)
+        lib = d / "libcudart.so.13"
+        shutil.copy(MOCK_LIB_DIR / "libcudart.so.13", lib)
+        os.chmod(lib, 0o755)
+        (d / "libcuda.so.1").symlink_to(MOCK_LIB_DIR / "libcuda.so.1")
+        libs.append(lib)
+    return libs
+
+
+class Dlopened:
+    """workload_dl dlopenstep as nobody: it maps lib, allocates when told, ends when told."""
+
+    def __init__(self, lib, size):
+        self.proc = subprocess.Popen([*NOBODY, str(WORKLOAD_DL), "dlopenstep", str(lib),
+                                      str(size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+        self.out = LineReader(self.proc.stdout)
+        self.out.wait_for("waiting")
+
+    def step(self, expect):
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+        self.out.wait_for(expect)
+
+    def end(self):
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+        assert self.proc.wait(30) == 0, self.out.lines
+
+
+def metric(agent, name):
+    m = re.search(rf"^{re.escape(name)} (\d+)$", agent.metrics(), re.M)
+    assert m, name
+    return int(m.group(1))
+
+
+def device_bytes(agent, pid):
+    """What /metrics says pid holds on the device, None while it has no series."""
+    for line in agent.metrics().splitlines():
+        if line.startswith("gpumem_process_memory_bytes{") and f'pid="{pid}"' in line and \
+                'kind="device"' in line:
+            return int(line.rsplit(" ", 1)[1])
+    return None
+
+
+def file_pins(pins, ino):
+    return [p.name for p in pins.iterdir() if re.fullmatch(rf"file-[0-9a-f]+-{ino}-\d", p.name)]
+
+
+def agent_fds_on(agent, root):
+    """The agent's descriptors on files under root (deleted ones included)."""
+    found = []
+    for fd in Path(f"/proc/{agent.proc.pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(root)):
+            found.append(target)
+    return found
+
+
+def test_files_no_process_maps_are_let_go_with_their_pins_and_descriptors(pins, public_tmp):
+    """F5, F6: each copy of a runtime that nobody dlopened left the agent a pinned link, link
+    descriptors and a symbolizer's descriptor on the file, after the process ended and the file
+    was deleted (its disk space never freed). Each is let go when no process maps the file."""
+    agent = Agent(pins, "--keep-ended-for", "2")
+    try:
+        libs = runtime_copies(public_tmp, 6)
+        inos = [os.stat(lib).st_ino for lib in libs]
+        released = metric(agent, "gpumem_files_released_total")
+        for lib in libs:
+            w = Dlopened(lib, 12345)
+            w.step("opened")
+            wait_until(lambda: file_pins(pins, os.stat(lib).st_ino), what="the copy attached")
+            w.step("holding")
+            wait_until(lambda: device_bytes(agent, w.pid) == 12345, what="its allocation")
+            w.end()
+        shutil.rmtree(public_tmp / "copy0")     # deleted: its space must come back
+        for d in public_tmp.iterdir():
+            shutil.rmtree(d)
+        wait_until(lambda: not any(file_pins(pins, ino) for ino in inos), timeout=45,
+                   what="the pins of the files no process maps to go")
+        wait_until(lambda: metric(agent, "gpumem_files_released_total") - released >= len(libs),
+                   what="the metrics to count them")
+        wait_until(lambda: not agent_fds_on(agent, public_tmp), timeout=45,
+                   what="the agent's descriptors on the deleted files to close")
+        assert agent.get("/healthz")[0] == 200
+    finally:
+        agent.kill()
+
+
+def test_files_past_max_files_are_counted_and_logged_never_silent(pins, public_tmp):
+    """F6: with the agent out of descriptors, a new process's allocations through another copy
+    were absent, every loss counter 0, nothing logged. Past --max-files (or when attaching
+    fails), the file is counted in files_not_attached, in every view and metric, and logged."""
+    probe = Agent(pins)
+    base = metric(probe, "gpumem_files_attached")
+    probe.term()
+    agent = Agent(pins, "--max-files", base + 2)
+    workers = []
+    try:
+        libs = runtime_copies(public_tmp, 10)
+        for lib in libs:
+            w = Dlopened(lib, 12345)
+            workers.append(w)
+            w.step("opened")
+            time.sleep(0.3)     # examined before it allocates (nothing holds it)
+            w.step("holding")
+        # All map their copy at once: none can be let go. Those that found room have pins;
+        # every other is refused, once, however often it is mapped. (Their allocations may
+        # still be seen, through the driver the copies call.)
+        attached = sum(bool(file_pins(pins, lib.stat().st_ino)) for lib in libs)
+        refused = wait_until(
+            lambda: metric(agent, 'gpumem_lost_total{reason="files_not_attached"}'),
+            what="the refusals counted")
+        assert metric(agent, "gpumem_files_attached") <= base + 2
+        assert attached + refused == len(libs), (attached, refused)
+        assert any("is left without probes: " in line and "--max-files" in line
+                   for line in agent.stderr.lines), agent.stderr.lines
+        assert agent.get("/healthz")[0] == 200
+        for w in workers:
+            w.end()
+    finally:
+        for w in workers:
+            w.proc.kill()
+        agent.kill()
+
+
+def test_a_live_snapshot_past_max_files_names_the_loss(public_tmp):
+    """The same bound without an agent: snapshot --json's "lost" and the text's loss line."""
+    libs = runtime_copies(public_tmp, 3)
+    base = json.loads(run("snapshot", "--no-agent", "--json", "-d", "0.1").stdout)
+    base = base["tracer"]["files_attached"]
+    for args, check in ((["--json"], lambda out: json.loads(out)["lost"]["files_not_attached"]),
+                        ([], lambda out: "files_not_attached" in out)):
+        gm = subprocess.Popen([str(GPUMEM), "snapshot", "--no-agent", "--max-files", str(base),
+                               "-d", "4", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        workers = [Dlopened(lib, 1000) for lib in libs]
+        for w in workers:   # all map their copy at once: none can be let go
+            w.step("opened")
+            w.step("holding")
+        for w in workers:
+            w.end()
+        out, err = gm.communicate(timeout=30)
+        assert gm.returncode == 0, err
+        assert check(out), out

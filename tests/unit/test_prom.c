@@ -307,7 +307,8 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 	char *text = render(&f->snap, NULL);
 
 	check_exposition(text);
-	assert_int_equal(count_prefix(text, "# TYPE "), 31);	/* with VMM, per-GPU and per host GPU families */
+	/* with VMM, per-GPU, per host GPU and attached-file families */
+	assert_int_equal(count_prefix(text, "# TYPE "), 33);
 	free(text);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "gpumem.h"
 #include "base/util.h"
+#include "discover/discover.h"
 #include "cmd/option_spec.h"
 #include "export/exporters.h"
 #include "host/oci.h"
@@ -469,6 +470,10 @@ const struct option_spec option_specs[] = {
 	  .help = "call sites (default {default})" },
 	{ "max-procs", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, tracer.max_procs),
 	  .max = 1u << 22, .deflt = GM_DEFAULT_MAX_PROCS, .help = "processes (default {default})" },
+	{ "max-files", 0, "N", CMD_ALL, opt_count, .field = FIELD(uint32_t, max_files),
+	  .max = 1u << 16, .deflt = DISCOVERY_FILES_DEFAULT,
+	  .help = "CUDA files attached at once (default {default}); one that no process maps "
+		  "any more is let go" },
 	{ "ringbuf-mb", 0, "N", CMD_ALL, opt_ringbuf_mb, .max = 1024,
 	  .deflt = GM_DEFAULT_RINGBUF_BYTES >> 20,
 	  .help = "event ring buffer size in MiB, a power of two (default {default})" },

@@ -42,6 +42,7 @@ struct options {
 	struct tracer_opts tracer;
 	uint32_t keep_ended;	/* --keep-ended: ended processes kept in the model (0: default) */
 	double keep_ended_s;	/* --keep-ended-for: seconds one is kept (0: default) */
+	uint32_t max_files;	/* --max-files: CUDA files attached at once (0: default) */
 	bool help;		/* -h: the help is printed, there is nothing to run */
 	/* serve, and the commands that read a running agent's state */
 	const char *listen;	/* --listen ADDR:PORT */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -22,14 +23,28 @@ struct file_id {
 	dev_t dev;
 	ino_t ino;
 	void *attached;	/* the attacher's handle; NULL: examined, holds no CUDA allocation API */
+	unsigned int nprobes;
+	bool keep;	/* the user's or the system's: never let go */
+	bool refused;	/* in use, left without probes: forgotten at the next sweep */
+	/* As /proc/PID/maps shows the file (on overlayfs: the file under it, not fstat's). */
+	unsigned int map_major, map_minor;
+	uint64_t map_ino;
 };
 
 struct discovery {
 	struct discovery_attacher at;	/* the loader's, lent */
-	struct file_id *files;
+	struct file_id *files;		/* in the order they were examined */
 	size_t nfiles, cap;
+	unsigned int max_files;
 	struct discovery_stats stats;
+	uint64_t attaches;		/* files attached so far, let go since or not */
+	uint64_t last_sweep_ns, next_sweep_ns, forced_sweep_ns, warned_ns;
 };
+
+/* A sweep the limit asks for runs at most this often; the refusal is logged at most once a
+ * minute (the counter has every one). */
+#define FORCED_SWEEP_NS 1000000000ull
+#define REFUSAL_LOG_NS 60000000000ull
 
 static const char *const std_dirs[] = {
 	"/usr/local/cuda/lib64",
@@ -42,11 +57,13 @@ static const char *const std_dirs[] = {
 	"/usr/lib/wsl/lib",
 };
 
-struct discovery *discovery_new(const struct discovery_attacher *at)
+struct discovery *discovery_new(const struct discovery_attacher *at, unsigned int max_files)
 {
 	struct discovery *d = xcalloc(1, sizeof(*d));
 
 	d->at = *at;
+	d->max_files = max_files;
+	d->next_sweep_ns = now_ns() + DISCOVERY_SWEEP_S * 1000000000ull;
 	return d;
 }
 
@@ -69,15 +86,44 @@ static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 	return NULL;
 }
 
+static uint64_t kernel_dev(dev_t dev)
+{
+	return gm_kernel_dev(major(dev), minor(dev));
+}
+
 /* Tells the BPF side this file was examined: opening it again need not hold anyone. */
 static void mark_known(struct discovery *d, dev_t dev, ino_t ino)
 {
-	if (d->at.mark_known(d->at.ctx, gm_kernel_dev(major(dev), minor(dev)), ino))
+	if (d->at.mark_known(d->at.ctx, kernel_dev(dev), ino))
 		p_debug("known-file map full: later opens of this file are reported again");
+}
+
+/* Forgets files[i]: its probes go for good, and its next open is reported again. */
+static void forget(struct discovery *d, size_t i)
+{
+	struct file_id *id = &d->files[i];
+
+	if (id->attached) {
+		d->at.retire(d->at.ctx, id->attached);
+		d->stats.files--;
+		d->stats.probes -= id->nprobes;
+		d->stats.released++;
+	}
+	d->at.forget(d->at.ctx, kernel_dev(id->dev), id->ino);
+	memmove(id, id + 1, (d->nfiles - i - 1) * sizeof(*id));
+	d->nfiles--;
 }
 
 static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
 {
+	if (d->nfiles - d->stats.files >= DISCOVERY_EXAMINED_MAX) {
+		for (size_t i = 0; i < d->nfiles; i++) {
+			if (!d->files[i].attached && !d->files[i].keep) {
+				forget(d, i);
+				break;
+			}
+		}
+	}
 	mark_known(d, dev, ino);
 	if (d->nfiles == d->cap) {
 		d->cap = d->cap ? 2 * d->cap : 64;
@@ -87,13 +133,82 @@ static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
 	return &d->files[d->nfiles++];
 }
 
+/* The file's identity as the maps of the processes that map it show it: mapped here for a
+ * moment and looked up in our own maps. fstat's where it cannot be mapped. */
+static void map_identity(int fd, const struct stat *st, struct file_id *id)
+{
+	char line[PATH_MAX + 256];
+	unsigned long start;
+	void *at;
+	FILE *f;
+
+	id->map_major = major(st->st_dev);
+	id->map_minor = minor(st->st_dev);
+	id->map_ino = st->st_ino;
+	at = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (at == MAP_FAILED)
+		return;
+	f = fopen("/proc/self/maps", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned int maj, min;
+		unsigned long long ino;
+
+		if (sscanf(line, "%lx-%*x %*s %*x %x:%x %llu", &start, &maj, &min, &ino) == 4 &&
+		    start == (unsigned long)at) {
+			id->map_major = maj;
+			id->map_minor = min;
+			id->map_ino = ino;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	munmap(at, 1);
+}
+
+/* A CUDA file in use that gets no probes: counted, and said (at most once a minute). One
+ * refused for room is remembered (its opens hold no one) until the next sweep, which tries it
+ * again; one whose attach failed is tried again at its next open. */
+static void refuse(struct discovery *d, const struct stat *st, const char *why, bool for_room)
+{
+	uint64_t now = now_ns();
+
+	d->stats.not_attached++;
+	if (!d->warned_ns || now - d->warned_ns >= REFUSAL_LOG_NS) {
+		d->warned_ns = now;
+		p_info("a CUDA file in use (device %u:%u, inode %llu) is left without probes: %s; "
+		       "%llu so far (files_not_attached)", major(st->st_dev), minor(st->st_dev),
+		       (unsigned long long)st->st_ino, why,
+		       (unsigned long long)d->stats.not_attached);
+	}
+	if (for_room)
+		remember(d, st->st_dev, st->st_ino)->refused = true;
+}
+
+static void sweep(struct discovery *d);
+
+/* Room for one more attached file: a sweep (at most once a second) may make it. */
+static bool room_for_one(struct discovery *d)
+{
+	uint64_t now = now_ns();
+
+	if (d->stats.files < d->max_files)
+		return true;
+	if (now - d->forced_sweep_ns >= FORCED_SWEEP_NS) {
+		d->forced_sweep_ns = now;
+		sweep(d);
+	}
+	return d->stats.files < d->max_files;
+}
+
 /* Examines an opened file: parsed and attached through its descriptor, so that what was
- * checked is what is attached. -ENOEXEC: no ELF file (examined: not tried again). */
-static int add_opened(struct discovery *d, int fd, bool *attached)
+ * checked is what is attached. -ENOEXEC: no ELF file (examined: not tried again). keep: the
+ * user's or the system's file, never let go. */
+static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 {
 	void *attached_file = NULL;
 	unsigned int nprobes = 0;
-	char path[64];
+	char path[64], why[128];
 	struct file_id *id;
 	struct stat st;
 	int err;
@@ -103,17 +218,31 @@ static int add_opened(struct discovery *d, int fd, bool *attached)
 		return -errno;
 	id = find_file(d, st.st_dev, st.st_ino);
 	if (id) {
+		id->keep |= keep && !id->refused;
 		*attached = id->attached != NULL;
 		return 0;
 	}
+	if (!room_for_one(d)) {
+		snprintf(why, sizeof(why), "%u files are attached, as many as --max-files allows",
+			 d->max_files);
+		refuse(d, &st, why, true);
+		return -ENOSPC;
+	}
 	fd_path(fd, path, sizeof(path));
 	err = d->at.attach(d->at.ctx, path, &attached_file, &nprobes);
-	if (err && err != -ENOEXEC)
-		return err;	/* not examined (the attach failed): tried again later */
+	if (err && err != -ENOEXEC) {
+		snprintf(why, sizeof(why), "attaching failed: %s", strerror(-err));
+		refuse(d, &st, why, false);
+		return err;
+	}
 	id = remember(d, st.st_dev, st.st_ino);
+	id->keep = keep;
 	id->attached = attached_file;
 	if (id->attached) {
 		*attached = true;
+		id->nprobes = nprobes;
+		map_identity(fd, &st, id);
+		d->attaches++;
 		d->stats.files++;
 		d->stats.probes += nprobes;
 	}
@@ -121,28 +250,31 @@ static int add_opened(struct discovery *d, int fd, bool *attached)
 }
 
 /* path: absolute, or a /proc magic link; a regular file opened as untrusted.h says. */
-static int add_file_wanted(struct discovery *d, const char *path, const struct file_want *want,
-			   bool *attached)
+static int add_file(struct discovery *d, const char *path, bool keep, bool *attached)
 {
-	int fd = open_untrusted(path, want), err;
+	int fd = open_untrusted(path, NULL), err;
 
 	*attached = false;
 	if (fd < 0)
 		return fd;
-	err = add_opened(d, fd, attached);
+	err = add_opened(d, fd, keep, attached);
 	close(fd);
 	return err;
 }
 
-static int add_file(struct discovery *d, const char *path, bool *attached)
+/* A file a process maps or runs: let go when none does any more. */
+static int add_found(struct discovery *d, const char *path)
 {
-	return add_file_wanted(d, path, NULL, attached);
+	bool attached;
+	int err = add_file(d, path, false, &attached);
+
+	return err == -ENOEXEC ? 0 : err;
 }
 
 int discovery_add(struct discovery *d, const char *path)
 {
 	bool attached;
-	int err = add_file(d, path, &attached);
+	int err = add_file(d, path, true, &attached);
 
 	return err == -ENOEXEC ? 0 : err;
 }
@@ -157,7 +289,7 @@ int discovery_add_required(struct discovery *d, const char *path)
 		p_err("cannot read --lib %s: %s", path, strerror(errno));
 		return err;
 	}
-	err = add_file(d, path, &attached);
+	err = add_file(d, path, true, &attached);
 	if (err == -ENOEXEC) {
 		p_err("--lib %s is not an ELF file gpumem can read (corrupt or truncated?)", path);
 		return err;
@@ -230,7 +362,7 @@ static void scan_executable(struct discovery *d, int pid)
 	char exe[64];
 
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	discovery_add(d, exe);
+	add_found(d, exe);
 }
 
 /* A library as the process sees it in its root (symlinks resolved inside that root). */
@@ -241,7 +373,7 @@ static void add_in_root(struct discovery *d, int pid, const char *file)
 
 	if (fd < 0)
 		return;
-	add_opened(d, fd, &attached);
+	add_opened(d, fd, false, &attached);
 	close(fd);
 }
 
@@ -267,7 +399,7 @@ void discovery_scan_process(struct discovery *d, int pid)
 			continue;
 		/* map_files reaches the very file mapped, in a container or deleted since. */
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, start, end);
-		if (discovery_add(d, path) == 0)
+		if (add_found(d, path) == 0)
 			continue;
 		add_in_root(d, pid, file);
 	}
@@ -311,12 +443,155 @@ void discovery_scan_system(struct discovery *d)
 	scan_processes(d);
 }
 
-static void note_late_attach(struct discovery *d, unsigned int files_before,
+/* ---- letting go ---- */
+
+/* The files a sweep asks about, found by the identity maps show: an open-addressed set of
+ * indices into files (plus one; 0 is an empty slot). */
+struct sweep_set {
+	size_t *slots, mask, left;
+	bool *mapped;	/* by index into files */
+};
+
+static size_t identity_slot(const struct sweep_set *set, unsigned int maj, unsigned int min,
+			    uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)maj << 20 | min)) & set->mask;
+}
+
+static void set_add(struct sweep_set *set, const struct file_id *id, size_t i)
+{
+	size_t at = identity_slot(set, id->map_major, id->map_minor, id->map_ino);
+
+	while (set->slots[at])
+		at = (at + 1) & set->mask;
+	set->slots[at] = i + 1;
+	set->left++;
+}
+
+/* Marks the file a maps line names as mapped, when it is one the sweep asks about. */
+static void set_mark(struct sweep_set *set, const struct discovery *d, const char *line)
+{
+	const char *perms = strchr(line, ' ');
+	unsigned long long ino;
+	unsigned int maj, min;
+
+	/* "start-end perms offset major:minor inode path": mapped at all, as the BPF side's
+	 * watch sees a library's first mapping (readable only; its code comes later, in place) */
+	if (!perms || strlen(perms) < 6 ||
+	    sscanf(perms + 6, "%*x %x:%x %llu", &maj, &min, &ino) != 3 || !ino)
+		return;
+	for (size_t at = identity_slot(set, maj, min, ino); set->slots[at];
+	     at = (at + 1) & set->mask) {
+		size_t i = set->slots[at] - 1;
+		const struct file_id *id = &d->files[i];
+
+		if (id->map_ino == ino && id->map_major == maj && id->map_minor == min) {
+			if (!set->mapped[i]) {
+				set->mapped[i] = true;
+				set->left--;
+			}
+			return;
+		}
+	}
+}
+
+/* Reads every process's maps until each file asked about is found mapped; how many. */
+static unsigned int scan_all_maps(struct sweep_set *set, const struct discovery *d)
+{
+	char path[64], line[PATH_MAX + 256];
+	DIR *dir = opendir("/proc");
+	unsigned int n = 0;
+	struct dirent *de;
+
+	while (dir && set->left && (de = readdir(dir))) {
+		int pid = atoi(de->d_name);
+		FILE *f;
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		n++;
+		while (set->left && fgets(line, sizeof(line), f))
+			set_mark(set, d, line);
+		fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return n;
+}
+
+/* Lets go of every file processes found that none maps now, and forgets the refused ones
+ * (their next open tries them again). */
+static void sweep(struct discovery *d)
+{
+	struct sweep_set set = { 0 };
+	uint64_t start = now_ns(), released = d->stats.released, scan_ns;
+	size_t want = 0, cap = 16;
+	unsigned int scanned = 0;
+
+	d->last_sweep_ns = start;
+	d->next_sweep_ns = start + DISCOVERY_SWEEP_S * 1000000000ull;
+	for (size_t i = 0; i < d->nfiles; i++)
+		want += d->files[i].attached && !d->files[i].keep;
+	while (cap < 2 * want)
+		cap *= 2;
+	set.slots = xcalloc(cap, sizeof(*set.slots));
+	set.mask = cap - 1;
+	set.mapped = xcalloc(d->nfiles + 1, sizeof(*set.mapped));
+	/* Unknown to the BPF side while the maps are read: a process that maps one of them
+	 * meanwhile is reported (and attached again if it is let go). */
+	for (size_t i = 0; i < d->nfiles; i++) {
+		if (d->files[i].attached && !d->files[i].keep) {
+			set_add(&set, &d->files[i], i);
+			d->at.forget(d->at.ctx, kernel_dev(d->files[i].dev), d->files[i].ino);
+		}
+	}
+	if (set.left)
+		scanned = scan_all_maps(&set, d);
+	scan_ns = now_ns() - start;
+	for (size_t i = d->nfiles; i-- > 0;) {
+		const struct file_id *id = &d->files[i];
+
+		if (id->refused || (id->attached && !id->keep && !set.mapped[i]))
+			forget(d, i);
+		else if (set.mapped[i])
+			mark_known(d, id->dev, id->ino);
+	}
+	free(set.slots);
+	free(set.mapped);
+	if (want)
+		p_debug("let go of %llu of %zu CUDA files no process maps in %.1f ms (read the maps "
+			"of %u processes in %.1f ms)",
+			(unsigned long long)(d->stats.released - released), want,
+			(now_ns() - start) / 1e6, scanned, scan_ns / 1e6);
+}
+
+void discovery_sweep(struct discovery *d)
+{
+	if (now_ns() >= d->next_sweep_ns)
+		sweep(d);
+}
+
+void discovery_sweep_soon(struct discovery *d)
+{
+	uint64_t soon = now_ns() + 1000000000ull,
+		 earliest = d->last_sweep_ns + DISCOVERY_SWEEP_MIN_S * 1000000000ull;
+
+	if (soon < earliest)
+		soon = earliest;
+	if (soon < d->next_sweep_ns)
+		d->next_sweep_ns = soon;
+}
+
+static void note_late_attach(struct discovery *d, uint64_t attaches_before,
 			     const struct gm_file_event *e)
 {
 	uint64_t took;
 
-	if (d->stats.files == files_before)
+	if (d->attaches == attaches_before)
 		return;
 	took = now_ns() - e->time_ns;
 	d->stats.late_attaches++;
@@ -338,10 +613,10 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 		.dev = makedev(e->dev >> GM_DEV_MINOR_BITS, e->dev & GM_DEV_MINOR_MASK),
 		.check_dev = true,
 	};
-	unsigned int before = d->stats.files;
+	uint64_t before = d->attaches;
 	char path[PATH_MAX];
 	bool attached;
-	int err;
+	int fd;
 
 	if (e->type == GM_REC_EXEC) {
 		scan_executable(d, (int)e->pid);
@@ -349,11 +624,14 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 		return;
 	}
 	snprintf(path, sizeof(path), "/proc/%u/fd/%u", e->pid, e->fd);
-	err = add_file_wanted(d, path, &want, &attached);
-	if (err && err != -ENOEXEC) {
+	fd = open_untrusted(path, &want);
+	if (fd >= 0) {
+		add_opened(d, fd, false, &attached);
+		close(fd);
+	} else {
 		/* Not held (not traced): the loader has closed it by now, but mapped it. */
 		discovery_scan_process(d, (int)e->pid);
-		if (d->stats.files == before)
+		if (d->attaches == before)
 			p_debug("cannot examine %.*s opened by PID %u", GM_PATH_LEN, e->path,
 				e->pid);
 	}

@@ -20,9 +20,14 @@ struct discovery_attacher {
 	int (*attach)(void *ctx, const char *path, void **handle, unsigned int *nprobes);
 	/* Whether probe-table row api is attached in the file of handle. */
 	bool (*has_api)(const void *handle, unsigned int api);
+	/* Lets the file's probes go with the run (an agent's stay pinned for the next one). */
 	void (*detach)(void *handle);
+	/* Lets them go for good: no process maps the file any more (an agent's pins too). */
+	void (*retire)(void *ctx, void *handle);
 	/* Tells the BPF side a file was examined (kernel device, inode); 0 or -errno. */
 	int (*mark_known)(void *ctx, uint64_t dev, uint64_t ino);
+	/* Undoes mark_known: the next open of the file is reported (and held) again. */
+	void (*forget)(void *ctx, uint64_t dev, uint64_t ino);
 	/* Resumes a process held at its open of an unknown CUDA file. */
 	void (*release)(void *ctx, int pid);
 };
@@ -33,6 +38,9 @@ struct discovery_stats {
 	unsigned int late_attaches;	/* files attached after start-up */
 	uint64_t late_attach_ns_max;	/* open or exec in the kernel -> probes attached */
 	uint64_t late_attach_ns_last;
+	uint64_t released;		/* files let go: no process mapped them any more */
+	uint64_t not_attached;		/* CUDA files in use left without probes: --max-files
+					 * were attached, or attaching failed (out of fds) */
 };
 
 /* A file with probes on it, as diagnostics show it: its device, inode and which probe-table
@@ -44,11 +52,25 @@ struct discovery_file {
 	unsigned int *apis;	/* probe-table rows, in the table's order */
 };
 
-struct discovery *discovery_new(const struct discovery_attacher *at);
+/* At most max_files files attached at once (--max-files); the files it examined and found no
+ * API in are remembered, DISCOVERY_EXAMINED_MAX at most, the oldest forgotten first. */
+#define DISCOVERY_EXAMINED_MAX 4096
+#define DISCOVERY_FILES_DEFAULT 512
+struct discovery *discovery_new(const struct discovery_attacher *at, unsigned int max_files);
 void discovery_free(struct discovery *d);
+/* Lets go of the files that processes found it (not --lib, the ld cache or the install
+ * directories) once no process maps them: their probes, pins and descriptors. Does the
+ * work at most every DISCOVERY_SWEEP_S seconds; call it as often as convenient. */
+#define DISCOVERY_SWEEP_S 30
+void discovery_sweep(struct discovery *d);
+/* A traced process ended: the files it mapped may be mapped by none now. The sweep comes
+ * sooner: a second from now, DISCOVERY_SWEEP_MIN_S after the last one at the soonest. */
+#define DISCOVERY_SWEEP_MIN_S 10
+void discovery_sweep_soon(struct discovery *d);
 /* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */
 int discovery_add_required(struct discovery *d, const char *path);
-/* Attaches path if it defines CUDA allocation APIs and is not attached yet; 0 or -errno. */
+/* Attaches path if it defines CUDA allocation APIs and is not attached yet; 0 or -errno.
+ * Kept for the run: a file the user named, or one of the system's. */
 int discovery_add(struct discovery *d, const char *path);
 /* Everything present now: processes' maps and executables, ld cache, standard dirs. */
 void discovery_scan_system(struct discovery *d);

@@ -26,6 +26,8 @@ struct attached_file {
 	unsigned int ntensor_links;
 	unsigned int nmulti;
 	unsigned int new_pins;		/* the agent's: programs whose link this attempt pinned */
+	const char *pin_dir;		/* the agent's pins (lent), NULL: none */
+	uint64_t pin_kdev, pin_ino;
 	unsigned int nprobes;
 	unsigned int nmoved;		/* probes placed past a flag-setting entry instruction */
 	uint64_t offsets[PROBE_ROWS];	/* where each probe goes; 0: symbol absent */
@@ -300,6 +302,9 @@ int attach_file(const struct probe_programs *pp, const char *path, struct attach
 
 	*out = NULL;
 	f->path = xstrdup(path);
+	f->pin_dir = pp->pin_dir;
+	f->pin_kdev = pp->pin_kdev;
+	f->pin_ino = pp->pin_ino;
 	err = elf_for_each_func(path, collect_symbol, f);
 	if (err)
 		goto out_free;
@@ -346,6 +351,15 @@ void detach_file(struct attached_file *f)
 	free(f->links);
 	free(f->path);
 	free(f);
+}
+
+void attached_unpin(const struct attached_file *f)
+{
+	char name[PATH_MAX];
+
+	for (unsigned int i = 0; f->pin_dir && i < PIN_FILE_PROGS; i++)
+		if (!pin_file_link_name(name, sizeof(name), f->pin_dir, f->pin_kdev, f->pin_ino, i))
+			unlink(name);
 }
 
 unsigned int attached_probe_count(const struct attached_file *f)

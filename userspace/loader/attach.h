@@ -29,6 +29,8 @@ struct probe_programs {
  * Returns 0 or -errno. */
 int attach_file(const struct probe_programs *pp, const char *path, struct attached_file **out);
 void detach_file(struct attached_file *f);
+/* Removes the agent's pins of f's links: once f is detached too, its probes are off. */
+void attached_unpin(const struct attached_file *f);
 unsigned int attached_probe_count(const struct attached_file *f);
 const char *attached_path(const struct attached_file *f);
 /* Whether probe-table row api is attached in f (at its own address, or at that of an alias). */

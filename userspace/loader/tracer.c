@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <limits.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
@@ -24,6 +25,7 @@
 #include "gpumem.skel.h"
 #include "base/util.h"
 #include "loader/attach.h"
+#include "loader/detacher.h"
 #include "loader/features.h"
 #include "loader/pin.h"
 #include "loader/tracer.h"
@@ -53,6 +55,7 @@ struct tracer {
 	int adopted_links[LIFECYCLE_PROGS];	/* an earlier agent's lifecycle links */
 	unsigned int nadopted;
 	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
+	struct detacher *detacher;	/* files let go are detached there (once one is) */
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -474,6 +477,19 @@ static int load_object(struct tracer *t, const struct tracer_opts *opts)
 	return err;
 }
 
+/* Each attached file costs up to PIN_FILE_PROGS link descriptors: the soft limit of open
+ * files goes up to the hard one, which the administrator set (what is refused past it is
+ * counted, files_not_attached). */
+static void raise_fd_limit(void)
+{
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
 int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		struct tracer **out)
 {
@@ -481,6 +497,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	int err;
 
 	libbpf_set_print(libbpf_print);
+	raise_fd_limit();
 	t->pin_dir = opts->pin_dir;
 	t->no_tensors = opts->no_tensors;
 	err = load_object(t, opts);
@@ -559,6 +576,7 @@ void tracer_close(struct tracer *t)
 		close(t->adopted_links[i]);
 	if (!t->skel)
 		pin_close_maps(&t->reader_maps);
+	detacher_free(t->detacher);
 	ring_buffer__free(t->rb);
 	gpumem_bpf__destroy(t->skel);	/* pinned links stay attached */
 	free(t);
@@ -656,9 +674,28 @@ static void detach_found(void *handle)
 	detach_file(handle);
 }
 
+static void retire_found(void *ctx, void *handle)
+{
+	struct tracer *t = ctx;
+
+	attached_unpin(handle);
+	if (!t->detacher)
+		t->detacher = detacher_new();
+	detacher_add(t->detacher, handle);
+}
+
 static int mark_found(void *ctx, uint64_t dev, uint64_t ino)
 {
 	return tracer_mark_known_file(ctx, dev, ino);
+}
+
+static void forget_found(void *ctx, uint64_t dev, uint64_t ino)
+{
+	struct tracer *t = ctx;
+	struct gm_file_key key = { .dev = dev, .ino = ino };
+
+	if (t->skel)
+		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.known_files), &key);
 }
 
 static void release_found(void *ctx, int pid)
@@ -670,7 +707,8 @@ struct discovery_attacher tracer_attacher(struct tracer *t)
 {
 	return (struct discovery_attacher){
 		.ctx = t, .attach = attach_found, .has_api = found_has_api, .detach = detach_found,
-		.mark_known = mark_found, .release = release_found,
+		.retire = retire_found, .mark_known = mark_found, .forget = forget_found,
+		.release = release_found,
 	};
 }
 

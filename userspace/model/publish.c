@@ -6,8 +6,10 @@
 #include "base/util.h"
 #include "host/nvml.h"
 #include "host/oci.h"
+#include "model/python.h"
 #include "model/state.h"
 #include "probes/table.h"
+#include "symbols/symbolize.h"
 
 /* A group of records (state_group_sites) as one site: its first record's ages, the sums. */
 static void copy_site(struct state *s, struct proc_rec *p, const struct site_rec *r,
@@ -127,6 +129,7 @@ static void copy_failures(struct state *s, struct snapshot *snap)
 struct snapshot *state_publish(struct state *s, unsigned int wants)
 {
 	struct snapshot *snap = xcalloc(1, sizeof(*snap));
+	struct symbolizer_stats sym;
 
 	snap->refs = 1;
 	snap->wants = wants;
@@ -135,6 +138,8 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 	state_counters(s, snap->counters);
 	memcpy(snap->lost, s->lost, sizeof(snap->lost));
 	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
+	symbolizer_get_stats(s->sym, &sym);
+	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
 	if (wants & SNAP_LOSSES_ONLY)
 		return snap;	/* a stream's loss line: no walk, no processes */
 	state_refresh(s, wants);

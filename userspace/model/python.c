@@ -55,10 +55,14 @@ struct py_interp {
 	size_t nnamed;
 };
 
-/* Names live as long as the session: snapshots point at them. */
+/* Names live as long as the session: snapshots point at them. A traced program chooses them:
+ * past PY_NAMES_MAX_BYTES a new one is dropped (its frame shows no name) and counted. */
+#define PY_NAMES_MAX_BYTES (16u << 20)
 struct intern {
 	char **strs;
 	size_t n, cap;
+	size_t bytes;
+	uint64_t dropped;
 };
 
 struct python {
@@ -71,6 +75,11 @@ struct python {
 	size_t ninterps;
 	struct intern names;
 };
+
+uint64_t python_names_dropped(const struct python *py)
+{
+	return py ? py->names.dropped : 0;
+}
 
 struct python *python_new(int py_procs_fd, int py_stacks_fd, int py_procs_gen_fd,
 			  uint64_t *refused, bool read_only)
@@ -150,13 +159,20 @@ static const char *intern(struct intern *in, const char *s)
 			grown.strs[i] = in->strs[j];
 		}
 		grown.n = in->n;
+		grown.bytes = in->bytes;
+		grown.dropped = in->dropped;
 		free(in->strs);
 		*in = grown;
 	}
 	for (i = str_hash(s) % in->cap; in->strs[i]; i = (i + 1) % in->cap)
 		if (strcmp(in->strs[i], s) == 0)
 			return in->strs[i];
+	if (in->bytes + strlen(s) + 1 > PY_NAMES_MAX_BYTES) {
+		in->dropped++;
+		return NULL;
+	}
 	in->strs[i] = xstrdup(s);
+	in->bytes += strlen(s) + 1;
 	in->n++;
 	return in->strs[i];
 }

@@ -1,10 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 /* How long the model keeps what ended: processes past --keep-ended (count) or --keep-ended-for
  * (time since their end) are let go, oldest end first, with everything they held (module
- * maps, named stacks, sites); each one let go is counted where every view shows it. The time
- * counts from when gpumem saw the end. */
+ * maps, named stacks, sites, what the symbolizer read of their files); each one let go is
+ * counted where every view shows it. The time counts from when gpumem saw the end. */
 #include <stdlib.h>
 #include "model/state.h"
+#include "symbols/symbolize.h"
+
+/* What the symbolizer holds for the files of processes let go (descriptors, symbol tables,
+ * debug info) goes too, unless a process kept maps them. */
+static void sweep_symbols(struct state *s)
+{
+	symbolizer_sweep_begin(s->sym);
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (s->procs[i]->have_mm)
+			symbolizer_keep(s->sym, &s->procs[i]->mm);
+	symbolizer_sweep_end(s->sym);
+}
 
 /* Ended and past the time bound, or beyond the count bound (oldest ends go first). */
 static bool must_go(const struct proc_rec *p, uint64_t now, uint64_t keep_ns, uint64_t cutoff)
@@ -62,4 +74,5 @@ void state_retain(struct state *s, uint64_t now)
 	s->nprocs = kept;
 	s->lost[SNAP_LOST_ENDED_DROPPED] += before - kept;
 	state_reindex(s);
+	sweep_symbols(s);
 }

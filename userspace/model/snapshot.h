@@ -126,6 +126,8 @@ enum snap_loss {
 					 * offsets for or that failed the checks: native frames */
 	SNAP_LOST_NOT_UNWOUND,		/* stack copies (--unwind dwarf) that could not be
 					 * unwound, whose frame-pointer stack is short */
+	SNAP_LOST_FILES_NOT_ATTACHED,	/* CUDA files in use left without probes (discovery) */
+	SNAP_LOST_NAMES_DROPPED,	/* function and file names past the symbolizer's bound */
 	SNAP_LOST_COUNT,
 };
 

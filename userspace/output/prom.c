@@ -465,6 +465,13 @@ static void write_counters(FILE *out, const struct snapshot *s)
 		ls.l[0] = (struct prom_label){ "reason", loss_name(i) };
 		prom_sample(out, "gpumem_lost_total", &ls, loss_value(s, i));
 	}
+	prom_family(out, "gpumem_files_attached", GAUGE,
+		    "CUDA files with gpumem's probes on them now (--max-files at most).");
+	prom_sample(out, "gpumem_files_attached", NULL, s->disc.files);
+	prom_family(out, "gpumem_files_released_total", COUNTER,
+		    "CUDA files whose probes, pins and descriptors gpumem let go: no process "
+		    "mapped them any more.");
+	prom_sample(out, "gpumem_files_released_total", NULL, s->disc.released);
 	prom_family(out, "gpumem_tracer_events_total", COUNTER,
 		    "Probe events that are no loss, by event (as in snapshot --json \"tracer\").");
 	for (size_t i = 0; i < ARRAY_SIZE(tracer_events); i++) {

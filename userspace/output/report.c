@@ -311,6 +311,12 @@ static const struct {
 	{ true, SNAP_LOST_NOT_UNWOUND, "stacks_not_unwound",
 	  "a stack copy could not be unwound with CFI (its files unreadable, -v says which) and "
 	  "its frame-pointer stack, shown instead, is short" },
+	{ true, SNAP_LOST_FILES_NOT_ATTACHED, "files_not_attached",
+	  "CUDA files in use got no probes: --max-files were attached, or attaching failed (out "
+	  "of file descriptors?); the log says which" },
+	{ true, SNAP_LOST_NAMES_DROPPED, "names_dropped",
+	  "function and file names past what gpumem keeps (SYM_NAMES_MAX_BYTES): those frames "
+	  "show addresses" },
 };
 
 size_t loss_count(void)

@@ -78,6 +78,7 @@ static void on_exit_record(struct session *s, const struct gm_call_event *e)
 
 	ev.error = exit_status(e->error);	/* the kernel's wait status */
 	state_on_process_exit(live_of(s)->state, &ev);
+	discovery_sweep_soon(live_of(s)->disc);
 	if (s->ops->on_event)
 		deliver(s, &ev);
 }
@@ -180,6 +181,7 @@ static struct snapshot *live_publish(struct session *s, unsigned int wants)
 	if (snap->error)
 		p_err("cannot read the BPF maps: %s", strerror(-snap->error));
 	discovery_get_stats(l->disc, &snap->disc);
+	snap->lost[SNAP_LOST_FILES_NOT_ATTACHED] = snap->disc.not_attached;
 	snap->nfiles = discovery_get_files(l->disc, &snap->files);
 	return snap;
 }
@@ -351,7 +353,7 @@ static int live_open(struct session *s)
 		return 1;
 	open_model(s);
 	at = tracer_attacher(l->tracer);
-	l->disc = discovery_new(&at);
+	l->disc = discovery_new(&at, o->max_files ? o->max_files : DISCOVERY_FILES_DEFAULT);
 	if (!tracer_is_reader(l->tracer)) {
 		for (size_t i = 0; i < o->nlibs; i++)
 			if (discovery_add_required(l->disc, o->libs[i]))
@@ -463,6 +465,8 @@ static int live_step(struct session *s)
 	fflush(s->sink.out);	/* what a batch printed is out within a poll (100 ms) */
 	state_reap(l->state);
 	sweep_due(s);
+	if (!tracer_is_reader(l->tracer))
+		discovery_sweep(l->disc);
 	state_purge(l->state, false);
 	s->clock_ns = now_ns();
 	if (l->child > 0 && waitpid(l->child, &status, WNOHANG) == l->child) {

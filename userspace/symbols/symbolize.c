@@ -3,7 +3,9 @@
  * a mapping identity (maps device, inode, path) leads to its opened file without a syscall;
  * a file identity (device + inode) leads to its image; an image (one per build-id, so copies
  * of one library in many containers cost one parse) holds the ELF symbol table, the libdw
- * session for its debug info, and every address looked up in it so far. */
+ * session for its debug info, and every address looked up in it so far. The three are let go
+ * (a sweep) when no process kept maps them; the names frames point to are interned apart and
+ * stay, SYM_NAMES_MAX_BYTES of them at most. */
 #include <dlfcn.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -59,6 +61,7 @@ struct addr_entry {
 struct image {
 	struct hnode node;
 	struct image *all_next;
+	uint32_t kept;			/* the sweep that last found it in use */
 	char build_id[BUILD_ID_HEX_MAX];	/* "" when the file has none */
 	struct elf_symtab *tab;
 	Dwfl *dwfl;			/* NULL when libdwfl would not take the file */
@@ -73,6 +76,7 @@ struct image {
 /* One file as opened: its image, or the error that loading it gave. */
 struct file_entry {
 	struct hnode node;
+	uint32_t kept;
 	uint64_t dev, ino;
 	struct image *img;	/* NULL when load failed */
 	int err;
@@ -81,17 +85,24 @@ struct file_entry {
 /* One mapped file as a process's maps named it. */
 struct map_entry {
 	struct hnode node;
+	uint32_t kept;
 	uint64_t ino;
 	uint32_t dev_major, dev_minor;
 	bool deleted;
-	char *path;			/* the frame's module string */
+	const char *path;		/* the frame's module string (interned) */
 	struct file_entry *file;	/* NULL while no way to open it was found */
 	int failed_pid;			/* the pid whose open failed; another pid tries again */
 };
 
+/* A name frames point to, interned: it outlives the image it came from. */
+struct name {
+	struct hnode node;
+	char s[];
+};
+
 struct demangled {
 	struct hnode node;
-	const char *raw;
+	const char *raw;	/* interned */
 	char *name;	/* NULL: not demangled, the raw name stands */
 };
 
@@ -103,6 +114,9 @@ struct symbolizer {
 	struct hash_table images;	/* those with a build-id */
 	struct image *all_images;
 	struct hash_table demangled;
+	struct hash_table names;
+	size_t names_bytes;
+	uint32_t sweep;			/* the sweep under way, or the last */
 	int demangler_state;		/* 0 not tried, 1 loaded, -1 not there */
 	void *libstdcxx;
 	cxa_demangle_fn cxa_demangle;
@@ -202,20 +216,45 @@ struct symbolizer *symbolizer_new(void)
 	if (!s)
 		return NULL;
 	if (table_init(&s->files) || table_init(&s->maps) || table_init(&s->images) ||
-	    table_init(&s->demangled)) {
+	    table_init(&s->demangled) || table_init(&s->names)) {
 		free(s->files.buckets);
 		free(s->maps.buckets);
 		free(s->images.buckets);
 		free(s->demangled.buckets);
+		free(s->names.buckets);
 		free(s);
 		return NULL;
 	}
 	return s;
 }
 
-static void map_entry_release(struct hnode *n)
+/* name interned: the same string for every frame that has it, kept until symbolizer_free;
+ * NULL (counted) past SYM_NAMES_MAX_BYTES. */
+static const char *intern_name(struct symbolizer *s, const char *str)
 {
-	free(((struct map_entry *)n)->path);
+	uint64_t h;
+	struct hnode *n;
+	struct name *nm;
+	size_t len;
+
+	if (!str)
+		return NULL;
+	h = hash_str(0xcbf29ce484222325ULL, str);
+	for (n = table_first(&s->names, h); n; n = n->next)
+		if (n->hash == h && strcmp(((struct name *)n)->s, str) == 0)
+			return ((struct name *)n)->s;
+	len = strlen(str) + 1;
+	if (s->names_bytes + len > SYM_NAMES_MAX_BYTES) {
+		s->stats.names_dropped++;
+		return NULL;
+	}
+	nm = malloc(sizeof(*nm) + len);
+	if (!nm)
+		return NULL;
+	memcpy(nm->s, str, len);
+	s->names_bytes += len;
+	table_insert(&s->names, &nm->node, h);
+	return nm->s;
 }
 
 static void demangled_release(struct hnode *n)
@@ -239,9 +278,10 @@ void symbolizer_free(struct symbolizer *s)
 
 	if (!s)
 		return;
-	table_destroy(&s->maps, map_entry_release);
+	table_destroy(&s->maps, NULL);
 	table_destroy(&s->files, NULL);
 	table_destroy(&s->demangled, demangled_release);
+	table_destroy(&s->names, NULL);
 	/* images are owned by the all_images list, not by the build-id table */
 	free(s->images.buckets);
 	for (img = s->all_images; img; img = next) {
@@ -255,10 +295,16 @@ void symbolizer_free(struct symbolizer *s)
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *stats)
 {
+	if (!s) {
+		*stats = (struct symbolizer_stats){ 0 };
+		return;
+	}
 	*stats = s->stats;
+	stats->names_bytes = s->names_bytes;
 }
 
-static struct map_entry *map_entry_get(struct symbolizer *s, const struct mapping *m)
+
+static struct map_entry *map_entry_find(struct symbolizer *s, const struct mapping *m)
 {
 	uint64_t h = map_hash(m);
 	struct map_entry *e;
@@ -271,19 +317,27 @@ static struct map_entry *map_entry_get(struct symbolizer *s, const struct mappin
 		    strcmp(e->path, m->path) == 0)
 			return e;
 	}
-	e = calloc(1, sizeof(*e));
+	return NULL;
+}
+
+static struct map_entry *map_entry_get(struct symbolizer *s, const struct mapping *m)
+{
+	struct map_entry *e = map_entry_find(s, m);
+	const char *path;
+
+	if (e)
+		return e;
+	path = intern_name(s, m->path);
+	e = path ? calloc(1, sizeof(*e)) : NULL;
 	if (!e)
-		return NULL;
-	e->path = strdup(m->path);
-	if (!e->path) {
-		free(e);
-		return NULL;
-	}
+		return NULL;	/* past the bound on names: the frame keeps its address */
+	e->path = path;
+	e->kept = s->sweep;
 	e->ino = m->ino;
 	e->dev_major = m->dev_major;
 	e->dev_minor = m->dev_minor;
 	e->deleted = m->deleted;
-	table_insert(&s->maps, &e->node, h);
+	table_insert(&s->maps, &e->node, map_hash(m));
 	return e;
 }
 
@@ -402,6 +456,7 @@ static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 		return err;
 	}
 	memcpy(img->build_id, build_id, sizeof(build_id));
+	img->kept = s->sweep;
 	image_report_dwfl(img, fd, name, pid);
 	img->all_next = s->all_images;
 	s->all_images = img;
@@ -433,6 +488,7 @@ static struct file_entry *file_entry_get(struct symbolizer *s, int fd, const cha
 		return NULL;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
+	e->kept = s->sweep;
 	e->err = image_get(s, fd, name, pid, &e->img);
 	if (e->err)
 		s->stats.files_failed++;
@@ -623,6 +679,10 @@ static struct addr_entry *image_resolve(struct symbolizer *s, struct image *img,
 		f[n - 1].have_offset = true;
 		f[n - 1].offset = elf_off;
 	}
+	for (unsigned int i = 0; i < n; i++) {	/* the image may go; its names stay */
+		f[i].name = intern_name(s, f[i].name);
+		f[i].file = intern_name(s, f[i].file);
+	}
 	a = malloc(sizeof(*a) + n * sizeof(a->frames[0]));
 	if (!a)
 		return NULL;
@@ -752,4 +812,88 @@ const char *symbolizer_demangle(struct symbolizer *s, const char *name)
 	}
 	table_insert(&s->demangled, &d->node, h);
 	return d->name ? d->name : name;
+}
+
+/* ---- letting go ---- */
+
+void symbolizer_sweep_begin(struct symbolizer *s)
+{
+	if (s)
+		s->sweep++;
+}
+
+void symbolizer_keep(struct symbolizer *s, const struct module_map *mm)
+{
+	for (size_t i = 0; s && mm && i < mm->count; i++) {
+		struct map_entry *e = mm->maps[i].exec ? map_entry_find(s, &mm->maps[i]) : NULL;
+
+		if (!e)
+			continue;
+		e->kept = s->sweep;
+		if (e->file) {
+			e->file->kept = s->sweep;
+			if (e->file->img)
+				e->file->img->kept = s->sweep;
+		}
+	}
+}
+
+static bool map_stale(const struct hnode *n, uint32_t sweep)
+{
+	return ((const struct map_entry *)n)->kept != sweep;
+}
+
+static bool file_stale(const struct hnode *n, uint32_t sweep)
+{
+	return ((const struct file_entry *)n)->kept != sweep;
+}
+
+static bool image_stale(const struct hnode *n, uint32_t sweep)
+{
+	return ((const struct image *)n)->kept != sweep;
+}
+
+/* Unlinks the entries of t that stale() says are not in use (freeing them when free_them). */
+static void table_drop(struct hash_table *t, bool (*stale)(const struct hnode *, uint32_t),
+		       uint32_t sweep, bool free_them)
+{
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct hnode **at = &t->buckets[i];
+
+		while (*at) {
+			struct hnode *e = *at;
+
+			if (!stale(e, sweep)) {
+				at = &e->next;
+				continue;
+			}
+			*at = e->next;
+			t->count--;
+			if (free_them)
+				free(e);
+		}
+	}
+}
+
+void symbolizer_sweep_end(struct symbolizer *s)
+{
+	struct image **at;
+
+	if (!s)
+		return;
+	at = &s->all_images;
+	table_drop(&s->maps, map_stale, s->sweep, true);
+	table_drop(&s->files, file_stale, s->sweep, true);
+	table_drop(&s->images, image_stale, s->sweep, false);	/* all_images owns them */
+	while (*at) {
+		struct image *img = *at;
+
+		if (!image_stale(&img->node, s->sweep)) {
+			at = &img->all_next;
+			continue;
+		}
+		*at = img->all_next;
+		image_free(img);
+		s->stats.images_released++;
+	}
 }

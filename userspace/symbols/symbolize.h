@@ -42,8 +42,8 @@ void symbolizer_free(struct symbolizer *s);
  * true, each with the line inside it), then the function that holds addr (with the line of
  * the outermost inlined call, or addr's own); returns n >= 1, or -EINVAL / -ENOMEM.
  * symbolize_addr fills only that last, real frame and returns 0.
- * Strings stay owned by the symbolizer until symbolizer_free. An address that no mapping or
- * symbol covers still fills a frame.
+ * Strings stay owned by the symbolizer until symbolizer_free (a sweep keeps them). An address
+ * that no mapping or symbol covers still fills a frame.
  */
 int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
 		     bool is_return, struct frame *out, unsigned int max);
@@ -66,6 +66,17 @@ void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map 
  * itself when it is not mangled or no demangler is there. */
 const char *symbolizer_demangle(struct symbolizer *s, const char *name);
 
+/* Letting go of what no process in use maps: between sweep_begin and sweep_end, keep() each
+ * module map still in use; the files, images (their descriptors, symbol tables, debug info)
+ * and address caches of every other mapping are freed. Names handed out in frames stay. */
+void symbolizer_sweep_begin(struct symbolizer *s);
+void symbolizer_keep(struct symbolizer *s, const struct module_map *mm);
+void symbolizer_sweep_end(struct symbolizer *s);
+
+/* The names frames point to (functions, source files, modules), interned: past this many
+ * bytes a new one is dropped (the frame shows its address) and counted. */
+#define SYM_NAMES_MAX_BYTES (64u << 20)
+
 /* Work done so far: for tests and statistics. */
 struct symbolizer_stats {
 	uint64_t files_loaded;		/* files opened and usable (build-id hits included) */
@@ -75,6 +86,9 @@ struct symbolizer_stats {
 	uint64_t dwarf_loaded;		/* images with debug info found */
 	uint64_t addr_hits;		/* lookups answered from the address cache */
 	uint64_t addr_misses;
+	uint64_t images_released;	/* images no process in use mapped, let go */
+	uint64_t names_dropped;		/* names past SYM_NAMES_MAX_BYTES */
+	uint64_t names_bytes;		/* interned now */
 };
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *stats);
 

@@ -140,6 +140,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 	jw_object_begin(w);
 	jw_kv_u64(w, "files_attached", snap->disc.files);
 	jw_kv_u64(w, "probes_attached", snap->disc.probes);
+	jw_kv_u64(w, "files_released", snap->disc.released);
 	jw_kv_u64(w, "late_attaches", snap->disc.late_attaches);
 	jw_kv_u64(w, "late_attach_ns_max", snap->disc.late_attach_ns_max);
 	jw_kv_u64(w, "nested_calls", snap->counters[GM_CNT_NESTED_CALLS]);
