@@ -333,3 +333,27 @@ def test_a_live_snapshot_past_max_files_names_the_loss(public_tmp):
         out, err = gm.communicate(timeout=30)
         assert gm.returncode == 0, err
         assert check(out), out
+
+
+def test_an_agent_removes_the_pins_of_files_no_process_maps_since_a_kill(pins, public_tmp):
+    """F6 across a restart: a killed agent let go of nothing; the next one adopts the pins of
+    the files processes map and removes the others'."""
+    agent = Agent(pins)
+    try:
+        kept, gone = runtime_copies(public_tmp, 2)
+        stay, end = Dlopened(kept, 1000), Dlopened(gone, 1000)
+        for w, lib in ((stay, kept), (end, gone)):
+            w.step("opened")
+            wait_until(lambda: file_pins(pins, lib.stat().st_ino), what="the copy attached")
+        agent.kill()
+        end.step("holding")
+        end.end()
+        agent = Agent(pins)
+        line = next(l for l in agent.stderr.lines if "adopted the pinned state" in l)
+        assert "pins of files no process maps removed" in line, line
+        assert file_pins(pins, kept.stat().st_ino) and not file_pins(pins, gone.stat().st_ino)
+        stay.step("holding")
+        wait_until(lambda: device_bytes(agent, stay.pid) == 1000, what="its allocation")
+        stay.end()
+    finally:
+        agent.kill()

@@ -640,6 +640,15 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 		d->at.release(d->at.ctx, (int)e->pid);
 }
 
+bool discovery_attached(const struct discovery *d, uint64_t kdev, uint64_t ino)
+{
+	for (size_t i = 0; i < d->nfiles; i++)
+		if (d->files[i].attached && d->files[i].ino == ino &&
+		    kernel_dev(d->files[i].dev) == kdev)
+			return true;
+	return false;
+}
+
 void discovery_get_stats(const struct discovery *d, struct discovery_stats *out)
 {
 	*out = d->stats;

@@ -67,6 +67,8 @@ void discovery_sweep(struct discovery *d);
  * sooner: a second from now, DISCOVERY_SWEEP_MIN_S after the last one at the soonest. */
 #define DISCOVERY_SWEEP_MIN_S 10
 void discovery_sweep_soon(struct discovery *d);
+/* Whether the file of kernel device kdev and inode ino is attached now. */
+bool discovery_attached(const struct discovery *d, uint64_t kdev, uint64_t ino);
 /* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */
 int discovery_add_required(struct discovery *d, const char *path);
 /* Attaches path if it defines CUDA allocation APIs and is not attached yet; 0 or -errno.

@@ -265,6 +265,26 @@ static bool pinned_by_gpumem(const char *name, const char *const *names, size_t 
 	return false;
 }
 
+int pin_unlink_stale_files(const char *dir, bool (*in_use)(void *ctx, uint64_t kdev, uint64_t ino),
+			   void *ctx)
+{
+	unsigned long long kdev, ino;
+	unsigned int prog, n = 0;
+	struct dirent *e;
+	char end;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		if (sscanf(e->d_name, "file-%llx-%llu-%u%c", &kdev, &ino, &prog, &end) == 3 &&
+		    !in_use(ctx, kdev, ino) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return (int)n;
+}
+
 /* The agent record makes a directory gpumem's: without one, nothing in it is removed. */
 static int check_ours(const char *dir)
 {

@@ -41,6 +41,10 @@ bool pin_file_linked(const char *dir, uint64_t kdev, uint64_t ino);
 /* Why the map pinned at fd cannot stand for m (type, key, value, capacity), written into why,
  * or NULL when it can. */
 const char *pin_map_mismatch(int fd, const struct bpf_map *m, char *why, size_t len);
+/* Removes the pins of files' links (an earlier agent's) for which in_use says no: the files no
+ * process maps now. Returns how many pins went. */
+int pin_unlink_stale_files(const char *dir, bool (*in_use)(void *ctx, uint64_t kdev, uint64_t ino),
+			   void *ctx);
 /* Pins a map or link fd at path (one error line when it fails). */
 int pin_fd(int fd, const char *path);
 /* serve --reset: removes what an agent pinned in dir (its record, the maps named in names, its

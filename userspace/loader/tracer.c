@@ -703,6 +703,14 @@ static void release_found(void *ctx, int pid)
 	tracer_release(ctx, pid);
 }
 
+int tracer_unpin_stale_files(struct tracer *t, bool (*in_use)(void *ctx, uint64_t kdev,
+							       uint64_t ino), void *ctx)
+{
+	if (!t->pin_dir || !t->skel)
+		return 0;
+	return pin_unlink_stale_files(t->pin_dir, in_use, ctx);
+}
+
 struct discovery_attacher tracer_attacher(struct tracer *t)
 {
 	return (struct discovery_attacher){

@@ -55,6 +55,10 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino);
 /* What discovery attaches with: this tracer's attach, detach and holds. */
 struct discovery_attacher tracer_attacher(struct tracer *t);
+/* An agent's pins of files' links that in_use says no to (an earlier agent attached them; no
+ * process maps them now) are removed: their probes go. Returns how many pins went. */
+int tracer_unpin_stale_files(struct tracer *t, bool (*in_use)(void *ctx, uint64_t kdev,
+							       uint64_t ino), void *ctx);
 int tracer_add_target(struct tracer *t, int pid);
 int tracer_remove_target(struct tracer *t, int pid);
 /* Returns records handled, or -errno. */

@@ -368,6 +368,11 @@ static int live_open(struct session *s)
 
 /* ---- running ---- */
 
+static bool file_in_use(void *ctx, uint64_t kdev, uint64_t ino)
+{
+	return discovery_attached(ctx, kdev, ino);
+}
+
 static void drain(struct live *l)
 {
 	while (tracer_poll(l->tracer, 0) > 0)
@@ -382,6 +387,7 @@ static void adopt(struct session *s)
 	struct live *l = live_of(s);
 	size_t living, ended;
 	uint64_t orphans;
+	int stale;
 
 	drain(l);
 	snapshot_put(state_publish(l->state, 0));
@@ -389,9 +395,12 @@ static void adopt(struct session *s)
 	state_reap(l->state);
 	orphans = state_purge_orphans(l->state);
 	state_count(l->state, &living, &ended);
+	/* Start-up found every file a process maps: the earlier agent's others go. */
+	stale = tracer_unpin_stale_files(l->tracer, file_in_use, l->disc);
 	fprintf(stderr, "gpumem: adopted the pinned state in %s: %zu processes are traced, %zu "
 		"ended while no agent ran (%" PRIu64 " allocation entries of ended processes "
-		"deleted)\n", s->opt->pin_dir, living, ended, orphans);
+		"deleted; %d pins of files no process maps removed)\n", s->opt->pin_dir, living,
+		ended, orphans, stale);
 }
 
 /* One line on stderr once every probe is on: people and scripts know tracing has begun. */
