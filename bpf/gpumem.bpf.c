@@ -171,6 +171,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	 * goes with its name: the name alone is trusted for nothing. */
 	emit_file(GM_REC_EXEC, tgid, BPF_CORE_READ(file, f_inode, i_ino),
 		  BPF_CORE_READ(file, f_inode, i_sb, s_dev), BPF_CORE_READ(bprm, filename));
+	end_image(p, tgid);
 	return 0;
 }
 
@@ -198,11 +199,11 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;	/* not the last thread of its process */
 	start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
-	key.gen = gm_proc_gen(start_ns);
+	key.gen = gm_proc_gen(start_ns, BPF_CORE_READ(p, group_leader, self_exec_id));
 	if (!bpf_map_lookup_elem(&procs_made, &key) && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
 	forget_contexts(tgid, key.gen);
-	emit_module_map(p, tgid, key.gen);
+	emit_module_map(p, tgid, key.gen, 0);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);

@@ -29,8 +29,10 @@
  * 15: sites and procs are arrays of gm_site_slot and gm_proc_slot in open addressing too,
  * procs_made names each process's slot, and an allocation names its site's slot
  * (gm_alloc_info.site) instead of its stacks; a thread's record keeps a clock. 16: a thread's
- * record no longer holds the stack walk's window (read onto the BPF stack). */
-#define GM_LAYOUT_VERSION 16
+ * record no longer holds the stack walk's window (read onto the BPF stack). 17: the generation
+ * counts execs too (an exec ends an image: GM_REC_PROCESS_EXEC); a process's first call sends its
+ * executable mappings (gm_vma_event.at_start). */
+#define GM_LAYOUT_VERSION 17
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -223,12 +225,14 @@ enum gm_counter {
 };
 
 /* A process's generation: two processes that one pid numbers in turn (a pid reused before
- * userspace reaped the first) never share an entry of procs, sites or allocs. Folded from the
- * process's start time in ns since boot (its group leader's start_boottime, what field 22 of
- * /proc/PID/stat counts in clock ticks); never 0, so that 0 can mean "not known". */
-static inline __u32 gm_proc_gen(__u64 start_ns)
+ * userspace reaped the first, or the images an exec replaces one with the next) never share an
+ * entry of procs, sites or allocs. Folded from the process's start time in ns since boot (its
+ * group leader's start_boottime, what field 22 of /proc/PID/stat counts in clock ticks) and
+ * its exec count (the leader's self_exec_id); never 0, so that 0 can mean "not known". */
+static inline __u32 gm_proc_gen(__u64 start_ns, __u64 exec_id)
 {
-	__u32 gen = (__u32)start_ns ^ (__u32)(start_ns >> 32);
+	__u64 v = start_ns ^ (exec_id * 0x9e3779b97f4a7c15ull);
+	__u32 gen = (__u32)v ^ (__u32)(v >> 32);
 
 	return gen ? gen : 1;
 }
@@ -268,8 +272,8 @@ struct gm_inflight {
 	 * the free was of the other kind (failed_frees), its allocation left live. */
 	__u32 entry_only;
 	__u32 refused;
-	/* The thread's process, read at its first call: a thread never changes process, and
-	 * exec keeps the start time (a thread that execs takes its leader's). 0: not read yet. */
+	/* The thread's process, read at its first call: a thread never changes process (an
+	 * exec, which makes it another image, clears the whole record). 0: not read yet. */
 	__u32 gen;
 	__u64 start_ns;
 	/* The thread's CPython thread state, found once by native thread id; 0: none known. */
@@ -472,9 +476,12 @@ enum gm_record_type {
 	GM_REC_PROCESS_EXIT = 6,	/* last thread of a tracked process ended */
 	GM_REC_EXEC = 7,		/* a process exec'd: look for a static runtime */
 	GM_REC_LIB_OPEN = 8,		/* a file named like a CUDA library was opened */
-	GM_REC_EXIT_VMA = 9,		/* an executable mapping of a process that is ending */
+	GM_REC_EXIT_VMA = 9,		/* an executable mapping of a process that is ending (or
+					 * making its first call) */
 	GM_REC_STACK_COPY = 10,		/* registers and stack top of a new site, to unwind */
 	GM_REC_PY_STACK = 11,		/* a new Python stack: name its code objects now */
+	GM_REC_PROCESS_EXEC = 12,	/* a tracked process exec'd: the image that held its
+					 * allocations ended (the driver frees them) */
 };
 
 struct gm_call_event {
@@ -600,12 +607,14 @@ struct gm_stack_event {
 };
 
 /* Sent just before GM_REC_PROCESS_EXIT, while the ending process's memory map still exists,
- * so frames in a process that ended before userspace read its maps still get names. */
+ * so frames in a process that ended before userspace read its maps still get names; and just
+ * before GM_REC_PROCESS_NEW (at_start), for an image an exec may end before userspace reads
+ * its maps (the old image's memory map is gone by the time the exec is seen). */
 struct gm_vma_event {
 	__u32 type;		/* GM_REC_EXIT_VMA */
 	__u32 pid;
-	__u32 gen;		/* the ending process's generation */
-	__u32 pad;
+	__u32 gen;		/* the process's generation */
+	__u32 at_start;		/* 1: sent at the process's first call; 0: at its end */
 	__u64 start;
 	__u64 end;
 	__u64 pgoff;		/* in pages */

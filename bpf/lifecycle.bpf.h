@@ -34,12 +34,53 @@ static __always_inline bool hold(__u32 tgid)
 	return true;
 }
 
+/* The executable file mappings of a process: at its end, which still has its memory map here,
+ * or at its first call (at_start), in case an exec ends this image before userspace reads
+ * its maps. */
+static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, __u32 gen,
+					    __u32 at_start)
+{
+	struct bpf_iter_task_vma it;
+	struct vm_area_struct *vma;
+
+	/* No counter: the iterator bounds the loop, and a counter the verifier must track
+	 * precisely made it explore every count (1.7 s to load). */
+	bpf_iter_task_vma_new(&it, p, 0);
+	while ((vma = bpf_iter_task_vma_next(&it))) {
+		struct gm_vma_event *e;
+		struct file *file = vma->vm_file;
+
+		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
+			continue;
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count(GM_CNT_RINGBUF_DROPPED);
+			break;
+		}
+		e->type = GM_REC_EXIT_VMA;
+		e->pid = tgid;
+		e->gen = gen;
+		e->at_start = at_start;
+		e->start = vma->vm_start;
+		e->end = vma->vm_end;
+		e->pgoff = vma->vm_pgoff;
+		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
+		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
+					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_iter_task_vma_destroy(&it);
+}
+
 /* A new process: userspace is told (and, with -c, it is held until userspace answers). */
 static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, __u64 now,
 				     __u64 cgroup_id)
 {
-	struct gm_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct gm_call_event *e;
 
+	emit_module_map(bpf_get_current_task_btf(), tgid, rec->gen, 1);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);
 		return;
@@ -116,41 +157,45 @@ static __always_inline void emit_file(__u32 type, __u32 tgid, __u64 ino, __u32 d
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* The executable file mappings of an ending process, which still has its memory map here. */
-static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, __u32 gen)
+__noinline int forget_contexts(__u32 tgid, __u32 gen);	/* contexts.bpf.h */
+
+/* An exec replaced p's image: the image that made the process's calls ended, and its memory
+ * with it (the driver frees what the old address space held). Its end is sent like an exit's,
+ * under its own generation; the exec'ing thread (the only one left) starts afresh, so that its
+ * next call names the new image. */
+static __always_inline void end_image(struct task_struct *p, __u32 tgid)
 {
-	struct bpf_iter_task_vma it;
-	struct vm_area_struct *vma;
+	struct gm_proc_key key = { .tgid = tgid };
+	struct thread_state *ts = bpf_task_storage_get(&inflight, p, 0, 0);
+	__u64 start_ns = BPF_CORE_READ(p, start_boottime);
+	struct gm_call_event *e;
 
-	/* No counter: the iterator bounds the loop, and a counter the verifier must track
-	 * precisely made it explore every count (1.7 s to load). */
-	bpf_iter_task_vma_new(&it, p, 0);
-	while ((vma = bpf_iter_task_vma_next(&it))) {
-		struct gm_vma_event *e;
-		struct file *file = vma->vm_file;
-
-		if (!file || !(vma->vm_flags & VM_EXEC_FLAG))
-			continue;
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e) {
-			count(GM_CNT_RINGBUF_DROPPED);
-			break;
-		}
-		e->type = GM_REC_EXIT_VMA;
-		e->pid = tgid;
-		e->gen = gen;
-		e->pad = 0;
-		e->start = vma->vm_start;
-		e->end = vma->vm_end;
-		e->pgoff = vma->vm_pgoff;
-		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
-		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
-		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
-					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
-		bpf_ringbuf_submit(e, 0);
+	if (ts) {
+		__builtin_memset(&ts->rec, 0, sizeof(ts->rec));
+		ts->py_none_gen_plus1 = 0;
 	}
-	bpf_iter_task_vma_destroy(&it);
+	/* p leads its group now; its exec count went up by one at this exec */
+	key.gen = gm_proc_gen(start_ns, BPF_CORE_READ(p, self_exec_id) - 1);
+	if (!bpf_map_lookup_elem(&procs_made, &key))
+		return;
+	forget_contexts(tgid, key.gen);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(GM_CNT_RINGBUF_DROPPED);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = GM_REC_PROCESS_EXEC;
+	e->py_stack_id = -1;
+	e->pid = tgid;
+	e->gen = key.gen;
+	e->start_ns = start_ns;
+	e->tid = BPF_CORE_READ(p, pid);
+	e->time_ns = bpf_ktime_get_ns();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	bpf_ringbuf_submit(e, 0);
 }
+
 
 /* "libcuda.so*" or "libcudart.so*", or PyTorch's "libc10_cuda.so*" (its tensors' USDT
  * probes): the name of the file itself, symlinks resolved. Archives such as

@@ -20,7 +20,7 @@ static __always_inline struct thread_state *thread_of(struct gm_inflight *rec)
 }
 
 /* The calling thread's process (start time, generation), read at the thread's first call and
- * kept in its record: one read per thread, not per call. */
+ * kept in its record: one read per thread, not per call (an exec clears it: on_exec). */
 static __always_inline void identify_process(struct gm_inflight *rec)
 {
 	struct task_struct *task;
@@ -29,7 +29,7 @@ static __always_inline void identify_process(struct gm_inflight *rec)
 		return;
 	task = bpf_get_current_task_btf();
 	rec->start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
-	rec->gen = gm_proc_gen(rec->start_ns);
+	rec->gen = gm_proc_gen(rec->start_ns, BPF_CORE_READ(task, group_leader, self_exec_id));
 }
 
 /* The calling thread's record, made at its first call; NULL for a process not traced. task: the

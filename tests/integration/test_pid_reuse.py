@@ -50,3 +50,22 @@ def test_a_pid_reused_at_once_gives_the_new_process_its_own_record_and_numbers(t
     assert [s["current_bytes"] for s in ended["sites"]] == [500]
     assert [s["current_bytes"] for s in alive["sites"]] == [300]
     assert alive["cmdline"].endswith("second hold 300")
+
+
+def test_an_exec_ends_the_image_that_allocated_and_keeps_its_frames():
+    """F8: a process allocated 5 x 1,000 B, then exec'd a program that allocated 1,000 B: the
+    new program was shown holding 6,000 B in 6 allocations, the old site's frames null. The old
+    image's memory went with its address space: it is a process of its own, ended by the exec,
+    its site named; the new image holds only its own."""
+    with SystemWide(*MOCK_LIB_ARGS) as gpumem:
+        with Workload("exec", 5, 1000) as w:
+            w.wait_for("execing")
+            w.wait_for("holding")
+            assert w.finish() == 0
+    old, new = procs_on(gpumem.report, w.proc.pid)
+    assert (old["alive"], old["execed"], old.get("exit_code")) == (False, True, None), old
+    assert numbers(old)[:2] == (5000, 5) and old["alloc_count"] == 5
+    [site] = old["sites"]
+    assert [f["symbol"] for f in site["frames"][:2]] == ["before_exec", "run_exec"], site
+    assert (new["execed"], new["current_bytes"], new["alloc_count"]) == (False, 1000, 1), new
+    assert [f["symbol"] for f in new["sites"][0]["frames"][:1]] == ["hold_alloc"]

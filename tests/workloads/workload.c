@@ -2,6 +2,7 @@
  * named functions a tracer can report, and prints one `call API SIZE ADDR RC` line per call. */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -861,6 +862,33 @@ static int run_hold(char **argv)
 	return EXIT_OK;
 }
 
+/* ---- exec N SIZE: N allocations of SIZE kept, then the process execs itself into `hold
+ * SIZE`: the new image holds SIZE; what the old one held went with its address space ---- */
+
+GM_CALL_SITE static int before_exec(size_t size)
+{
+	void *p = NULL;
+	int rc = cudaMalloc(&p, size);
+
+	report("cudaMalloc", size, addr_of(p), rc);
+	return rc;
+}
+
+static int run_exec(char **argv)
+{
+	uint64_t n, size;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size))
+		return EXIT_USAGE;
+	for (uint64_t i = 0; i < n; i++)
+		if (before_exec(size))
+			return EXIT_UNEXPECTED;
+	say("execing");
+	execl("/proc/self/exe", "workload", "hold", argv[1], (char *)NULL);
+	fprintf(stderr, "workload: cannot exec itself: %s\n", strerror(errno));
+	return EXIT_UNEXPECTED;
+}
+
 /* ---- children K SIZE ---- */
 
 GM_CALL_SITE static int child_alloc(size_t size)
@@ -1293,6 +1321,7 @@ static const struct scenario scenarios[] = {
 	{ "prefree", 2, "N SIZE", run_prefree },
 	{ "storm", 2, "N SIZE", run_storm },
 	{ "hold", 1, "SIZE", run_hold },
+	{ "exec", 2, "N SIZE", run_exec },
 	{ "children", 2, "K SIZE", run_children },
 	{ "exitcode", 1, "CODE", run_exitcode },
 	{ "private", 2, "N SIZE", run_private },

@@ -54,6 +54,8 @@ uint64_t state_purge_orphans(struct state *s);
 void state_count(const struct state *s, size_t *living, size_t *ended);
 /* Queues an ended process; state_reap() captures its final numbers and drops its entries. */
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
+/* The image an exec replaced ended (GM_REC_PROCESS_EXEC): as an exit, with no exit code. */
+void state_on_process_exec(struct state *s, const struct gm_call_event *e);
 /* A process exec'd, or opened a CUDA library: is it CPython now? (python.h) */
 void state_on_exec_python(struct state *s, const struct gm_file_event *e);
 void state_on_lib_open_python(struct state *s, const struct gm_file_event *e);

@@ -72,7 +72,8 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 	out->valid = (p->comm[0] ? SP_COMM : 0) | (p->cmdline ? SP_CMDLINE : 0) |
 		     (p->cgroup ? SP_CGROUP : 0) | (p->ns_pid ? SP_NS_PID : 0) |
 		     (p->user ? SP_USER : 0);
-	if (!p->alive && p->exit_known) {
+	out->execed = p->execed;
+	if (!p->alive && p->exit_known && !p->execed) {
 		out->exit_code = p->exit_code;
 		out->valid |= SP_EXIT_CODE;
 	}

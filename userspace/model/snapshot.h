@@ -88,6 +88,8 @@ struct snap_proc {
 	int ns_pid;
 	unsigned int valid;
 	bool alive;
+	bool execed;		/* ended by an exec: its pid runs another image, a process of its
+				 * own in the snapshot */
 	int exit_code;
 	char comm[GM_COMM_LEN + 1];
 	char *cmdline, *cgroup, *user;

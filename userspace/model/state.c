@@ -107,6 +107,7 @@ void proc_rec_free(struct proc_rec *p)
 	free(p->user);
 	module_map_free(&p->mm);
 	module_map_free(&p->exit_mm);
+	module_map_free(&p->start_mm);
 	unwinder_free(p->unwinder);
 	free(p->dwarf_stacks);
 	free(p->pending_copies);
@@ -328,7 +329,7 @@ void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e)
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
-	struct module_map *m = &p->exit_mm;
+	struct module_map *m = e->at_start ? &p->start_mm : &p->exit_mm;
 	const char *path;
 	struct mapping *mp;
 
@@ -343,7 +344,7 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 	mp->dev_minor = (uint32_t)(e->dev & GM_DEV_MINOR_MASK);
 	mp->exec = true;
 	path = known_path_of(s, e->dev, e->ino);
-	/* Unknown for now: the file's own name, until a path turns up (adopt_exit_map). */
+	/* Unknown for now: the file's own name, until a path turns up (adopt_kernel_map). */
 	mp->path = path ? xstrdup(path) : strndup(e->name, GM_VMA_NAME_LEN);
 }
 
@@ -365,10 +366,24 @@ static const struct mapping *same_file_in(const struct module_map *mm, const str
 	return NULL;
 }
 
-static void adopt_exit_map(struct state *s, struct proc_rec *p)
+/* Whether the maps read from /proc are of the image whose first-call map is start: each of
+ * its mappings is there, at the same address (an exec'd image is laid out anew). */
+static bool same_image(const struct module_map *start, const struct module_map *read)
 {
-	struct module_map *m = &p->exit_mm;
+	for (size_t i = 0, j = 0; i < start->count; i++) {
+		while (j < read->count && read->maps[j].start < start->maps[i].start)
+			j++;
+		if (j == read->count || read->maps[j].start != start->maps[i].start ||
+		    read->maps[j].ino != start->maps[i].ino)
+			return false;
+	}
+	return true;
+}
 
+/* The kernel's capture m (at exit, or at the first call of an image an exec ended) becomes the
+ * process's module map. */
+static void adopt_kernel_map(struct state *s, struct proc_rec *p, struct module_map *m)
+{
 	if (!m->count)
 		return;
 	for (size_t i = 0; i < m->count; i++) {
@@ -463,6 +478,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0 && p->mm.count) {
 		p->have_mm = true;
 		p->maps_gen++;
+		if (same_image(&p->start_mm, &p->mm))
+			module_map_free(&p->start_mm);
 		remember_paths(s, &p->mm);
 		/* Open its files now: deleted or in a container, they stay nameable after it ends. */
 		symbolizer_prefetch(s->sym, p->pid, &p->mm);
@@ -541,6 +558,9 @@ void state_on_process_new(struct state *s, const struct gm_call_event *e)
 	}
 	if (!p->comm[0])
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
+	/* Its first-call map came just before: a read of this image's maps needs it no more. */
+	if (p->have_mm && same_image(&p->start_mm, &p->mm))
+		module_map_free(&p->start_mm);
 	if (s->py && p->alive)
 		python_examine_final(s->py, p->pid);
 	if (s->py)
@@ -740,7 +760,22 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	p->exit_known = true;
 	if (!p->comm[0])	/* gone before /proc told: the kernel's word at its exit */
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
-	adopt_exit_map(s, p);
+	module_map_free(&p->start_mm);
+	adopt_kernel_map(s, p, &p->exit_mm);
+}
+
+void state_on_process_exec(struct state *s, const struct gm_call_event *e)
+{
+	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
+
+	queue_exit(s, p);
+	forget_late_reads(p, e->time_ns);
+	p->end_ns = e->time_ns;
+	p->exit_known = true;	/* /proc shows the next image now: nothing is read for this one */
+	p->execed = true;
+	if (!p->have_mm)	/* its maps were read too late, or not at all */
+		adopt_kernel_map(s, p, &p->start_mm);
+	module_map_free(&p->start_mm);
 }
 
 
@@ -1238,6 +1273,7 @@ static void compact_ended(struct state *s, struct proc_rec *p)
 	p->ndwarf_stacks = 0;
 	module_map_free(&p->mm);
 	module_map_free(&p->exit_mm);
+	module_map_free(&p->start_mm);
 	p->have_mm = false;
 }
 

@@ -78,6 +78,9 @@ struct proc_rec {
 	bool have_mm;
 	unsigned int maps_gen;	/* bumped whenever mm is (re)captured: names may improve */
 	struct module_map exit_mm;	/* its executable mappings as the kernel saw them at exit */
+	/* ... and at its first call: kept until a read of its maps proves to be of this image
+	 * (an exec may end it before userspace reads them; its map then stands in). */
+	struct module_map start_mm;
 	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
 	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
 	size_t ndwarf_stacks;
@@ -99,6 +102,8 @@ struct proc_rec {
 	bool reaped;		/* ended and its entries dropped from the maps */
 	bool no_proc_entry;	/* its sites were recorded but not its totals (--max-procs) */
 	bool exit_known;	/* the kernel reported its end, with its exit code */
+	bool execed;		/* its end was an exec (no exit code): another image took its
+				 * pid, a record of its own */
 	bool exit_queued;	/* waits in pending_exits for state_reap */
 	bool reaping;		/* one of the records the current read_maps pass reaps */
 	uint64_t reaped_ns;	/* when: --keep-ended-for counts from here */

@@ -83,6 +83,13 @@ static void on_exit_record(struct session *s, const struct gm_call_event *e)
 		deliver(s, &ev);
 }
 
+/* An exec ended the image that made the calls: another image runs under the pid now. */
+static void on_exec_end_record(struct session *s, const struct gm_call_event *e)
+{
+	state_on_process_exec(live_of(s)->state, e);
+	discovery_sweep_soon(live_of(s)->disc);
+}
+
 /* The size each record type must have at least. */
 static size_t record_size(__u32 type)
 {
@@ -93,6 +100,7 @@ static size_t record_size(__u32 type)
 	case GM_REC_ALLOC_FAILED:
 	case GM_REC_PROCESS_NEW:
 	case GM_REC_PROCESS_EXIT:
+	case GM_REC_PROCESS_EXEC:
 		return sizeof(struct gm_call_event);
 	case GM_REC_EXEC:
 	case GM_REC_LIB_OPEN:
@@ -157,6 +165,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 	switch (type) {
 	case GM_REC_PROCESS_EXIT:
 		on_exit_record(s, data);
+		break;
+	case GM_REC_PROCESS_EXEC:
+		on_exec_end_record(s, data);
 		break;
 	case GM_REC_PROCESS_NEW:
 	case GM_REC_EXEC:

@@ -99,7 +99,9 @@ static void proc_text(struct sink *s, const struct proc_verdict *pv)
 	fprintf(s->out, "pid %d %s", p->pid, comm);
 	if (p->container.has_id)
 		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, p->container.id);
-	if (!p->alive)
+	if (p->execed)
+		fprintf(s->out, " (ended: exec'd)");
+	else if (!p->alive)
 		fprintf(s->out, " (ended, exit %d)", p->exit_code);
 	fprintf(s->out, ": holds %s, peak %s", cur, peak);
 	if (p->tensor.alloc_count) {
@@ -239,7 +241,8 @@ static void proc_json(struct json_writer *w, const struct proc_verdict *pv)
 	json_kv_known(w, "cmdline", p->cmdline, p->valid & SP_CMDLINE);
 	json_container(w, &p->container);
 	jw_kv_bool(w, "alive", p->alive);
-	if (!p->alive)
+	jw_kv_bool(w, "execed", p->execed);
+	if (!p->alive && !p->execed)
 		jw_kv_i64(w, "exit_code", p->exit_code);
 	jw_kv_u64(w, "current_bytes", p->st.current_bytes);
 	jw_kv_u64(w, "current_allocs", p->st.current_allocs);

@@ -71,6 +71,7 @@ static void process_json(struct json_writer *w, const struct snapshot *snap,
 	else
 		jw_kv_null(w, "ns_pid");
 	jw_kv_bool(w, "alive", p->alive);
+	jw_kv_bool(w, "execed", p->execed);
 	if (p->valid & SP_EXIT_CODE)
 		jw_kv_i64(w, "exit_code", p->exit_code);
 	jw_kv_u64(w, "current_bytes", st->current_bytes);
@@ -336,7 +337,7 @@ static void snapshot_text(struct sink *s, const struct snapshot *snap)
 		text_known(comm, sizeof(comm), p->comm, p->valid & SP_COMM);
 		fprintf(s->out, "%7d %-16s %12s %12s %12s %8llu %8llu %6llu %s\n", p->pid, comm, cur,
 			peak, host, p->st.alloc_count, p->st.free_count, p->st.failed_count,
-			p->alive ? "alive" : "ended");
+			p->alive ? "alive" : p->execed ? "exec'd" : "ended");
 		names_text(s, &p->container);
 		by_gpu_text(s, p);
 		beside_text(s, p);
