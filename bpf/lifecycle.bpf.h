@@ -13,9 +13,27 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksy
 
 #define VM_EXEC_FLAG 0x4
 
-/* Only this instance's own targets are ever paused: -p / -c processes and their children, or
- * those in the cgroups --cgroup/--container/--pod selected; and only while its consumer is
- * alive (a fresh heartbeat). The hold is recorded before the signal. */
+/* A process the agent may pause: no controlling terminal (an interactive shell would report
+ * the stop and take the terminal back), and no gpumem (two agents could hold each other). */
+static __always_inline bool holdable_untargeted(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	static const char self[] = "gpumem";
+	char comm[sizeof(self)];
+
+	if (!hold_ttyless || BPF_CORE_READ(task, signal, tty))
+		return false;
+	bpf_get_current_comm(comm, sizeof(comm));
+	for (int i = 0; i < (int)sizeof(self); i++)
+		if (comm[i] != self[i])
+			return true;
+	return false;
+}
+
+/* Only this instance's own targets are paused: -p / -c processes and their children, or those
+ * in the cgroups --cgroup/--container/--pod selected; with none (serve), a process with no
+ * terminal; and only while its consumer is alive (a fresh heartbeat). The hold is recorded
+ * before the signal. */
 static __always_inline bool hold(__u32 tgid)
 {
 	struct gm_hold h = { .holder = self_tgid };
@@ -24,7 +42,7 @@ static __always_inline bool hold(__u32 tgid)
 	if (!holds_enabled || now - heartbeat_ns > GM_HEARTBEAT_FRESH_NS)
 		return false;
 	if (filter_pids ? !bpf_map_lookup_elem(&targets, &tgid)
-			: !filter_cgroups || !in_selected_cgroup())
+	    : filter_cgroups ? !in_selected_cgroup() : !holdable_untargeted())
 		return false;
 	h.time_ns = now;
 	if (bpf_map_update_elem(&holds, &tgid, &h, BPF_ANY))

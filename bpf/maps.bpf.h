@@ -13,6 +13,9 @@ const volatile bool filter_pids = false;	/* only processes in `targets` */
 const volatile __u32 filter_cgroups = 0;	/* entries of cgroup_filter in use */
 const volatile bool hold_new_libs = false;	/* SIGSTOP at the first open of an unknown
 						 * CUDA library until it is attached */
+const volatile bool hold_ttyless = false;	/* with no targets (serve): hold a process
+						 * with no controlling terminal (a shell's job
+						 * control would take a stop for the user's) */
 const volatile __u32 stack_mode = GM_STACKS_DWARF;	/* enum gm_stack_mode */
 const volatile __u32 stack_copy_bytes = GM_STACK_COPY_DEFAULT;
 const volatile __u32 self_tgid = 0;		/* gpumem itself: never held */

@@ -177,9 +177,10 @@ def public_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def runtime_copies(root, n, start=0):
+def runtime_copies(root, n, start=0, own_driver=False):
     """n copies of the mock runtime, each a new inode no gpumem has seen, beside a link to the
-    mock driver: what a user makes with cp."""
+    mock driver (or, own_driver, a copy of it: then no probe sees a call before the copies are
+    attached): what a user makes with cp."""
     libs = []
     for i in range(start, start + n):
         d = root / f"copy{i}"
@@ -187,7 +188,10 @@ def runtime_copies(root, n, start=0):
         lib = d / "libcudart.so.13"
         shutil.copy(MOCK_LIB_DIR / "libcudart.so.13", lib)
         os.chmod(lib, 0o755)
-        (d / "libcuda.so.1").symlink_to(MOCK_LIB_DIR / "libcuda.so.1")
+        if own_driver:
+            shutil.copy(MOCK_LIB_DIR / "libcuda.so.1", d / "libcuda.so.1")
+        else:
+            (d / "libcuda.so.1").symlink_to(MOCK_LIB_DIR / "libcuda.so.1")
         libs.append(lib)
     return libs
 
@@ -355,5 +359,77 @@ def test_an_agent_removes_the_pins_of_files_no_process_maps_since_a_kill(pins, p
         stay.step("holding")
         wait_until(lambda: device_bytes(agent, stay.pid) == 1000, what="its allocation")
         stay.end()
+    finally:
+        agent.kill()
+
+
+# ---- first calls through a file no agent has seen (F13) ----
+
+def tracer_event(agent, event):
+    return metric(agent, f'gpumem_tracer_events_total{{event="{event}"}}')
+
+
+class Keeper:
+    """workload_dl dlopenkeep: maps lib and allocates at once, nothing between (what races
+    the attach), then keeps the allocation until told to end."""
+
+    def __init__(self, lib, size, wrap=()):
+        self.proc = subprocess.Popen([*wrap, str(WORKLOAD_DL), "dlopenkeep", str(lib),
+                                      str(size)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.out = LineReader(self.proc.stdout)
+        self.out.wait_for("waiting")
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+        self.out.wait_for("holding")
+
+    def pid_of_workload(self):
+        """The workload's pid (under script or setsid -w, a child of the wrapper's)."""
+        for line in self.out.lines:
+            pass
+        kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return int(kids[0]) if kids else self.proc.pid
+
+    def end(self):
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def test_the_agent_holds_a_process_with_no_terminal_so_its_first_call_counts(pins, public_tmp):
+    """F13: 20 processes each dlopen'ed a runtime file gpumem had not seen and allocated at
+    once; system-wide, 19 of 20 allocations were seen. The agent holds such a process (one with
+    no controlling terminal, as a service's or a container's) until the file is attached."""
+    agent = Agent(pins)
+    keepers = []
+    try:
+        holds = tracer_event(agent, "holds")
+        for lib in runtime_copies(public_tmp, 10, own_driver=True):
+            keepers.append(Keeper(lib, 54321, wrap=["setsid", "-w"]))
+        for k in keepers:
+            pid = k.pid_of_workload()
+            wait_until(lambda: device_bytes(agent, pid) == 54321, what=f"{pid}'s allocation")
+        assert tracer_event(agent, "holds") - holds >= len(keepers)
+        assert metric(agent, 'gpumem_lost_total{reason="late_attach_unheld"}') == 0
+    finally:
+        for k in keepers:
+            k.proc.kill()
+        agent.kill()
+
+
+def test_a_process_with_a_terminal_is_not_held_and_is_counted(pins, public_tmp):
+    """Where no hold is taken (a terminal's process: its shell would take the stop for the
+    user's), what may have been missed is counted: late_attach_unheld."""
+    agent = Agent(pins)
+    try:
+        holds = tracer_event(agent, "holds")
+        [lib] = runtime_copies(public_tmp, 1, own_driver=True)
+        cmd = f"{WORKLOAD_DL} dlopen {lib} 1000 < /dev/null"
+        done = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_until(lambda: metric(agent, 'gpumem_lost_total{reason="late_attach_unheld"}'),
+                   what="the unheld late attach counted")
+        assert tracer_event(agent, "holds") == holds
     finally:
         agent.kill()

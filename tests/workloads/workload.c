@@ -1250,6 +1250,19 @@ static int run_dlopen(char **argv)
 	return rc == 0 || rc == GM_NO_DRIVER ? EXIT_OK : EXIT_UNEXPECTED;
 }
 
+/* dlopenkeep PATH SIZE: dlopen then allocate at once, as dlopen does; then "holding" until a
+ * line is read, the allocation kept. */
+static int run_dlopen_keep(char **argv)
+{
+	int rc = run_dlopen(argv);
+
+	if (rc != EXIT_OK)
+		return rc;
+	say("holding");
+	wait_for_line();
+	return EXIT_OK;
+}
+
 /* dlopenstep PATH SIZE: each step once a line is read: dlopen (then "opened"), allocate (then
  * "holding"), end. Nothing else is opened between the dlopen and the first call, when the
  * runtime opens the driver. dlopenfd PATH SIZE: the same, and right after the dlopen another
@@ -1306,6 +1319,7 @@ static const struct scenario scenarios[] = {
 #ifdef GM_DLOPEN_ONLY
 	{ "dlopenfd", 2, "PATH SIZE", run_dlopen_fd },
 	{ "dlopen", 2, "PATH SIZE", run_dlopen },
+	{ "dlopenkeep", 2, "PATH SIZE", run_dlopen_keep },
 	{ "dlopenstep", 2, "PATH SIZE", run_dlopen_step },
 #else
 	{ "leak", 2, "STEPS SIZE", run_leak },

@@ -496,9 +496,9 @@ const struct option_spec option_specs[] = {
 	{ "no-tensors", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, tracer.no_tensors),
 	  .help = "leave PyTorch's tensor probes (pytorch:malloc/free in libc10_cuda.so) off: "
 		  "segments only, and PyTorch skips its probe sites" },
-	{ "no-hold", 0, NULL, CMD_TRACING, opt_no_hold,
+	{ "no-hold", 0, NULL, CMD_ALL, opt_no_hold,
 	  .help = "never pause a process that opens a CUDA library gpumem has not attached yet "
-		  "(its first calls may then be missed)" },
+		  "(its first calls may then be missed: late_attach_unheld counts them)" },
 	{ "verbose", 'v', NULL, CMD_ALL, opt_verbose, .help = "libbpf and discovery diagnostics" },
 	{ "help", 'h', NULL, CMD_ALL | CMD_REPORT, opt_help, .help = "this text" },
 };
@@ -737,8 +737,9 @@ static int finish(struct parser *p)
 	if (p->cmd->bit == CMD_EXPORT)
 		return finish_export(p);
 	if (p->cmd->bit == CMD_SERVE) {
-		o->tracer.pin_dir = o->pin_dir;	/* system-wide, and nobody is ever held */
-		o->tracer.hold_new_libs = false;
+		/* System-wide: the host's accountant holds what no terminal can see held. */
+		o->tracer.pin_dir = o->pin_dir;
+		o->tracer.hold_ttyless = !p->no_hold;
 	}
 	return 0;
 }

@@ -57,7 +57,7 @@ int check_system(struct options *o)
 		/* It could stop another user's process and not be allowed to resume it. */
 		p_err("warning: no CAP_KILL: processes that map a new CUDA library are not held "
 		      "(their first calls may be missed); grant CAP_KILL to hold them");
-		o->tracer.hold_new_libs = o->tracer.hold_new_procs = false;
+		o->tracer.hold_new_libs = o->tracer.hold_new_procs = o->tracer.hold_ttyless = false;
 	}
 	return 0;
 }

@@ -614,13 +614,14 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 		.check_dev = true,
 	};
 	uint64_t before = d->attaches;
+	bool attached, missed = false;
 	char path[PATH_MAX];
-	bool attached;
 	int fd;
 
 	if (e->type == GM_REC_EXEC) {
 		scan_executable(d, (int)e->pid);
 		note_late_attach(d, before, e);
+		d->stats.unheld_late += d->attaches != before;	/* an exec is never held */
 		return;
 	}
 	snprintf(path, sizeof(path), "/proc/%u/fd/%u", e->pid, e->fd);
@@ -631,13 +632,17 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	} else {
 		/* Not held (not traced): the loader has closed it by now, but mapped it. */
 		discovery_scan_process(d, (int)e->pid);
-		if (d->attaches == before)
+		if (!find_file(d, want.dev, want.ino)) {
+			missed = true;	/* gone already: whatever it called went unseen */
 			p_debug("cannot examine %.*s opened by PID %u", GM_PATH_LEN, e->path,
 				e->pid);
+		}
 	}
 	note_late_attach(d, before, e);
 	if (e->held)
 		d->at.release(d->at.ctx, (int)e->pid);
+	else
+		d->stats.unheld_late += d->attaches != before || missed;
 }
 
 bool discovery_attached(const struct discovery *d, uint64_t kdev, uint64_t ino)

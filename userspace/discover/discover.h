@@ -41,6 +41,8 @@ struct discovery_stats {
 	uint64_t released;		/* files let go: no process mapped them any more */
 	uint64_t not_attached;		/* CUDA files in use left without probes: --max-files
 					 * were attached, or attaching failed (out of fds) */
+	uint64_t unheld_late;		/* processes whose new CUDA file was attached while they
+					 * ran on (not paused): their first calls may be missed */
 };
 
 /* A file with probes on it, as diagnostics show it: its device, inode and which probe-table

@@ -207,6 +207,7 @@ static struct gpumem_bpf *open_configured(const struct tracer_opts *o, bool mult
 	skel->rodata->filter_pids = o->filter_pids;
 	skel->rodata->hold_new_procs = o->hold_new_procs;
 	skel->rodata->hold_new_libs = o->hold_new_libs;
+	skel->rodata->hold_ttyless = o->hold_ttyless;
 	skel->rodata->self_tgid = (__u32)getpid();
 	skel->rodata->stack_mode = o->stack_mode;
 	skel->rodata->python_frames = !o->no_python;

@@ -14,6 +14,7 @@ struct tracer_opts {
 	bool filter_pids;	/* only targets and their children */
 	bool hold_new_procs;	/* stop a target at its first allocation until it is examined */
 	bool hold_new_libs;	/* stop a process at its first open of an unknown CUDA library */
+	bool hold_ttyless;	/* with no targets: such a process too, if it has no terminal */
 	uint32_t stack_mode;	/* enum gm_stack_mode */
 	uint32_t stack_bytes;	/* DWARF mode: stack copied per new site */
 	bool no_python;		/* --no-python: no CPython frames */

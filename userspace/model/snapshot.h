@@ -129,6 +129,7 @@ enum snap_loss {
 	SNAP_LOST_NOT_UNWOUND,		/* stack copies (--unwind dwarf) that could not be
 					 * unwound, whose frame-pointer stack is short */
 	SNAP_LOST_FILES_NOT_ATTACHED,	/* CUDA files in use left without probes (discovery) */
+	SNAP_LOST_UNHELD_LATE,		/* processes a new file was attached for while they ran */
 	SNAP_LOST_NAMES_DROPPED,	/* function and file names past the symbolizer's bound */
 	SNAP_LOST_COUNT,
 };

@@ -314,6 +314,10 @@ static const struct {
 	{ true, SNAP_LOST_FILES_NOT_ATTACHED, "files_not_attached",
 	  "CUDA files in use got no probes: --max-files were attached, or attaching failed (out "
 	  "of file descriptors?); the log says which" },
+	{ true, SNAP_LOST_UNHELD_LATE, "late_attach_unheld",
+	  "a process mapped a CUDA file gpumem had not attached and ran on (not paused: "
+	  "system-wide, serve, --no-hold): its calls before the probes were on are not seen; "
+	  "--lib FILE attaches it at start, -c/-p/--cgroup pause it" },
 	{ true, SNAP_LOST_NAMES_DROPPED, "names_dropped",
 	  "function and file names past what gpumem keeps (SYM_NAMES_MAX_BYTES): those frames "
 	  "show addresses" },

@@ -193,6 +193,7 @@ static struct snapshot *live_publish(struct session *s, unsigned int wants)
 		p_err("cannot read the BPF maps: %s", strerror(-snap->error));
 	discovery_get_stats(l->disc, &snap->disc);
 	snap->lost[SNAP_LOST_FILES_NOT_ATTACHED] = snap->disc.not_attached;
+	snap->lost[SNAP_LOST_UNHELD_LATE] = snap->disc.unheld_late;
 	snap->nfiles = discovery_get_files(l->disc, &snap->files);
 	return snap;
 }
