@@ -301,11 +301,11 @@ def test_files_past_max_files_are_counted_and_logged_never_silent(pins, public_t
         # every other is refused, once, however often it is mapped. (Their allocations may
         # still be seen, through the driver the copies call.)
         attached = sum(bool(file_pins(pins, lib.stat().st_ino)) for lib in libs)
-        refused = wait_until(
-            lambda: metric(agent, 'gpumem_lost_total{reason="files_not_attached"}'),
-            what="the refusals counted")
+        refusals = lambda: metric(agent, 'gpumem_lost_total{reason="files_not_attached"}')
+        wait_until(lambda: attached + refusals() >= len(libs), what="the refusals counted")
+        time.sleep(2.5)     # past the sweeps the refusals asked for: none counted twice
         assert metric(agent, "gpumem_files_attached") <= base + 2
-        assert attached + refused == len(libs), (attached, refused)
+        assert attached + refusals() == len(libs), (attached, refusals())
         assert any("is left without probes: " in line and "--max-files" in line
                    for line in agent.stderr.lines), agent.stderr.lines
         assert agent.get("/healthz")[0] == 200
@@ -400,17 +400,21 @@ def test_the_agent_holds_a_process_with_no_terminal_so_its_first_call_counts(pin
     """F13: 20 processes each dlopen'ed a runtime file gpumem had not seen and allocated at
     once; system-wide, 19 of 20 allocations were seen. The agent holds such a process (one with
     no controlling terminal, as a service's or a container's) until the file is attached."""
-    agent = Agent(pins)
+    agent = Agent(pins, "-v")
     keepers = []
     try:
         holds = tracer_event(agent, "holds")
         for lib in runtime_copies(public_tmp, 10, own_driver=True):
             keepers.append(Keeper(lib, 54321, wrap=["setsid", "-w"]))
-        for k in keepers:
-            pid = k.pid_of_workload()
+        ours = {k.pid_of_workload() for k in keepers}
+        for pid in ours:
             wait_until(lambda: device_bytes(agent, pid) == 54321, what=f"{pid}'s allocation")
         assert tracer_event(agent, "holds") - holds >= len(keepers)
-        assert metric(agent, 'gpumem_lost_total{reason="late_attach_unheld"}') == 0
+        # The counter is the host's (a neighbour's process may run on unheld); the log names
+        # the process of each one it counts.
+        unheld = [int(m.group(1)) for line in agent.stderr.lines
+                  if (m := re.search(r"PID (\d+) ran on while", line))]
+        assert not ours & set(unheld), agent.stderr.lines
     finally:
         for k in keepers:
             k.proc.kill()

@@ -25,7 +25,9 @@ struct file_id {
 	void *attached;	/* the attacher's handle; NULL: examined, holds no CUDA allocation API */
 	unsigned int nprobes;
 	bool keep;	/* the user's or the system's: never let go */
-	bool refused;	/* in use, left without probes: forgotten at the next sweep */
+	/* In use, left without probes for want of room: counted once. A sweep forgets it when
+	 * no process maps it, else lets its next open try it again (not counted again). */
+	bool refused;
 	/* As /proc/PID/maps shows the file (on overlayfs: the file under it, not fstat's). */
 	unsigned int map_major, map_minor;
 	uint64_t map_ino;
@@ -166,10 +168,13 @@ static void map_identity(int fd, const struct stat *st, struct file_id *id)
 	munmap(at, 1);
 }
 
+static void map_identity(int fd, const struct stat *st, struct file_id *id);
+
 /* A CUDA file in use that gets no probes: counted, and said (at most once a minute). One
- * refused for room is remembered (its opens hold no one) until the next sweep, which tries it
- * again; one whose attach failed is tried again at its next open. */
-static void refuse(struct discovery *d, const struct stat *st, const char *why, bool for_room)
+ * refused for room is remembered (its opens hold no one, and count no more) while a process
+ * maps it; one whose attach failed is tried again at its next open. */
+static void refuse(struct discovery *d, int fd, const struct stat *st, const char *why,
+		   bool for_room)
 {
 	uint64_t now = now_ns();
 
@@ -181,8 +186,12 @@ static void refuse(struct discovery *d, const struct stat *st, const char *why, 
 		       (unsigned long long)st->st_ino, why,
 		       (unsigned long long)d->stats.not_attached);
 	}
-	if (for_room)
-		remember(d, st->st_dev, st->st_ino)->refused = true;
+	if (for_room) {
+		struct file_id *id = remember(d, st->st_dev, st->st_ino);
+
+		id->refused = true;
+		map_identity(fd, st, id);
+	}
 }
 
 static void sweep(struct discovery *d);
@@ -217,25 +226,37 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	if (fstat(fd, &st))
 		return -errno;
 	id = find_file(d, st.st_dev, st.st_ino);
-	if (id) {
-		id->keep |= keep && !id->refused;
+	if (id && !id->refused) {
+		id->keep |= keep;
 		*attached = id->attached != NULL;
 		return 0;
 	}
 	if (!room_for_one(d)) {
+		if (find_file(d, st.st_dev, st.st_ino)) {
+			/* Refused before, still in use: counted then. */
+			mark_known(d, st.st_dev, st.st_ino);
+			return -ENOSPC;
+		}
 		snprintf(why, sizeof(why), "%u files are attached, as many as --max-files allows",
 			 d->max_files);
-		refuse(d, &st, why, true);
+		refuse(d, fd, &st, why, true);
 		return -ENOSPC;
 	}
 	fd_path(fd, path, sizeof(path));
 	err = d->at.attach(d->at.ctx, path, &attached_file, &nprobes);
 	if (err && err != -ENOEXEC) {
 		snprintf(why, sizeof(why), "attaching failed: %s", strerror(-err));
-		refuse(d, &st, why, false);
+		refuse(d, fd, &st, why, false);
 		return err;
 	}
-	id = remember(d, st.st_dev, st.st_ino);
+	/* The sweep room_for_one ran may have moved (or forgotten) the refused entry. */
+	id = find_file(d, st.st_dev, st.st_ino);
+	if (id) {
+		id->refused = false;
+		mark_known(d, st.st_dev, st.st_ino);
+	} else {
+		id = remember(d, st.st_dev, st.st_ino);
+	}
 	id->keep = keep;
 	id->attached = attached_file;
 	if (id->attached) {
@@ -523,8 +544,14 @@ static unsigned int scan_all_maps(struct sweep_set *set, const struct discovery 
 	return n;
 }
 
+/* A file a sweep asks about: one processes found, attached or refused for room. */
+static bool asked(const struct file_id *id)
+{
+	return id->refused || (id->attached && !id->keep);
+}
+
 /* Lets go of every file processes found that none maps now, and forgets the refused ones
- * (their next open tries them again). */
+ * none maps; those still mapped are tried again at their next open. */
 static void sweep(struct discovery *d)
 {
 	struct sweep_set set = { 0 };
@@ -535,7 +562,7 @@ static void sweep(struct discovery *d)
 	d->last_sweep_ns = start;
 	d->next_sweep_ns = start + DISCOVERY_SWEEP_S * 1000000000ull;
 	for (size_t i = 0; i < d->nfiles; i++)
-		want += d->files[i].attached && !d->files[i].keep;
+		want += asked(&d->files[i]);
 	while (cap < 2 * want)
 		cap *= 2;
 	set.slots = xcalloc(cap, sizeof(*set.slots));
@@ -544,7 +571,7 @@ static void sweep(struct discovery *d)
 	/* Unknown to the BPF side while the maps are read: a process that maps one of them
 	 * meanwhile is reported (and attached again if it is let go). */
 	for (size_t i = 0; i < d->nfiles; i++) {
-		if (d->files[i].attached && !d->files[i].keep) {
+		if (asked(&d->files[i])) {
 			set_add(&set, &d->files[i], i);
 			d->at.forget(d->at.ctx, kernel_dev(d->files[i].dev), d->files[i].ino);
 		}
@@ -555,9 +582,9 @@ static void sweep(struct discovery *d)
 	for (size_t i = d->nfiles; i-- > 0;) {
 		const struct file_id *id = &d->files[i];
 
-		if (id->refused || (id->attached && !id->keep && !set.mapped[i]))
+		if (asked(id) && !set.mapped[i])
 			forget(d, i);
-		else if (set.mapped[i])
+		else if (set.mapped[i] && !id->refused)
 			mark_known(d, id->dev, id->ino);
 	}
 	free(set.slots);
@@ -603,6 +630,15 @@ static void note_late_attach(struct discovery *d, uint64_t attaches_before,
 		took / 1e6, e->pid, GM_PATH_LEN, e->path);
 }
 
+/* A late attach (or a file gone before it was examined) while the process ran on. */
+static void count_unheld(struct discovery *d, const struct gm_file_event *e)
+{
+	d->stats.unheld_late++;
+	/* The PID lets a test tell its own processes from the host's. */
+	p_debug("PID %u ran on while %.*s was examined: its first calls may have gone unseen "
+		"(late_attach_unheld)", e->pid, GM_PATH_LEN, e->path);
+}
+
 void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 {
 	/* The very file opened: its descriptor is still open while the process is held. Not
@@ -621,7 +657,8 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	if (e->type == GM_REC_EXEC) {
 		scan_executable(d, (int)e->pid);
 		note_late_attach(d, before, e);
-		d->stats.unheld_late += d->attaches != before;	/* an exec is never held */
+		if (d->attaches != before)	/* an exec is never held */
+			count_unheld(d, e);
 		return;
 	}
 	snprintf(path, sizeof(path), "/proc/%u/fd/%u", e->pid, e->fd);
@@ -641,8 +678,8 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	note_late_attach(d, before, e);
 	if (e->held)
 		d->at.release(d->at.ctx, (int)e->pid);
-	else
-		d->stats.unheld_late += d->attaches != before || missed;
+	else if (d->attaches != before || missed)
+		count_unheld(d, e);
 }
 
 bool discovery_attached(const struct discovery *d, uint64_t kdev, uint64_t ino)
