@@ -80,3 +80,41 @@ PY
 echo "a training-like loop (workload steps, a step every $PERIOD_MS ms), $LOOP_S s, extrapolated to 1 hour"
 loop_size "every event"
 loop_size "--sample-events 100" --sample-events 100
+
+# Exports from a recording read it once (the states move forward from one sample to the next
+# by the events between): the time is linear in events plus samples. The day: the loop's
+# recording, then a day with nothing to record (a sample tick a second, as an agent writes).
+export_time() {	# OUT FILE.db: seconds of `export --format chrome`
+	"$PYTHON" - "$BUILD/gpumem" export --format chrome -o "$1" "$2" 2>"$WORK/err" <<'PY' ||
+import subprocess, sys, time
+start = time.monotonic()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(f"{time.monotonic() - start:.3f}")
+sys.exit(done.returncode)
+PY
+		{ cat "$WORK/err" >&2; exit 1; }
+}
+echo "export --format chrome from a recording: one pass over its events and samples"
+loop_run "$LOOP_S" >/dev/null
+busy=$(export_time "$WORK/loop.json" "$WORK/loop.db")
+"$PYTHON" - "$WORK/loop.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("UPDATE sessions SET end_ns = end_ns + 86400 * 1000000000")
+db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 86400)"
+           " INSERT OR IGNORE INTO samples SELECT (SELECT max(time_ns) FROM samples)"
+           " + i * 1000000000, 1 FROM n")
+db.commit()
+PY
+day=$(export_time "$WORK/day.json" "$WORK/loop.db")
+"$PYTHON" - "$WORK/loop.db" "$busy" "$day" "$LOOP_S" <<'PY'
+import sqlite3, sys
+path, busy, day, secs = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+db = sqlite3.connect(path)
+events = db.execute("SELECT count(*) FROM events").fetchone()[0]
+samples = db.execute("SELECT count(*) FROM samples").fetchone()[0]
+print(f"  the loop's {secs} s ({events:,} events): {busy:.2f} s,"
+      f" {busy / events * 1e6:.1f} us an event (target: linear, about 10 us an event)")
+print(f"  the same, then an idle day ({samples:,} samples): {day:.2f} s"
+      f" (target under 1 s; reading the state again at every sample took 21 s)")
+PY

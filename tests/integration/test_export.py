@@ -12,8 +12,10 @@ import pickletools
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import threading
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -521,6 +523,49 @@ def test_chrome_and_memviz_from_a_recording_replay_its_events(tmp):
     actions = [e["action"] for e in snap["device_traces"][0]]
     assert actions == ["segment_alloc", "alloc"] * 2 + \
         ["free_requested", "free_completed", "segment_free", "oom"]
+
+
+def idle_day(db):
+    """What an agent adds to its recording over a day with nothing to record: its session goes
+    on, a sample tick a second (no process or site sample: no number changed)."""
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE sessions SET end_ns = end_ns + 86400 * 1000000000")
+        c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+                  " WHERE i < 86400) INSERT OR IGNORE INTO samples SELECT"
+                  " (SELECT max(time_ns) FROM samples) + i * 1000000000, 1 FROM n")
+
+
+def test_an_idle_day_exports_as_its_events_and_sigterm_ends_a_long_export(tmp):
+    """Slow export: the state was read again at every sample, 1-second apart: a day with 8
+    events took 21 s and SIGTERM could not end it. The states now move forward from one report
+    to the next by the events between; a signal ends the export at the instant reached, written,
+    with 128 + the signal."""
+    db = tmp / "driven.db"
+    stdout = record_c(db, ["--wait", "driven"], stdin="\na 1000\nb 2000\nf\nq\n")
+    pid = ready_pid(stdout)
+    export_db("chrome", tmp / "short.json", db)
+    idle_day(db)
+    export_db("chrome", tmp / "day.json", db)
+    short, day = (json.loads((tmp / f).read_text()) for f in ("short.json", "day.json"))
+    check_trace_schema(day)
+    assert counter_values(day, pid, "GPU memory") == counter_values(short, pid, "GPU memory")
+    assert counter_values(day, pid, "GPU memory")[:3] == [1000, 3000, 2000]
+
+    # A report every millisecond of the day: 86 million of them.
+    out = tmp / "long.json"
+    proc = subprocess.Popen([str(GPUMEM), "export", "--format", "chrome", "-i", "0.001", "-o",
+                             str(out), str(db)], stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=STOP_TIMEOUT)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert re.search(r"stopped [0-9.]+ s into the recording's 864[0-9]{2}\.[0-9]+ s: the "
+                     r"output ends there", err), err
+    trace = json.loads(out.read_text())
+    check_trace_schema(trace)
+    held = counter_values(trace, pid, "GPU memory")     # one a millisecond: the changes
+    assert [v for i, v in enumerate(held) if i == 0 or held[i - 1] != v][:3] == \
+        [1000, 3000, 2000]
 
 
 def test_export_of_what_is_not_a_recording_is_one_line_and_writes_nothing(tmp):

@@ -17,15 +17,15 @@ int rec_prepare(struct recording *r, sqlite3_stmt **st, const char *sql)
 	return -EIO;
 }
 
-static uint64_t one_u64(struct recording *r, const char *sql, uint64_t arg)
+uint64_t rec_query_u64(struct recording *r, const char *sql, uint64_t arg, uint64_t deflt)
 {
 	sqlite3_stmt *st;
-	uint64_t v = 0;
+	uint64_t v = deflt;
 
 	if (rec_prepare(r, &st, sql))
-		return 0;
+		return deflt;
 	sqlite3_bind_int64(st, 1, (int64_t)arg);
-	if (sqlite3_step(st) == SQLITE_ROW)
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
 		v = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return v;
@@ -33,14 +33,15 @@ static uint64_t one_u64(struct recording *r, const char *sql, uint64_t arg)
 
 static void read_span(struct recording *r)
 {
-	uint64_t cut = one_u64(r, "SELECT value FROM meta WHERE key = 'retained_from_ns'", 0);
+	uint64_t cut = rec_query_u64(r, "SELECT value FROM meta WHERE key = 'retained_from_ns'",
+				     0, 0);
 	uint64_t ends[3] = {
-		one_u64(r, "SELECT max(time_ns) FROM samples", 0),
-		one_u64(r, "SELECT max(time_ns) FROM events", 0),
-		one_u64(r, "SELECT max(end_ns) FROM sessions", 0),
+		rec_query_u64(r, "SELECT max(time_ns) FROM samples", 0, 0),
+		rec_query_u64(r, "SELECT max(time_ns) FROM events", 0, 0),
+		rec_query_u64(r, "SELECT max(end_ns) FROM sessions", 0, 0),
 	};
 
-	r->start_ns = one_u64(r, "SELECT min(start_ns) FROM sessions", 0);
+	r->start_ns = rec_query_u64(r, "SELECT min(start_ns) FROM sessions", 0, 0);
 	if (cut > r->start_ns)
 		r->start_ns = cut;
 	r->end_ns = r->start_ns;
@@ -55,7 +56,7 @@ int recording_open(const char *path, struct recording **out)
 	int err = recdb_open_read(path, &r->db);
 
 	r->path = xstrdup(path);
-	if (!err && !one_u64(r, "SELECT count(*) FROM sessions", 0)) {
+	if (!err && !rec_query_u64(r, "SELECT count(*) FROM sessions", 0, 0)) {
 		p_err("%s is an empty recording (no session was ever started in it)", path);
 		err = -ENODATA;
 	}
@@ -113,8 +114,8 @@ static uint64_t session_value(struct recording *r, const char *column, uint64_t 
 	snprintf(at, sizeof(at), "SELECT %s FROM sessions WHERE start_ns <= ?1 ORDER BY start_ns"
 		 " DESC LIMIT 1", column);
 	snprintf(first, sizeof(first), "SELECT %s FROM sessions ORDER BY start_ns LIMIT 1", column);
-	v = one_u64(r, at, t);
-	return v ? v : one_u64(r, first, 0);
+	v = rec_query_u64(r, at, t, 0);
+	return v ? v : rec_query_u64(r, first, 0, 0);
 }
 
 double recording_sample_interval(struct recording *r, uint64_t t)

@@ -45,6 +45,15 @@ struct snapshot *recording_snapshot_at(struct recording *r, uint64_t wall_ns);
 /* The same, with only the processes and failures seen from since_ns on. */
 struct snapshot *recording_snapshot_window(struct recording *r, uint64_t since_ns,
 					   uint64_t at_ns);
+/* Snapshots of one window at instants that only go forward (a replay's reports, a history's
+ * samples): each costs what happened since the last one (its events; any sample, process or
+ * session start between loads the state again), not the window again. The cursor is made at
+ * the first call (*c NULL); rec_cursor_free lets it go. The failures only with SNAP_FAILURES
+ * in wants. */
+struct rec_cursor;
+struct snapshot *recording_snapshot_next(struct recording *r, struct rec_cursor **c,
+					 uint64_t since_ns, uint64_t at_ns, unsigned int wants);
+void rec_cursor_free(struct rec_cursor *c);
 
 /* The recorded events between since and until (both included), in time order, as snap_events
  * with their stacks named; event types: a mask of 1 << GM_REC_* (0: all). fn returns non-zero

@@ -75,10 +75,41 @@ struct snap_stack *rec_stack_of(struct recording *r, uint64_t stack_row);	/* bor
 int rec_prepare(struct recording *r, sqlite3_stmt **st, const char *sql);
 /* recording_events.c: the failures of [since, at] into snap (first and last kept) */
 int rec_load_failures(struct recording *r, struct snapshot *snap, uint64_t since, uint64_t at);
+/* The loss and tracer counters as their last rows at or before `at` give them: the same up to
+ * (not at) `until`, the next row's time. */
+struct rec_counters {
+	uint64_t at, until;
+	uint64_t *v;	/* loss_count() losses, then recdb_stat_count() numbers */
+	bool *has;	/* a row gave v[i] */
+};
+
+/* A window's states at instants that only go forward (recording_snapshot_next). */
+struct rec_cursor {
+	struct rstate s;
+	bool loaded;
+	/* The first instant past s.at where more than events changes the state: the next
+	 * process or site sample (written when a number changed, so a tick with none changes
+	 * nothing the events have not), process start or session start. Up to it, the state
+	 * moves by its events. */
+	uint64_t stale_at;
+	uint64_t next_event;	/* the first event's time after s.at (UINT64_MAX: none) */
+	struct rec_counters counters;	/* those of the last state's instant */
+};
+
+/* recording.c: one number a query of one bound parameter gives; deflt where it gives none */
+uint64_t rec_query_u64(struct recording *r, const char *sql, uint64_t arg, uint64_t deflt);
 /* recording_state.c */
 int rstate_load(struct recording *r, uint64_t since, uint64_t at, struct rstate *out);
 void rstate_free(struct rstate *s);
-/* recording_snap.c */
-struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s);
+/* The state of [since, at] where the cursor (made at the first call) holds one of an earlier
+ * instant of the same window: moved by the events between when nothing else changed, loaded
+ * again when a sample, process or session came between. NULL on a read error. */
+const struct rstate *rec_cursor_move(struct recording *r, struct rec_cursor **c,
+				     uint64_t since, uint64_t at);
+/* recording_snap.c; wants: enum snap_want (the failures with SNAP_FAILURES); counters: those
+ * read before, kept and read again where stale (NULL: read now) */
+struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s,
+				 unsigned int wants, struct rec_counters *counters);
+void rec_counters_free(struct rec_counters *c);
 
 #endif

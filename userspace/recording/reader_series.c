@@ -37,15 +37,17 @@ struct snapshot *recording_history(struct recording *r, uint64_t since, uint64_t
 {
 	uint64_t *ticks = xcalloc(HIST_CAP, sizeof(*ticks));
 	size_t n = window_ticks(r, since, until, ticks);
+	struct rec_cursor *c = NULL;
 	struct snapshot *snap;
 
 	for (size_t i = 0; i < n; i++) {
 		if (ticks[i] == until)
 			continue;	/* the last one is observed below */
-		snap = recording_snapshot_window(r, since, ticks[i]);
+		snap = recording_snapshot_next(r, &c, since, ticks[i], 0);
 		history_observe(h, snap);
 		snapshot_put(snap);
 	}
+	rec_cursor_free(c);
 	free(ticks);
 	snap = recording_snapshot_window(r, since, until);
 	history_observe(h, snap);
@@ -225,7 +227,7 @@ int recording_sites(struct recording *r, uint64_t since, uint64_t until, struct 
 	}
 	out->peaks_exact = recording_exact_at(r, since) && recording_exact_at(r, until);
 	site_peaks(r, &start, &end, out->peaks_exact, &by_key);
-	out->at_until = rstate_snapshot(r, &end);
+	out->at_until = rstate_snapshot(r, &end, SNAP_FAILURES, NULL);
 	fill_rows(out, &by_key);
 	idmap_free(&by_key);
 	rstate_free(&start);

@@ -81,42 +81,79 @@ static void copy_proc(struct recording *r, const struct rstate *s, const struct 
 	}
 }
 
-/* Each counter's last row at or before at: the losses, and the tracer's other numbers. */
-static void read_counters(struct recording *r, struct snapshot *snap, uint64_t at)
-{
-	static const char *const tables[] = { "losses", "tracer_stats" };
+static const char *const counter_tables[] = { "losses", "tracer_stats" };
 
-	for (int t = 0; t < 2; t++) {
+/* Each counter's last row at or before at: the losses, and the tracer's other numbers. */
+static void counters_read(struct recording *r, struct rec_counters *c, uint64_t at)
+{
+	size_t nloss = loss_count(), n = nloss + recdb_stat_count();
+
+	if (!c->v) {
+		c->v = xcalloc(n, sizeof(*c->v));
+		c->has = xcalloc(n, sizeof(*c->has));
+	}
+	memset(c->has, 0, n * sizeof(*c->has));
+	c->at = at;
+	c->until = UINT64_MAX;
+	for (size_t t = 0; t < ARRAY_SIZE(counter_tables); t++) {
+		size_t from = t ? nloss : 0, to = t ? n : nloss;
+		uint64_t next;
 		char sql[160];
 		sqlite3_stmt *st;
 
 		snprintf(sql, sizeof(sql), "SELECT name, value, max(time_ns) FROM %s WHERE"
-			 " time_ns <= ?1 GROUP BY name", tables[t]);
+			 " time_ns <= ?1 GROUP BY name", counter_tables[t]);
 		if (rec_prepare(r, &st, sql))
 			continue;
 		sqlite3_bind_int64(st, 1, (int64_t)at);
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			const char *name = (const char *)sqlite3_column_text(st, 0);
-			uint64_t v = (uint64_t)sqlite3_column_int64(st, 1);
-			size_t n = t ? recdb_stat_count() : loss_count();
 
-			for (size_t i = 0; name && i < n; i++) {
-				if (t == 0 && !strcmp(name, loss_name(i)))
-					loss_set(snap, i, v);
-				else if (t == 1 && !strcmp(name, recdb_stat_name(i)))
-					recdb_stat_set(snap, i, v);
+			for (size_t i = from; name && i < to; i++) {
+				if (!strcmp(name, t ? recdb_stat_name(i - from) : loss_name(i))) {
+					c->v[i] = (uint64_t)sqlite3_column_int64(st, 1);
+					c->has[i] = true;
+				}
 			}
 		}
 		sqlite3_finalize(st);
+		snprintf(sql, sizeof(sql), "SELECT min(time_ns) FROM %s WHERE time_ns > ?1",
+			 counter_tables[t]);
+		next = rec_query_u64(r, sql, at, UINT64_MAX);
+		if (next < c->until)
+			c->until = next;
 	}
 }
 
-struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s)
+static void counters_apply(const struct rec_counters *c, struct snapshot *snap)
+{
+	size_t nloss = loss_count(), n = nloss + recdb_stat_count();
+
+	for (size_t i = 0; i < n; i++) {
+		if (!c->has[i])
+			continue;
+		if (i < nloss)
+			loss_set(snap, i, c->v[i]);
+		else
+			recdb_stat_set(snap, i - nloss, c->v[i]);
+	}
+}
+
+void rec_counters_free(struct rec_counters *c)
+{
+	free(c->v);
+	free(c->has);
+	*c = (struct rec_counters){ 0 };
+}
+
+struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s,
+				 unsigned int wants, struct rec_counters *counters)
 {
 	struct snapshot *snap = xcalloc(1, sizeof(*snap));
+	struct rec_counters now = { 0 };
 
 	snap->refs = 1;
-	snap->wants = SNAP_FAILURES;
+	snap->wants = wants & SNAP_FAILURES;
 	snprintf(snap->nvml.reason, sizeof(snap->nvml.reason), "not in recordings");
 	snap->time_ns = s->at;
 	snap->procs = xcalloc(s->n ? s->n : 1, sizeof(*snap->procs));
@@ -125,9 +162,24 @@ struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s)
 		copy_proc(r, s, &s->procs[i], &snap->procs[i]);
 	if (snap->nprocs > 1)
 		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), snap_proc_cmp);
-	read_counters(r, snap, s->at);
-	if (rec_load_failures(r, snap, s->since, s->at))
+	if (!counters)
+		counters = &now;
+	if (!counters->v || s->at < counters->at || s->at >= counters->until)
+		counters_read(r, counters, s->at);
+	counters_apply(counters, snap);
+	rec_counters_free(&now);
+	if ((wants & SNAP_FAILURES) && rec_load_failures(r, snap, s->since, s->at))
 		snap->error = -EIO;	/* the numbers may be incomplete */
+	return snap;
+}
+
+static struct snapshot *read_error(uint64_t at_ns)
+{
+	struct snapshot *snap = xcalloc(1, sizeof(*snap));
+
+	snap->refs = 1;
+	snap->time_ns = at_ns;
+	snap->error = -EIO;
 	return snap;
 }
 
@@ -137,16 +189,19 @@ struct snapshot *recording_snapshot_window(struct recording *r, uint64_t since_n
 	struct snapshot *snap;
 	struct rstate s;
 
-	if (rstate_load(r, since_ns, at_ns, &s)) {
-		snap = xcalloc(1, sizeof(*snap));
-		snap->refs = 1;
-		snap->time_ns = at_ns;
-		snap->error = -EIO;
-		return snap;
-	}
-	snap = rstate_snapshot(r, &s);
+	if (rstate_load(r, since_ns, at_ns, &s))
+		return read_error(at_ns);
+	snap = rstate_snapshot(r, &s, SNAP_FAILURES, NULL);
 	rstate_free(&s);
 	return snap;
+}
+
+struct snapshot *recording_snapshot_next(struct recording *r, struct rec_cursor **c,
+					 uint64_t since_ns, uint64_t at_ns, unsigned int wants)
+{
+	const struct rstate *s = rec_cursor_move(r, c, since_ns, at_ns);
+
+	return s ? rstate_snapshot(r, s, wants, &(*c)->counters) : read_error(at_ns);
 }
 
 struct snapshot *recording_snapshot_at(struct recording *r, uint64_t wall_ns)

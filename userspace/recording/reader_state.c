@@ -4,6 +4,7 @@
  * when every event was recorded, the allocations, frees and failures after that sample
  * replayed onto it: exact to the event, as the live model would have published it. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "base/util.h"
@@ -196,14 +197,15 @@ static void sum_sites(struct rproc *p)
 	}
 }
 
-static int replay(struct recording *r, struct rstate *s)
+/* The events of (from, to] onto the state. */
+static int replay(struct recording *r, struct rstate *s, uint64_t from, uint64_t to)
 {
 	sqlite3_stmt *st;
 
 	if (rec_prepare(r, &st, replay_sql))
 		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)s->tick);
-	sqlite3_bind_int64(st, 2, (int64_t)s->at);
+	sqlite3_bind_int64(st, 1, (int64_t)from);
+	sqlite3_bind_int64(st, 2, (int64_t)to);
 	while (sqlite3_step(st) == SQLITE_ROW)
 		replay_one(s, st);
 	sqlite3_finalize(st);
@@ -215,16 +217,7 @@ static int replay(struct recording *r, struct rstate *s)
 
 static uint64_t last_tick(struct recording *r, uint64_t at)
 {
-	sqlite3_stmt *st;
-	uint64_t t = 0;
-
-	if (rec_prepare(r, &st, "SELECT max(time_ns) FROM samples WHERE time_ns <= ?1"))
-		return 0;
-	sqlite3_bind_int64(st, 1, (int64_t)at);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		t = col_u64(st, 0);
-	sqlite3_finalize(st);
-	return t;
+	return rec_query_u64(r, "SELECT max(time_ns) FROM samples WHERE time_ns <= ?1", at, 0);
 }
 
 int rstate_load(struct recording *r, uint64_t since, uint64_t at, struct rstate *s)
@@ -242,7 +235,7 @@ int rstate_load(struct recording *r, uint64_t since, uint64_t at, struct rstate 
 	err = load_samples(r, s, ids);
 	free(ids);
 	if (!err && recording_exact_at(r, at))
-		err = replay(r, s);
+		err = replay(r, s, s->tick, at);
 	if (err)
 		rstate_free(s);
 	return err;
@@ -256,4 +249,75 @@ void rstate_free(struct rstate *s)
 	idmap_free(&s->by_row);
 	idmap_free(&s->site_rows);
 	*s = (struct rstate){ 0 };
+}
+
+/* ---- a cursor: one window's states at instants that only go forward ---- */
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The next instant after the state where loading it again is needed. */
+static uint64_t stale_after(struct recording *r, const struct rstate *s)
+{
+	static const char *const after_tick[] = {
+		"SELECT min(time_ns) FROM process_samples WHERE time_ns > ?1",
+		"SELECT min(time_ns) FROM site_samples WHERE time_ns > ?1",
+	};
+	static const char *const after_at[] = {
+		"SELECT min(start_ns) FROM processes WHERE start_ns > ?1",
+		"SELECT min(start_ns) FROM sessions WHERE start_ns > ?1",
+	};
+	uint64_t t = UINT64_MAX;
+
+	for (size_t i = 0; i < 2; i++) {
+		t = min_u64(t, rec_query_u64(r, after_tick[i], s->tick, UINT64_MAX));
+		t = min_u64(t, rec_query_u64(r, after_at[i], s->at, UINT64_MAX));
+	}
+	return t;
+}
+
+static uint64_t next_event(struct recording *r, uint64_t after)
+{
+	return rec_query_u64(r, "SELECT min(time_ns) FROM events WHERE time_ns > ?1", after,
+			     UINT64_MAX);
+}
+
+const struct rstate *rec_cursor_move(struct recording *r, struct rec_cursor **cp,
+				     uint64_t since, uint64_t at)
+{
+	struct rec_cursor *c = *cp;
+
+	if (!c)
+		c = *cp = xcalloc(1, sizeof(*c));
+	if (c->loaded && since == c->s.since && at >= c->s.at && at < c->stale_at) {
+		/* An idle stretch (no event since) costs nothing. */
+		if (at >= c->next_event) {
+			if (recording_exact_at(r, at) && replay(r, &c->s, c->s.at, at))
+				return NULL;
+			c->next_event = next_event(r, at);
+		}
+		c->s.at = at;
+		return &c->s;
+	}
+	if (c->loaded)
+		rstate_free(&c->s);
+	c->loaded = false;
+	if (rstate_load(r, since, at, &c->s))
+		return NULL;
+	c->loaded = true;
+	c->stale_at = stale_after(r, &c->s);
+	c->next_event = next_event(r, at);
+	return &c->s;
+}
+
+void rec_cursor_free(struct rec_cursor *c)
+{
+	if (!c)
+		return;
+	if (c->loaded)
+		rstate_free(&c->s);
+	rec_counters_free(&c->counters);
+	free(c);
 }

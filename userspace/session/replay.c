@@ -17,6 +17,7 @@ struct replay {
 	struct rec_filter filter;
 	uint64_t since, until;	/* the window, wall-clock */
 	struct snapshot *at_until;	/* the history's state at until (a sink that keeps one) */
+	struct rec_cursor *cursor;	/* the reports' states on the way there */
 };
 
 static struct replay *replay_of(struct session *s)
@@ -131,6 +132,12 @@ static int replay_step(struct session *s)
 		return -1;
 	session_advance(s, r->until);
 	s->status = 0;
+	if (session_stopping(s) && s->clock_ns < r->until) {
+		/* What was reached is still written: said, and the status says it is partial. */
+		p_info("stopped %.3f s into the recording's %.3f s: the output ends there",
+		       (s->clock_ns - r->since) / 1e9, (r->until - r->since) / 1e9);
+		s->status = session_signal() ? 128 + session_signal() : 1;
+	}
 	return 1;
 }
 
@@ -144,10 +151,11 @@ static struct snapshot *replay_publish(struct session *s, unsigned int wants)
 {
 	struct replay *r = replay_of(s);
 
-	(void)wants;
 	if (r->at_until && s->clock_ns == r->until)
 		return snapshot_get(r->at_until);
-	return recording_snapshot_window(r->rec, r->since, s->clock_ns);
+	if (s->clock_ns == r->until)	/* the last: whole, failures and all */
+		return recording_snapshot_window(r->rec, r->since, s->clock_ns);
+	return recording_snapshot_next(r->rec, &r->cursor, r->since, s->clock_ns, wants);
 }
 
 static void replay_close(struct session *s)
@@ -157,6 +165,7 @@ static void replay_close(struct session *s)
 	if (!r)
 		return;
 	snapshot_put(r->at_until);
+	rec_cursor_free(r->cursor);
 	if (r->rec) {
 		recording_set_filter(r->rec, NULL);
 		recording_close(r->rec);

@@ -99,17 +99,21 @@ void session_advance(struct session *s, uint64_t now)
 	double sample_s = s->samples_from_source ? 0 : interval_of(s->ops->sample_interval, s->opt);
 	uint64_t report_ns = (uint64_t)(s->report_s * 1e9);
 
-	s->clock_ns = now;
 	if (!s->src->live) {
-		/* A recording: every report due, each at its own instant (an export's samples). */
+		/* A recording: every report due, each at its own instant (an export's samples).
+		 * Stopped, the clock stays at the last instant reached: the output ends there. */
 		for (; s->ops->replays_reports && report_ns && s->next_report <= now;
 		     s->next_report += report_ns) {
+			if (session_stopping(s))
+				return;
 			s->clock_ns = s->next_report;
 			report_now(s, 0);
 		}
-		s->clock_ns = now;
+		if (!session_stopping(s))
+			s->clock_ns = now;
 		return;
 	}
+	s->clock_ns = now;
 	if (report_ns && now >= s->next_report) {
 		report_now(s, 0);
 		while (s->next_report <= now)
