@@ -65,6 +65,40 @@ static void test_symbolize_own_function_by_name(void **state)
 	module_map_free(&mm);
 }
 
+static void test_symbolize_names_past_the_bound_are_dropped_and_counted(void **state)
+{
+	struct symbolizer *s = symbolizer_new();
+	struct module_map mm = self_map();
+	struct symbolizer_stats st;
+	struct frame f;
+
+	(void)state;
+	/* Room for no name at all: what a process's endless distinct names come to. */
+	symbolizer_limit_names(s, 1);
+	assert_int_equal(symbolize_addr(s, getpid(), &mm, addr_of(gm_symbolize_target) + 2,
+					false, &f), 0);
+	assert_null(f.symbol);
+	assert_null(f.module);
+	assert_int_equal(f.addr, addr_of(gm_symbolize_target) + 2);	/* the address stays */
+	symbolizer_get_stats(s, &st);
+	assert_int_equal(st.names_dropped, 1);	/* the module's: nothing past it was looked at */
+	assert_int_equal(st.names_bytes, 0);
+	symbolizer_free(s);
+
+	/* Room for the module's name only: the frame names its module, not its function. */
+	s = symbolizer_new();
+	symbolizer_limit_names(s, strlen(module_map_find(&mm, addr_of(gm_symbolize_target))->path)
+				  + 1);
+	assert_int_equal(symbolize_addr(s, getpid(), &mm, addr_of(gm_symbolize_target) + 2,
+					false, &f), 0);
+	assert_non_null(strstr(f.module, "test_symbolize"));
+	assert_null(f.symbol);
+	symbolizer_get_stats(s, &st);
+	assert_true(st.names_dropped >= 1);
+	symbolizer_free(s);
+	module_map_free(&mm);
+}
+
 static void test_symbolize_return_address_looks_up_previous_byte(void **state)
 {
 	struct symbolizer *s = symbolizer_new();
@@ -613,6 +647,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_symbolize_own_function_by_name),
+		cmocka_unit_test(test_symbolize_names_past_the_bound_are_dropped_and_counted),
 		cmocka_unit_test(test_symbolize_return_address_looks_up_previous_byte),
 		cmocka_unit_test(test_symbolize_cache_hit_returns_same_pointers),
 		cmocka_unit_test(test_symbolize_strings_outlive_module_map),

@@ -115,7 +115,7 @@ struct symbolizer {
 	struct image *all_images;
 	struct hash_table demangled;
 	struct hash_table names;
-	size_t names_bytes;
+	size_t names_bytes, names_max;
 	uint32_t sweep;			/* the sweep under way, or the last */
 	int demangler_state;		/* 0 not tried, 1 loaded, -1 not there */
 	void *libstdcxx;
@@ -225,11 +225,12 @@ struct symbolizer *symbolizer_new(void)
 		free(s);
 		return NULL;
 	}
+	s->names_max = SYM_NAMES_MAX_BYTES;
 	return s;
 }
 
 /* name interned: the same string for every frame that has it, kept until symbolizer_free;
- * NULL (counted) past SYM_NAMES_MAX_BYTES. */
+ * NULL (counted) past names_max bytes. */
 static const char *intern_name(struct symbolizer *s, const char *str)
 {
 	uint64_t h;
@@ -244,7 +245,7 @@ static const char *intern_name(struct symbolizer *s, const char *str)
 		if (n->hash == h && strcmp(((struct name *)n)->s, str) == 0)
 			return ((struct name *)n)->s;
 	len = strlen(str) + 1;
-	if (s->names_bytes + len > SYM_NAMES_MAX_BYTES) {
+	if (s->names_bytes + len > s->names_max) {
 		s->stats.names_dropped++;
 		return NULL;
 	}
@@ -255,6 +256,11 @@ static const char *intern_name(struct symbolizer *s, const char *str)
 	s->names_bytes += len;
 	table_insert(&s->names, &nm->node, h);
 	return nm->s;
+}
+
+void symbolizer_limit_names(struct symbolizer *s, size_t max_bytes)
+{
+	s->names_max = max_bytes;
 }
 
 static void demangled_release(struct hnode *n)
@@ -728,7 +734,7 @@ int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm,
 		return 1;
 	e = map_entry_get(s, m);
 	if (!e)
-		return -ENOMEM;
+		return 1;	/* its name past the bound (counted): the address stays */
 	out->module = e->path;
 	file_off = lookup - m->start + m->pgoff;
 	out->offset = file_off + (addr - lookup);

@@ -74,8 +74,10 @@ void symbolizer_keep(struct symbolizer *s, const struct module_map *mm);
 void symbolizer_sweep_end(struct symbolizer *s);
 
 /* The names frames point to (functions, source files, modules), interned: past this many
- * bytes a new one is dropped (the frame shows its address) and counted. */
+ * bytes a new one is dropped (the frame shows its address) and counted. Another bound for
+ * this symbolizer: symbolizer_limit_names (a test's, a smaller one). */
 #define SYM_NAMES_MAX_BYTES (64u << 20)
+void symbolizer_limit_names(struct symbolizer *s, size_t max_bytes);
 
 /* Work done so far: for tests and statistics. */
 struct symbolizer_stats {
