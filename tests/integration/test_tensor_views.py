@@ -131,6 +131,24 @@ def test_leaks_judges_the_segment_steady_and_the_scratch_tensor_freed(leak_repor
     assert python_lines(scratch[0]["frames"])[0] == ("tensors.py", "scratch")
 
 
+def test_leaks_takes_the_step_from_the_sites_that_churn_not_a_segment_taken_now_and_then():
+    """The step (and each site's growth a step) stood on the slowest recurring site: a loop of
+    20 ms steps whose allocator takes a segment every 16 steps read "a step every 320 ms" and
+    its 512-byte leak 8 KiB a step. The sites that allocate and free every step set it."""
+    text, _ = run_view("leaks", ["--json"], ["grow", 150, 20, 512, 16])
+    (proc,) = json.loads(text.splitlines()[-1])["processes"]
+    # 20 ms of sleep a step plus the interpreter's work (more on a loaded host), as a rate
+    # over the window (within 10%): far from the 320 ms of the segment's clock.
+    assert 18e6 <= proc["step"]["period_ns"] <= 60e6, proc["step"]
+    small = [s for s in proc["sites"] if s["kind"] == "tensor"
+             and python_lines(s["frames"])[0] == ("tensors.py", "keep_small")]
+    assert len(small) == 1 and small[0]["verdict"] == "growing", proc["sites"]
+    assert 0.85 * 512 <= small[0]["growth_bytes_per_step"] <= 1.15 * 512, small[0]
+    big = [s for s in proc["sites"] if s["kind"] == "device" and s["verdict"] == "growing"]
+    assert len(big) == 1 and python_lines(big[0]["frames"])[0] == ("tensors.py", "keep_big")
+    assert 0.7 * 4 * MIB / 16 <= big[0]["growth_bytes_per_step"] <= 1.3 * 4 * MIB / 16, big
+
+
 def test_leaks_text_names_the_tensor_leak_at_its_python_line():
     text, _ = run_view("leaks", [], ["leak", STEPS, 125])
     assert (f"1 site still held 2.0 MiB in 1 allocation; 1 tensor site held 96.0 KiB of it in "

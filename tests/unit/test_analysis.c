@@ -14,6 +14,7 @@
 
 #define SEC 1000000000ull
 #define KIB 1024ull
+#define MIB (1024 * KIB)
 
 /* A snapshot of one process with sites; each site's numbers set by the test. */
 struct fake {
@@ -124,6 +125,35 @@ static void test_leak_grows_per_step_scratch_is_steady(void **state)
 	assert_true(fabs(r.procs[0].sites[0].per_step - 8192.0) < 200.0);
 	assert_true(r.procs[0].sites[0].fit.r2 > 0.999);
 	assert_int_equal(r.procs[0].sites[1].verdict, LEAK_STEADY);
+	leak_report_free(&r);
+	history_free(h);
+}
+
+static void test_a_segment_taken_every_16_steps_does_not_set_the_step(void **state)
+{
+	struct history *h = history_new();
+	struct leak_report r;
+	struct fake f;
+
+	(void)state;
+	fake_init(&f, 1, 3);
+	/* Ten steps a second: 512 B kept and a scratch buffer a step, and a 4 MiB segment
+	 * taken every 16 steps (its own clock, 16 times slower). */
+	for (uint64_t i = 0; i < 100; i++) {
+		leak_step(&f.sites[0][0], i, 512);
+		scratch_step(&f.sites[0][1], i, 1, 8 * KIB);
+		leak_step(&f.sites[0][2], i / 16, 4 * MIB);
+		fake_at(&f, i * SEC / 10 + SEC);
+		history_observe(h, &f.snap);
+	}
+	leaks_judge(&f.snap, h, &r);
+	assert_true(fabs(r.procs[0].step_rate - 10.0) < 0.5);
+	for (size_t i = 0; i < r.procs[0].nsites; i++) {
+		const struct site_verdict *sv = &r.procs[0].sites[i];
+
+		if (sv->ss == &f.sites[0][0])	/* its own growth a step: 512 B, not 16 x that */
+			assert_true(fabs(sv->per_step - 512.0) < 30.0);
+	}
 	leak_report_free(&r);
 	history_free(h);
 }
@@ -254,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_trend_of_a_line_is_its_slope_and_rates),
 		cmocka_unit_test(test_leak_grows_per_step_scratch_is_steady),
+		cmocka_unit_test(test_a_segment_taken_every_16_steps_does_not_set_the_step),
 		cmocka_unit_test(test_site_that_freed_everything_is_freed),
 		cmocka_unit_test(test_short_run_is_judged_on_lifetime_totals),
 		cmocka_unit_test(test_step_rate_is_the_common_frequency_of_recurring_sites),

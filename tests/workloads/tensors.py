@@ -18,6 +18,10 @@ while its tensors leak: each step keeps a 4 KiB activation (keep_activation) and
 and frees an 8 KiB scratch tensor (scratch), all inside the one 2 MiB segment of the first
 step; MS milliseconds between steps; then sleeps HOLD_S seconds (default 0) and exits.
 tensors.py LIBDIR hold SECONDS: the known sequence, then sleeps SECONDS and exits.
+tensors.py LIBDIR grow STEPS MS KEEP EVERY: a loop whose step is known beside a site that grows
+on its own clock: each step keeps a KEEP-byte tensor (keep_small) and allocates and frees an
+8 KiB scratch tensor (scratch); every EVERY steps it also keeps a 3 MiB tensor (keep_big), for
+which the allocator takes a 4 MiB segment from cudaMalloc; MS milliseconds between steps.
 """
 import ctypes
 import sys
@@ -64,10 +68,29 @@ def leak(steps, ms, hold_s):
     time.sleep(hold_s)
 
 
+def keep_small(size):
+    KEPT.append(c10.c10_mock_alloc(size))
+
+
+def keep_big():
+    KEPT.append(c10.c10_mock_alloc(0x300000))
+
+
+def grow(steps, ms, keep, every):
+    for step in range(steps):
+        keep_small(keep)
+        scratch()
+        if step % every == every - 1:
+            keep_big()
+        time.sleep(ms / 1000)
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[2] == "leak":
         hold_s = float(sys.argv[5]) if len(sys.argv) > 5 else 0
         return leak(int(sys.argv[3]), float(sys.argv[4]), hold_s)
+    if len(sys.argv) > 2 and sys.argv[2] == "grow":
+        return grow(*map(int, sys.argv[3:7]))
     if len(sys.argv) > 2 and sys.argv[2] == "hold":
         load_weights()
         forward()

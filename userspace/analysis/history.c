@@ -307,7 +307,7 @@ double history_step_rate(const double *rates, size_t n)
 			if (rates[i] <= 0)
 				continue;
 			m = rates[i] / f0;
-			fits = fabs(m - round(m)) <= 0.15 + 0.03 * m;
+			fits = fabs(m - round(m)) <= STEP_RATE_TOLERANCE + 0.03 * m;
 		}
 		if (fits)
 			return f0;

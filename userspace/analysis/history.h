@@ -74,8 +74,10 @@ uint64_t history_bins(const struct hist_series *s, uint64_t now_ns, double windo
 		      uint64_t *bins, unsigned int nbins);
 
 /* The step of a loop from the allocation rates of its recurring call sites: the largest
- * frequency of which every rate is close to a whole multiple (the least frequent site
- * is called once a step, or once every few). Returns steps per second, 0 when none. */
+ * frequency of which every rate is close to a whole multiple (within STEP_RATE_TOLERANCE, and
+ * 3% more for each multiple: the least frequent site is called once a step, or once every
+ * few). Returns steps per second, 0 when none. */
+#define STEP_RATE_TOLERANCE 0.15
 double history_step_rate(const double *rates, size_t n);
 
 #endif

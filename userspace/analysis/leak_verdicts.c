@@ -55,23 +55,50 @@ static void judge_site(const struct history *h, struct proc_verdict *pv, struct 
 		sv->rate = 0;
 }
 
-/* Steps per second from the allocation rates of the sites that recur (history_step_rate). */
+/* A site that allocates and frees about as often (a step's scratch): what repeats with the
+ * loop. A site that only keeps (a leak, a segment taken now and then) may grow on its own
+ * clock. */
+static bool churns(const struct proc_verdict *pv, const struct site_verdict *sv)
+{
+	if (pv->step_lifetime)
+		return 2 * sv->ss->st.free_count >= sv->ss->st.alloc_count;
+	return 2 * sv->fit.free_rate >= sv->fit.alloc_rate;
+}
+
+/* An allocation rate a site recurs at (at least 3 calls), 0 if none. */
+static double recur_rate(const struct proc_verdict *pv, const struct site_verdict *sv,
+			 double life)
+{
+	if (!pv->step_lifetime)
+		return !sv->lifetime && sv->fit.allocs >= 3 ? sv->fit.alloc_rate : 0;
+	return sv->ss->st.alloc_count >= 3 && life > 0 ? (double)sv->ss->st.alloc_count / life
+							: 0;
+}
+
+/* Steps per second (history_step_rate) from the allocation rates of the sites that recur. The
+ * sites that churn set the clock: a site slower than a quarter of the slowest of them (a
+ * segment the allocator takes now and then, a checkpoint) is left out, or it would make the
+ * step many steps long. A site may churn up to 4 times a step. */
 static void find_step(struct proc_verdict *pv)
 {
 	double *rates = xcalloc(pv->nsites ? pv->nsites : 1, sizeof(double));
+	double life = lifetime_s(pv->p), churn_min = 0;
 	size_t n = 0, windowed = 0;
-	double life = lifetime_s(pv->p);
 
 	for (size_t i = 0; i < pv->nsites; i++)
 		windowed += !pv->sites[i].lifetime;
 	pv->step_lifetime = windowed == 0;
 	for (size_t i = 0; i < pv->nsites; i++) {
-		const struct site_verdict *sv = &pv->sites[i];
+		double r = recur_rate(pv, &pv->sites[i], life);
 
-		if (!pv->step_lifetime && !sv->lifetime && sv->fit.allocs >= 3)
-			rates[n++] = sv->fit.alloc_rate;
-		else if (pv->step_lifetime && sv->ss->st.alloc_count >= 3 && life > 0)
-			rates[n++] = (double)sv->ss->st.alloc_count / life;
+		if (r > 0 && churns(pv, &pv->sites[i]) && (churn_min == 0 || r < churn_min))
+			churn_min = r;
+	}
+	for (size_t i = 0; i < pv->nsites; i++) {
+		double r = recur_rate(pv, &pv->sites[i], life);
+
+		if (r > 0 && r >= churn_min / 4 * (1 - STEP_RATE_TOLERANCE))
+			rates[n++] = r;
 	}
 	pv->step_rate = history_step_rate(rates, n);
 	free(rates);
