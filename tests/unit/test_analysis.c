@@ -156,6 +156,21 @@ static void test_a_segment_taken_every_16_steps_does_not_set_the_step(void **sta
 	}
 	leak_report_free(&r);
 	history_free(h);
+
+	/* A layer's scratch 6 times a step (a loop over 6 layers) and a leak once a step: the
+	 * leak is no rare site, the step is its. */
+	h = history_new();
+	fake_init(&f, 1, 2);
+	for (uint64_t i = 0; i < 100; i++) {
+		leak_step(&f.sites[0][0], i, 512);
+		scratch_step(&f.sites[0][1], i, 6, 8 * KIB);
+		fake_at(&f, i * SEC / 10 + SEC);
+		history_observe(h, &f.snap);
+	}
+	leaks_judge(&f.snap, h, &r);
+	assert_true(fabs(r.procs[0].step_rate - 10.0) < 0.5);
+	leak_report_free(&r);
+	history_free(h);
 }
 
 static void test_site_that_freed_everything_is_freed(void **state)

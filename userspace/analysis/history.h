@@ -78,6 +78,8 @@ uint64_t history_bins(const struct hist_series *s, uint64_t now_ns, double windo
  * 3% more for each multiple: the least frequent site is called once a step, or once every
  * few). Returns steps per second, 0 when none. */
 #define STEP_RATE_TOLERANCE 0.15
+/* Allocations a step of the sites that churn most often, at most (leak_verdicts.c). */
+#define STEP_CHURN_MAX 8
 double history_step_rate(const double *rates, size_t n);
 
 #endif

@@ -76,9 +76,10 @@ static double recur_rate(const struct proc_verdict *pv, const struct site_verdic
 }
 
 /* Steps per second (history_step_rate) from the allocation rates of the sites that recur. The
- * sites that churn set the clock: a site slower than a quarter of the slowest of them (a
- * segment the allocator takes now and then, a checkpoint) is left out, or it would make the
- * step many steps long. A site may churn up to 4 times a step. */
+ * sites that churn set the clock: a site more than STEP_CHURN_MAX times slower than the
+ * slowest of them (a segment the allocator takes now and then, a checkpoint) is left out, or
+ * it would make the step many steps long. So a site may churn up to STEP_CHURN_MAX times a
+ * step (a layer's scratch in a loop over the layers) and the step still be found. */
 static void find_step(struct proc_verdict *pv)
 {
 	double *rates = xcalloc(pv->nsites ? pv->nsites : 1, sizeof(double));
@@ -97,7 +98,7 @@ static void find_step(struct proc_verdict *pv)
 	for (size_t i = 0; i < pv->nsites; i++) {
 		double r = recur_rate(pv, &pv->sites[i], life);
 
-		if (r > 0 && r >= churn_min / 4 * (1 - STEP_RATE_TOLERANCE))
+		if (r > 0 && r * STEP_CHURN_MAX * (1 + STEP_RATE_TOLERANCE) >= churn_min)
 			rates[n++] = r;
 	}
 	pv->step_rate = history_step_rate(rates, n);

@@ -119,8 +119,9 @@ static void forget(struct discovery *d, size_t i)
 static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
 {
 	if (d->nfiles - d->stats.files >= DISCOVERY_EXAMINED_MAX) {
+		/* One found holding no CUDA API; never a refused one still mapped (counted). */
 		for (size_t i = 0; i < d->nfiles; i++) {
-			if (!d->files[i].attached && !d->files[i].keep) {
+			if (!d->files[i].attached && !d->files[i].keep && !d->files[i].refused) {
 				forget(d, i);
 				break;
 			}
@@ -246,7 +247,8 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	err = d->at.attach(d->at.ctx, path, &attached_file, &nprobes);
 	if (err && err != -ENOEXEC) {
 		snprintf(why, sizeof(why), "attaching failed: %s", strerror(-err));
-		refuse(d, fd, &st, why, false);
+		if (!find_file(d, st.st_dev, st.st_ino))	/* refused before: counted then */
+			refuse(d, fd, &st, why, false);
 		return err;
 	}
 	/* The sweep room_for_one ran may have moved (or forgotten) the refused entry. */

@@ -201,18 +201,19 @@ static void sum_sites(struct rproc *p)
 static int replay(struct recording *r, struct rstate *s, uint64_t from, uint64_t to)
 {
 	sqlite3_stmt *st;
+	int rc;
 
 	if (rec_prepare(r, &st, replay_sql))
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (int64_t)from);
 	sqlite3_bind_int64(st, 2, (int64_t)to);
-	while (sqlite3_step(st) == SQLITE_ROW)
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		replay_one(s, st);
 	sqlite3_finalize(st);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->procs[i].replayed)
 			sum_sites(&s->procs[i]);
-	return 0;
+	return rc == SQLITE_DONE ? 0 : -EIO;	/* cut short: the state is not of `to` */
 }
 
 static uint64_t last_tick(struct recording *r, uint64_t at)
@@ -294,8 +295,11 @@ const struct rstate *rec_cursor_move(struct recording *r, struct rec_cursor **cp
 	if (c->loaded && since == c->s.since && at >= c->s.at && at < c->stale_at) {
 		/* An idle stretch (no event since) costs nothing. */
 		if (at >= c->next_event) {
-			if (recording_exact_at(r, at) && replay(r, &c->s, c->s.at, at))
+			if (recording_exact_at(r, at) && replay(r, &c->s, c->s.at, at)) {
+				rstate_free(&c->s);	/* half moved: loaded again next time */
+				c->loaded = false;
 				return NULL;
+			}
 			c->next_event = next_event(r, at);
 		}
 		c->s.at = at;

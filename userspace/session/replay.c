@@ -112,6 +112,8 @@ static int feed(void *ctx, const struct snap_event *e, const struct rec_event_ex
 	if (session_stopping(s))
 		return 1;
 	session_advance(s, e->wall_ns);
+	if (session_stopping(s))	/* stopped by a report on the way: the output ends there */
+		return 1;
 	session_event(s, e);
 	return ferror(s->sink.out) ? -EIO : 0;
 }
@@ -132,11 +134,11 @@ static int replay_step(struct session *s)
 		return -1;
 	session_advance(s, r->until);
 	s->status = 0;
-	if (session_stopping(s) && s->clock_ns < r->until) {
+	if (session_signal() && s->clock_ns < r->until) {
 		/* What was reached is still written: said, and the status says it is partial. */
 		p_info("stopped %.3f s into the recording's %.3f s: the output ends there",
 		       (s->clock_ns - r->since) / 1e9, (r->until - r->since) / 1e9);
-		s->status = session_signal() ? 128 + session_signal() : 1;
+		s->status = 128 + session_signal();
 	}
 	return 1;
 }
