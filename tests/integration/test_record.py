@@ -541,6 +541,12 @@ def test_record_and_report_run_clean_under_address_sanitizer(tmp, asan_gpumem):
         for json_out in ([], ["--json"]):
             runs.append(subprocess.run([str(asan_gpumem), "report", str(db), view, *json_out],
                                        capture_output=True, text=True, env=env, timeout=120))
+    # The exports replay it too, chrome's reports moving one state forward (a cursor).
+    for fmt, args in (("chrome", ["-i", "0.05"]), ("memviz", []), ("pprof", []),
+                      ("folded", [])):
+        runs.append(subprocess.run([str(asan_gpumem), "export", "--format", fmt, *args, "-o",
+                                    str(tmp / f"asan.{fmt}"), str(db)],
+                                   capture_output=True, text=True, env=env, timeout=120))
     for done in runs:
         assert done.returncode == 0, done.stderr
         for error in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
