@@ -275,7 +275,7 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	e->time_ns = bpf_ktime_get_ns();
 	e->ino = key.ino;
 	e->dev = key.dev;
-	e->pad = 0;
+	e->traced = wanted(tgid);
 	bpf_probe_read_kernel_str(e->path, sizeof(e->path),
 				  BPF_CORE_READ(file, f_path.dentry, d_name.name));
 	e->held = hold_new_libs && hold(tgid);

@@ -31,8 +31,9 @@
  * (gm_alloc_info.site) instead of its stacks; a thread's record keeps a clock. 16: a thread's
  * record no longer holds the stack walk's window (read onto the BPF stack). 17: the generation
  * counts execs too (an exec ends an image: GM_REC_PROCESS_EXEC); a process's first call sends its
- * executable mappings (gm_vma_event.at_start). */
-#define GM_LAYOUT_VERSION 17
+ * executable mappings (gm_vma_event.at_start). 18: a file record says whether the run traces
+ * its process (gm_file_event.traced). */
+#define GM_LAYOUT_VERSION 18
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -569,7 +570,7 @@ struct gm_file_event {
 	__u32 dev;
 	__u32 fd;		/* LIB_OPEN: the descriptor just opened */
 	__u32 held;		/* LIB_OPEN: the process is stopped until userspace sends SIGCONT */
-	__u32 pad;
+	__u32 traced;		/* the process passes the run's filters (-p, -c, --container) */
 	char path[GM_PATH_LEN];	/* EXEC: the path exec'd; LIB_OPEN: the file's name */
 };
 

@@ -167,7 +167,7 @@ static __always_inline void emit_file(__u32 type, __u32 tgid, __u64 ino, __u32 d
 	e->dev = dev;
 	e->fd = 0;
 	e->held = 0;
-	e->pad = 0;
+	e->traced = wanted(tgid);
 	if (path)
 		bpf_probe_read_kernel_str(e->path, sizeof(e->path), path);
 	else

@@ -527,6 +527,28 @@ def test_a_full_disk_ends_the_recording_with_one_line_and_exit_1(tmp):
         subprocess.run(["umount", str(small)], capture_output=True)
 
 
+def test_sigterm_while_recording_a_busy_process_still_writes_its_end(tmp):
+    """SIGTERM ended every statement of the recorder at once, the last ones of the run too:
+    "cannot write the recording: interrupted", exit 1, the session left open. A stop now lets
+    the writes finish (5 s of grace) and ends only one that runs on past it."""
+    db = tmp / "busy.db"
+    proc = subprocess.Popen([str(GPUMEM), "record", "-o", str(db), "--retention", "1h", "-c",
+                             str(WORKLOAD), "threads", "2", "200000", "4096"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = LineReader(proc.stderr)
+    err.wait_for(TRACING_LINE, 30)
+    time.sleep(1.5)     # busy: 2 threads allocating and freeing as fast as they can
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(RUN_TIMEOUT)
+    err.join()
+    assert proc.returncode == 0, err.lines
+    assert not any("cannot write" in line for line in err.lines), err.lines
+    ((end,),) = query(db, "SELECT end_ns FROM sessions")
+    assert end is not None
+    ((events,),) = query(db, "SELECT count(*) FROM events WHERE type = 1")
+    assert events > 0
+
+
 def test_record_and_report_run_clean_under_address_sanitizer(tmp, asan_gpumem):
     """The recorder (with sampling and retention) and every report view, under ASan and UBSan
     with leak detection: no error, and the numbers of steps 6 200 4096."""

@@ -632,9 +632,12 @@ static void note_late_attach(struct discovery *d, uint64_t attaches_before,
 		took / 1e6, e->pid, GM_PATH_LEN, e->path);
 }
 
-/* A late attach (or a file gone before it was examined) while the process ran on. */
+/* A late attach (or a file gone before it was examined) while the process ran on: counted
+ * where the run traces the process (not a neighbour's, in a run of -p, -c or --container). */
 static void count_unheld(struct discovery *d, const struct gm_file_event *e)
 {
+	if (!e->traced)
+		return;
 	d->stats.unheld_late++;
 	/* The PID lets a test tell its own processes from the host's. */
 	p_debug("PID %u ran on while %.*s was examined: its first calls may have gone unseen "

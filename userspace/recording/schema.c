@@ -284,11 +284,33 @@ static const char *schema_mismatch(sqlite3 *db, char *why, size_t len)
 	return bad;
 }
 
+static uint64_t writer_stop_seen_ns;	/* a process writes one recording */
+
 /* Ctrl-C (or SIGTERM) ends a long query of a recording. */
 static int interruptible(void *ctx)
 {
 	(void)ctx;
 	return gm_stop_requested != 0;
+}
+
+/* A write goes on for RECDB_STOP_GRACE_NS after a stop was asked: the last samples, events and
+ * the session's end are written then (ended at once, a statement of theirs longer than a few
+ * thousand steps was lost, and the agent exited 1). One still running past it (a trigger
+ * another process added) is ended. ctx: when the stop was first seen (0: none yet). */
+#define RECDB_STOP_GRACE_NS (5 * 1000000000ull)
+
+static int write_interruptible(void *ctx)
+{
+	uint64_t *stop_seen = ctx, now;
+
+	if (!gm_stop_requested) {
+		*stop_seen = 0;
+		return 0;
+	}
+	now = now_ns();
+	if (!*stop_seen)
+		*stop_seen = now;
+	return now - *stop_seen > RECDB_STOP_GRACE_NS;
 }
 
 static int int_pragma(sqlite3 *db, const char *pragma, int *value)
@@ -467,7 +489,7 @@ int recdb_open_write(const char *path, bool replace, sqlite3 **out)
 		}
 	}
 	sqlite3_busy_timeout(*out, 2000);
-	sqlite3_progress_handler(*out, 10000, interruptible, NULL);	/* SIGTERM ends a write */
+	sqlite3_progress_handler(*out, 10000, write_interruptible, &writer_stop_seen_ns);
 	if (!err && setup_writer(*out)) {
 		recdb_error(*out, "set up the recording", path);
 		err = -EIO;
