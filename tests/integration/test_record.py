@@ -541,7 +541,8 @@ def test_sigterm_while_recording_a_busy_process_still_writes_its_end(tmp):
     proc.send_signal(signal.SIGTERM)
     proc.wait(RUN_TIMEOUT)
     err.join()
-    assert proc.returncode == 0, err.lines
+    # The command's status: 0 if it ended first, else the SIGTERM it was passed.
+    assert proc.returncode in (0, 128 + signal.SIGTERM), err.lines
     assert not any("cannot write" in line for line in err.lines), err.lines
     ((end,),) = query(db, "SELECT end_ns FROM sessions")
     assert end is not None
