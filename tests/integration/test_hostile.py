@@ -305,7 +305,9 @@ def test_files_past_max_files_are_counted_and_logged_never_silent(pins, public_t
         wait_until(lambda: attached + refusals() >= len(libs), what="the refusals counted")
         time.sleep(2.5)     # past the sweeps the refusals asked for: none counted twice
         assert metric(agent, "gpumem_files_attached") <= base + 2
-        assert attached + refusals() == len(libs), (attached, refusals())
+        # Each copy counted at most once. (On a shared host a neighbour's file let go makes
+        # room: a copy refused then may be attached now, and be both.)
+        assert len(libs) - attached <= refusals() <= len(libs), (attached, refusals())
         assert any("is left without probes: " in line and "--max-files" in line
                    for line in agent.stderr.lines), agent.stderr.lines
         assert agent.get("/healthz")[0] == 200
