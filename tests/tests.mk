@@ -52,6 +52,12 @@ ifneq ($(wildcard $(TESTS_CUDA)/bin/nvcc),)
 TESTS_PROGS += $(TESTS_OUT)/static_cuda
 endif
 
+# Libraries named like NCCL, cuBLASLt, cuDNN and TensorRT, each holding memory of its own,
+# and the program that opens them (test_owners.py).
+TESTS_OWNER_LIBS := $(patsubst %,$(TESTS_OUT)/owners/%,libnccl.so.2 libcublasLt.so.13 \
+	libcudnn.so.9 libnvinfer.so.10)
+TESTS_PROGS += $(TESTS_OUT)/owners/owners $(TESTS_OWNER_LIBS)
+
 .PHONY: test-progs
 test-progs: $(TESTS_PROGS)
 ifeq ($(TESTS_ARCH),x86_64)
@@ -123,6 +129,16 @@ $(TESTS_OUT)/workload: tests/workloads/workload.c $(TESTS_MOCK_HEADERS) $(TESTS_
 $(TESTS_OUT)/apis: tests/workloads/apis.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
 		-L$(TESTS_LIB) -lcudart -lcuda -lpthread -Wl,-rpath,'$$ORIGIN/lib'
+
+$(TESTS_OUT)/owners/lib%: tests/workloads/owner_lib.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -fPIC -shared -Wl,-soname,$(@F) \
+		-o $@ $< -L$(TESTS_LIB) -lcudart -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(TESTS_OUT)/owners/owners: tests/workloads/owners.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
+		-L$(TESTS_LIB) -lcudart -ldl -Wl,-rpath,'$$ORIGIN/../lib'
 
 # Links neither mock, so nothing CUDA is mapped until the dlopen scenario loads it.
 $(TESTS_OUT)/workload_dl: tests/workloads/workload.c

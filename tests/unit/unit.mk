@@ -24,7 +24,7 @@ unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin s
 	loader/uprobe_multi base/util
 unit_mods_probe_place := discover/probe_place
 unit_mods_state := model/state model/alloc_table model/slot_table model/stacks model/python \
-	symbols/pycode model/publish model/snapshot model/retention host/cgroups host/nvml host/gpu_map \
+	symbols/pycode model/publish model/snapshot model/owners model/retention host/cgroups host/nvml host/gpu_map \
 	symbols/symbolize symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
 	loader/attach discover/probe_place loader/pin model/purge loader/uprobe_multi base/untrusted \
 	base/util
@@ -32,17 +32,17 @@ unit_mods_container := host/container
 unit_mods_analysis := analysis/history analysis/leak_verdicts analysis/trends \
 	analysis/failure_context model/snapshot host/gpu_map host/procs base/util
 unit_mods_untrusted := base/untrusted
-unit_mods_site_text := output/site_text output/report model/snapshot host/gpu_map host/procs probes/table loader/attach \
+unit_mods_site_text := output/site_text output/report model/snapshot model/owners host/gpu_map host/procs probes/table loader/attach \
 	discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi output/units output/json \
 	base/util
 unit_mods_prom := output/prom output/prom_sites output/site_text host/gpu_map host/procs \
-	output/prom_writer output/report output/units output/json model/snapshot probes/table \
+	output/prom_writer output/report model/owners output/units output/json model/snapshot probes/table \
 	loader/attach discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi base/util
 unit_mods_prom_server := export/prometheus $(unit_mods_prom)
 unit_mods_record := recording/rec_time recording/idmap recording/writer recording/writer_rows \
 	recording/writer_samples recording/writer_retention recording/schema recording/reader \
 	recording/reader_events recording/reader_series recording/reader_snap recording/reader_state \
-	analysis/history host/container model/snapshot host/gpu_map host/procs output/report output/units output/json \
+	analysis/history host/container model/snapshot host/gpu_map host/procs output/report model/owners output/units output/json \
 	probes/table loader/attach discover/probe_place symbols/elf_syms loader/uprobe_multi loader/pin \
 	base/util
 # Libraries a test needs beyond UNIT_LIBS.

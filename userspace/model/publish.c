@@ -6,6 +6,7 @@
 #include "base/util.h"
 #include "host/nvml.h"
 #include "host/oci.h"
+#include "model/owners.h"
 #include "model/python.h"
 #include "model/state.h"
 #include "probes/table.h"
@@ -83,6 +84,8 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 		out->imported_allocs = p->imported_allocs;
 		out->valid |= SP_STATS;
 		copy_sites(s, p, out);
+		snap_proc_libraries(out);
+		owner_peaks_apply(&p->lib_peaks, out);
 	}
 }
 

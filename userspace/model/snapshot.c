@@ -34,6 +34,7 @@ static void snap_proc_release(struct snap_proc *p)
 	for (size_t i = 0; i < p->nsites; i++)
 		snap_stack_put(p->sites[i].stack);
 	free(p->sites);
+	free(p->libraries);
 	for (size_t i = 0; i < p->ntensor_sites; i++)
 		snap_stack_put(p->tensor_sites[i].stack);
 	free(p->tensor_sites);

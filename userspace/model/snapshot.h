@@ -72,6 +72,21 @@ struct snap_site {
 	struct snap_stack *stack;
 };
 
+enum snap_library_valid {
+	SL_PEAK = 1u << 0,	/* peak_bytes is known (the live model's reads; not a recording's) */
+};
+
+/* What one library holds for a process (model/owners.h): the sums of the sites it owns. */
+struct snap_library {
+	const char *library;	/* a file name or a Python file; strings live as long as the
+				 * process's site stacks */
+	const char *family;	/* NULL: no known family */
+	unsigned int valid;
+	uint32_t nsites;
+	struct gm_site_stats st;
+	uint64_t peak_bytes;	/* SL_PEAK: the most it held at a read of the maps */
+};
+
 enum snap_proc_valid {
 	SP_COMM = 1u << 0,
 	SP_CMDLINE = 1u << 1,
@@ -98,6 +113,8 @@ struct snap_proc {
 	struct gm_proc_stats st;
 	struct snap_site *sites;	/* by current bytes, then bytes allocated */
 	size_t nsites;
+	struct snap_library *libraries;	/* sites by owning library, largest first */
+	size_t nlibraries;
 	/* PyTorch tensors (USDT pytorch:malloc/free): *allocated* bytes, inside the segments
 	 * that st and sites count as held (*reserved*); never added to those. */
 	struct gm_site_stats tensor;	/* the sums of tensor_sites */

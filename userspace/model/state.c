@@ -116,6 +116,7 @@ void proc_rec_free(struct proc_rec *p)
 	free(p->named);
 	site_chains_free(p);
 	free(p->sites);
+	owner_peaks_free(&p->lib_peaks);
 	free(p);
 }
 

@@ -13,6 +13,7 @@
 #include "loader/tracer.h"
 #include "model/alloc_table.h"
 #include "model/model.h"
+#include "model/owners.h"
 #include "model/slot_table.h"
 #include "model/snapshot.h"
 
@@ -92,6 +93,7 @@ struct proc_rec {
 	size_t chains_cap, nchains;
 	struct gm_proc_stats st;
 	struct gm_site_stats tensor;	/* PyTorch tensors: the sums of their sites */
+	struct owner_peaks lib_peaks;	/* what each owning library held most, at a publish */
 	uint64_t other_allocs;		/* live entries of the kinds that are no GPU memory */
 	uint64_t imported_allocs;	/* of those, IPC imports (their size is unknown) */
 	struct site_rec *sites;	/* by key (site_cmp), for the walk over allocations; tensor

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "model/owners.h"
 #include "output/report.h"
 #include "output/units.h"
 #include "probes/table.h"
@@ -165,6 +166,8 @@ void json_kv_gpu(struct json_writer *w, uint32_t gpu)
 
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
 {
+	struct snap_owner o;
+
 	jw_kv_string(w, "api", probe_api_name(ss->api));
 	jw_kv_string(w, "kind", site_kind_name(ss));
 	json_kv_gpu(w, ss->gpu);
@@ -180,8 +183,68 @@ void json_site_fields(struct json_writer *w, const struct snap_proc *p, const st
 	else
 		jw_kv_null(w, "oldest_age_ns");
 	jw_kv_i64(w, "stack_id", ss->stack_id);
+	owner_of_stack(p, ss->stack, &o);
+	jw_kv_string(w, "library", o.library);
+	json_kv_known(w, "family", o.family, o.family != NULL);
 	jw_key(w, "frames");
 	json_frames(w, ss->stack);
+}
+
+void json_libraries(struct json_writer *w, const struct snap_proc *p)
+{
+	jw_key(w, "libraries");
+	jw_array_begin(w);
+	for (size_t i = 0; i < p->nlibraries; i++) {
+		const struct snap_library *l = &p->libraries[i];
+
+		jw_object_begin(w);
+		jw_kv_string(w, "library", l->library);
+		json_kv_known(w, "family", l->family, l->family != NULL);
+		jw_kv_u64(w, "current_bytes", l->st.current_bytes);
+		jw_kv_u64(w, "current_allocs", l->st.current_allocs);
+		jw_kv_u64(w, "alloc_count", l->st.alloc_count);
+		jw_kv_u64(w, "free_count", l->st.free_count);
+		jw_kv_u64(w, "alloc_bytes_total", l->st.alloc_bytes_total);
+		jw_kv_u64(w, "failed_count", l->st.failed_count);
+		if (l->valid & SL_PEAK)
+			jw_kv_u64(w, "peak_bytes", l->peak_bytes);
+		else
+			jw_kv_null(w, "peak_bytes");
+		jw_kv_u64(w, "sites", l->nsites);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+}
+
+void library_text(char *buf, size_t len, const struct snap_library *l)
+{
+	char name[256];
+
+	text_sanitize(name, sizeof(name), l->library);
+	if (l->family)
+		snprintf(buf, len, "%s (%s)", name, l->family);
+	else
+		snprintf(buf, len, "%s", name);
+}
+
+void text_libraries(FILE *out, const struct snap_proc *p, unsigned int max, bool exact)
+{
+	unsigned int shown = 0, held = 0;
+	char name[300], size[32];
+
+	for (size_t i = 0; i < p->nlibraries; i++)
+		held += p->libraries[i].st.current_bytes > 0;
+	for (size_t i = 0; i < p->nlibraries && shown < max; i++) {
+		const struct snap_library *l = &p->libraries[i];
+
+		if (!l->st.current_bytes)
+			break;	/* largest first: the rest hold nothing */
+		library_text(name, sizeof(name), l);
+		fmt_size(size, sizeof(size), l->st.current_bytes, exact);
+		fprintf(out, "%s%s %s", shown++ ? ", " : "", name, size);
+	}
+	if (held > shown)
+		fprintf(out, ", +%u more", held - shown);
 }
 
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns)

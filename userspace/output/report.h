@@ -16,6 +16,12 @@ const char *event_api_name(const struct gm_call_event *e);
 const char *event_kind_name(const struct gm_call_event *e);	/* NULL: an unknown free */
 bool event_is_tensor(const struct gm_call_event *e);
 
+/* A library's name as text, its family after it: "libnccl.so.2 (NCCL)", sanitized. */
+void library_text(char *buf, size_t len, const struct snap_library *l);
+/* "libcublasLt.so.13 (cuBLAS) 1.0 GiB, libnccl.so.2 (NCCL) 256 MiB, +2 more": p's libraries
+ * that hold memory, at most max of them; nothing when none holds any. */
+void text_libraries(FILE *out, const struct snap_proc *p, unsigned int max, bool exact);
+
 /* ---- JSON ---- */
 
 /* "frames": an array, innermost first. A NULL stack is an empty array. A stack's text is
@@ -32,6 +38,8 @@ void json_container_full(struct json_writer *w, const struct container_info *ci)
 /* "gpu": the device of a site or event (stored as the device + 1), null: host or not known. */
 void json_kv_gpu(struct json_writer *w, uint32_t gpu);
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss);
+/* "libraries": p's memory by owning library (model/owners.h), largest first. */
+void json_libraries(struct json_writer *w, const struct snap_proc *p);
 /* The fields of a call event that trace, oom and failure records share: time, pid, tid, comm,
  * api, layer, kind, size, error and its name. */
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/util.h"
+#include "model/owners.h"
 #include "output/report.h"
 #include "probes/table.h"
 #include "recording/reader_int.h"
@@ -78,6 +79,7 @@ static void copy_proc(struct recording *r, const struct rstate *s, const struct 
 		out->st = rp->st;
 		out->st.first_seen_ns = id->start_ns;
 		copy_sites(r, rp, out);
+		snap_proc_libraries(out);
 	}
 }
 

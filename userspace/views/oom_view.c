@@ -66,6 +66,11 @@ static void failure_text(struct sink *s, const struct snap_event *se,
 		text_site(s->out, ss->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 		fputc('\n', s->out);
 	}
+	if (c->p && c->p->nlibraries && c->p->libraries[0].st.current_bytes) {
+		fputs("  by library: ", s->out);
+		text_libraries(s->out, c->p, 6, exact);
+		fputc('\n', s->out);
+	}
 	for (size_t i = 0; c->p && i < c->p->ntensor_sites && i < OOM_TOP_SITES; i++) {
 		const struct snap_site *ss = &c->p->tensor_sites[i];
 
@@ -113,6 +118,10 @@ static void failure_json(struct sink *s, const struct snap_event *se,
 		jw_object_end(w);
 	}
 	jw_array_end(w);
+	if (c->p)
+		json_libraries(w, c->p);
+	else
+		jw_kv_null(w, "libraries");
 	/* PyTorch's tensors: what they held of process_bytes at the failure (a caching
 	 * allocator that reserved much more than its tensors hold is fragmented), and the
 	 * tensor sites holding most when the failure was handled. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/util.h"
+#include "model/owners.h"
 #include "output/report.h"
 #include "output/site_text.h"
 #include "output/units.h"
@@ -96,6 +97,7 @@ static void process_json(struct json_writer *w, const struct snapshot *snap,
 	for (size_t i = 0; i < p->nsites; i++)
 		site_json(w, p, &p->sites[i]);
 	jw_array_end(w);
+	json_libraries(w, p);
 	/* PyTorch's tensors: allocated inside the bytes above (reserved), never added to them. */
 	jw_kv_u64(w, "tensor_bytes", p->tensor.current_bytes);
 	jw_kv_u64(w, "tensor_allocs", p->tensor.current_allocs);
@@ -216,6 +218,21 @@ static void by_gpu_text(struct sink *s, const struct snap_proc *p)
 			fprintf(s->out, "%s ? %s", sep, bytes);
 		sep = ",";
 	}
+	fputc('\n', s->out);
+}
+
+/* Its memory by owning library, when something other than the program itself holds any. */
+static void libraries_text(struct sink *s, const struct snap_proc *p)
+{
+	bool others = false;
+
+	for (size_t i = 0; i < p->nlibraries; i++)
+		others |= p->libraries[i].st.current_bytes &&
+			  (!p->libraries[i].family || strcmp(p->libraries[i].family, OWNER_PROGRAM));
+	if (!others)
+		return;
+	fprintf(s->out, "        by library: ");
+	text_libraries(s->out, p, 6, s->opt->exact_bytes);
 	fputc('\n', s->out);
 }
 
@@ -341,6 +358,7 @@ static void snapshot_text(struct sink *s, const struct snapshot *snap)
 		names_text(s, &p->container);
 		by_gpu_text(s, p);
 		beside_text(s, p);
+		libraries_text(s, p);
 		sites_text(s, p);
 		tensors_text(s, p);
 	}

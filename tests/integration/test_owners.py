@@ -1,0 +1,90 @@
+"""Who holds it: each process's memory by owning library, the innermost frame outside the CUDA
+runtime and driver and outside the call glue. Four libraries built for the test under real
+libraries' names (libnccl.so.2, libcublasLt.so.13, libcudnn.so.9, libnvinfer.so.10) each keep
+memory of their own, the program keeps 64 KiB; the sums per library must be exact and add up
+to the process's. A Python program's memory is owned by its own Python file."""
+import subprocess
+import tempfile
+from pathlib import Path
+
+from conftest import BUILD, GPUMEM, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, find_proc, run_snapshot_c
+
+OWNERS = BUILD / "tests" / "owners"
+KIB, MIB = 1 << 10, 1 << 20
+# library: (family, kept allocations, size); each also makes one more and frees it
+HELD = {
+    "libnccl.so.2": ("NCCL", 4, 1 * MIB),
+    "libcublasLt.so.13": ("cuBLAS", 3, 256 * KIB),
+    "libcudnn.so.9": ("cuDNN", 2, 512 * KIB),
+    "libnvinfer.so.10": ("TensorRT", 1, 8 * MIB),
+}
+PROGRAM_BYTES = 64 * KIB
+
+
+def owners_args():
+    args = [str(OWNERS / "owners")]
+    for lib, (_, n, size) in HELD.items():
+        args += [str(OWNERS / lib), str(n), str(size)]
+    return args
+
+
+def owners_proc(report):
+    procs = [p for p in report["processes"] if p["comm"] == "owners"]
+    assert len(procs) == 1, report["processes"]
+    return procs[0]
+
+
+def test_each_library_holds_exactly_what_it_allocated():
+    run = run_snapshot_c(owners_args())
+    assert run.returncode == 0, run.stderr
+    p = owners_proc(run.report)
+    libs = {l["library"]: l for l in p["libraries"]}
+    assert set(libs) == set(HELD) | {"owners"}, p["libraries"]
+    for name, (family, n, size) in HELD.items():
+        l = libs[name]
+        assert l["family"] == family, l
+        assert (l["current_bytes"], l["current_allocs"]) == (n * size, n), l
+        assert (l["alloc_count"], l["free_count"], l["failed_count"]) == (n + 1, 1, 0), l
+        assert l["alloc_bytes_total"] == (n + 1) * size, l
+        # read at least once while it held them: its peak is at least what it holds
+        assert l["peak_bytes"] is None or l["peak_bytes"] >= n * size, l
+    own = libs["owners"]
+    assert own["family"] == "program"
+    assert (own["current_bytes"], own["alloc_count"]) == (PROGRAM_BYTES, 1), own
+    assert sum(l["current_bytes"] for l in p["libraries"]) == p["current_bytes"]
+    assert sum(l["alloc_count"] for l in p["libraries"]) == p["alloc_count"]
+    # largest first, and every site names its owner
+    held = [l["current_bytes"] for l in p["libraries"]]
+    assert held == sorted(held, reverse=True)
+    assert held[0] == 8 * MIB
+    for s in p["sites"]:
+        assert s["library"] in libs, s
+
+
+def test_the_snapshot_text_says_what_each_library_holds():
+    with tempfile.TemporaryDirectory(prefix="gpumem-owners-") as tmp:
+        out = Path(tmp) / "report.txt"
+        done = subprocess.run([GPUMEM, "snapshot", "-o", out, "-c", *owners_args()],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        assert done.returncode == 0, done.stderr
+        text = out.read_text()
+    line = next(l for l in text.splitlines() if "by library:" in l)
+    assert line.split("by library: ")[1] == (
+        "libnvinfer.so.10 (TensorRT) 8.0 MiB, libnccl.so.2 (NCCL) 4.0 MiB, "
+        "libcudnn.so.9 (cuDNN) 1.0 MiB, libcublasLt.so.13 (cuBLAS) 768 KiB, "
+        "owners (program) 64.0 KiB"), text
+
+
+def test_a_python_programs_memory_is_owned_by_its_own_file():
+    """pyalloc.py calls the runtime through ctypes: libffi, _ctypes and the interpreter are
+    glue, so the owner is the innermost Python frame's file."""
+    script = ROOT / "tests" / "workloads" / "pyalloc.py"
+    with tempfile.TemporaryDirectory(prefix="gpumem-owners-") as tmp:
+        run = run_snapshot_c(["/usr/bin/python3", script, MOCK_LIB_DIR / "libcudart.so.13",
+                              "shapes", Path(tmp) / "stacks.json"])
+    assert run.returncode == 0, run.stderr
+    procs = [p for p in run.report["processes"] if p["comm"].startswith("python")]
+    assert len(procs) == 1
+    libs = procs[0]["libraries"]
+    assert [(l["library"], l["family"]) for l in libs] == [(str(script), "program")], libs
+    assert libs[0]["alloc_bytes_total"] == procs[0]["alloc_bytes_total"]
