@@ -75,6 +75,29 @@ def test_the_snapshot_text_says_what_each_library_holds():
         "owners (program) 64.0 KiB"), text
 
 
+def test_top_groups_by_library():
+    with tempfile.TemporaryDirectory(prefix="gpumem-owners-") as tmp:
+        out = Path(tmp) / "out"
+        proc = subprocess.Popen([GPUMEM, "top", "-b", "-n", "3", "-i", "0.5", "--group", "library",
+                                 "--bytes", "-o", out, "-c", owners_args()[0], "--wait",
+                                 *owners_args()[1:]],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            proc.wait(30)
+        finally:
+            proc.kill() if proc.poll() is None else None
+        text = out.read_text()
+    table = [t for t in text.split("\n\n") if t.startswith("gpumem top")][-1]
+    lines = table.splitlines()
+    assert lines[1].split() == ["PID", "CURRENT", "PEAK", "LIVE", "FAIL", "LIBRARY"], table
+    rows = {" ".join(l.split()[5:]): l.split() for l in lines[2:] if l.strip()}
+    for name, (family, n, size) in HELD.items():
+        row = rows[f"{name} ({family})"]
+        assert (int(row[1]), int(row[3])) == (n * size, n), row
+    assert int(rows["owners (program)"][1]) == PROGRAM_BYTES
+
+
 def test_a_python_programs_memory_is_owned_by_its_own_file():
     """pyalloc.py calls the runtime through ctypes: libffi, _ctypes and the interpreter are
     glue, so the owner is the innermost Python frame's file."""
@@ -88,3 +111,33 @@ def test_a_python_programs_memory_is_owned_by_its_own_file():
     libs = procs[0]["libraries"]
     assert [(l["library"], l["family"]) for l in libs] == [(str(script), "program")], libs
     assert libs[0]["alloc_bytes_total"] == procs[0]["alloc_bytes_total"]
+
+
+def test_pprof_samples_carry_the_library_and_its_family(tmp_path):
+    from test_export import pprof_total, pprof_traces
+    out = tmp_path / "owners.pb.gz"
+    done = subprocess.run([GPUMEM, "export", "--format", "pprof", "-o", out, "-c", *owners_args()],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    for name, (family, n, size) in HELD.items():
+        assert pprof_total(out, f"-tagfocus=family={family}", "-unit=B") == f"{n * size}B"
+    samples = pprof_traces(out, "-sample_index=inuse_space")
+    libs = {s["labels"]["library"] for s in samples}
+    assert libs == set(HELD) | {"owners"}, samples
+
+
+def test_a_recording_reports_the_same_libraries_without_peaks(tmp_path):
+    db = tmp_path / "owners.db"
+    done = subprocess.run([GPUMEM, "record", "-o", db, "-c", *owners_args()],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    rep = subprocess.run([GPUMEM, "report", db, "snapshot", "--json"], capture_output=True,
+                         text=True, timeout=RUN_TIMEOUT)
+    assert rep.returncode == 0, rep.stderr
+    import json
+    p = owners_proc(json.loads(rep.stdout))
+    libs = {l["library"]: l for l in p["libraries"]}
+    for name, (family, n, size) in HELD.items():
+        assert (libs[name]["family"], libs[name]["current_bytes"]) == (family, n * size)
+        assert libs[name]["peak_bytes"] is None     # a recording keeps no library's peak
+    assert sum(l["current_bytes"] for l in p["libraries"]) == p["current_bytes"]

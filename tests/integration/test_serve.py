@@ -380,6 +380,10 @@ def test_metrics_pass_promtool_and_a_process_series_vanish_when_it_ends(pins):
                    and l.endswith(" 6096") for l in mine), mine
         sites = [l for l in mine if l.startswith("gpumem_site_memory_bytes")]
         assert len(sites) == 1 and sites[0].endswith(" 4096"), sites    # --site-series 1
+        # every site is the program's own: one library series with all of it
+        libs = [l for l in mine if l.startswith("gpumem_library_memory_bytes")]
+        assert len(libs) == 1 and 'library="workload",family="program"' in libs[0] \
+            and libs[0].endswith(" 6096"), libs
         if promtool:
             check = subprocess.run([promtool, "check", "metrics"], input=body,
                                    capture_output=True, text=True, timeout=30)

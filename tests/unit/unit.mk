@@ -35,7 +35,7 @@ unit_mods_untrusted := base/untrusted
 unit_mods_site_text := output/site_text output/report model/snapshot model/owners host/gpu_map host/procs probes/table loader/attach \
 	discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi output/units output/json \
 	base/util
-unit_mods_prom := output/prom output/prom_sites output/site_text host/gpu_map host/procs \
+unit_mods_prom := output/prom output/prom_sites output/prom_libraries output/site_text host/gpu_map host/procs \
 	output/prom_writer output/report model/owners output/units output/json model/snapshot probes/table \
 	loader/attach discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi base/util
 unit_mods_prom_server := export/prometheus $(unit_mods_prom)

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
-/* owners [LIB N SIZE]...: memory held by libraries and by the program itself. Each LIB (a path)
- * is opened and its owner_hold(N, SIZE) called (N kept, one more made and freed); then the
- * program keeps one allocation of 64 KiB of its own, prints "held", and exits holding it all. */
+/* owners [--wait] [LIB N SIZE]...: memory held by libraries and by the program itself. Each LIB
+ * (a path) is opened and its owner_hold(N, SIZE) called (N kept, one more made and freed); then
+ * the program keeps one allocation of 64 KiB of its own, prints "held", and exits holding it
+ * all (--wait: once a line or the end of its input is read). */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mock_cuda.h"
 
@@ -19,6 +22,13 @@ __attribute__((noinline)) static int program_hold(void)
 
 int main(int argc, char **argv)
 {
+	bool wait = argc > 1 && !strcmp(argv[1], "--wait");
+	char line[16];
+
+	if (wait) {
+		argv++;
+		argc--;
+	}
 	if ((argc - 1) % 3) {
 		fprintf(stderr, "usage: owners [LIB N SIZE]...\n");
 		return 2;
@@ -42,5 +52,8 @@ int main(int argc, char **argv)
 	if (program_hold())
 		return 1;
 	printf("held\n");
+	fflush(stdout);
+	if (wait && !fgets(line, sizeof(line), stdin))
+		return 0;
 	return 0;
 }

@@ -221,7 +221,8 @@ static int opt_command(struct parser *p, const struct option_spec *spec, const c
 static int opt_group(struct parser *p, const struct option_spec *spec, const char *arg)
 {
 	static const char *const names[] = {
-		[GROUP_PROCESS] = "process", [GROUP_SITE] = "site", [GROUP_CONTAINER] = "container"
+		[GROUP_PROCESS] = "process", [GROUP_SITE] = "site", [GROUP_CONTAINER] = "container",
+		[GROUP_LIBRARY] = "library",
 	};
 
 	(void)spec;
@@ -231,7 +232,7 @@ static int opt_group(struct parser *p, const struct option_spec *spec, const cha
 			return 0;
 		}
 	}
-	p_err("--group takes process, site or container, not '%s'", arg);
+	p_err("--group takes process, site, container or library, not '%s'", arg);
 	return -EINVAL;
 }
 
@@ -443,8 +444,8 @@ const struct option_spec option_specs[] = {
 	{ "iterations", 'n', "N", CMD_TOP, opt_count, .field = FIELD(uint32_t, iterations),
 	  .max = UINT32_MAX, .help = "stop after N refreshes" },
 	{ "group", 0, "BY", CMD_TOP, opt_group,
-	  .help = "rows by process (default), site or container (a container or pod, with its "
-		  "processes' totals)" },
+	  .help = "rows by process (default), site, container (a container or pod, with its "
+		  "processes' totals) or library (each process's memory by owning library)" },
 	{ "bytes", 0, NULL, (CMD_VIEWS & ~CMD_RECORD) | CMD_REPORT, opt_flag,
 	  .field = FIELD(bool, exact_bytes),
 	  .help = "sizes as exact numbers of bytes" },

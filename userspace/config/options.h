@@ -14,7 +14,7 @@ struct sink_ops;
 struct command;
 
 /* What a row of top stands for. */
-enum top_group { GROUP_PROCESS, GROUP_SITE, GROUP_CONTAINER };
+enum top_group { GROUP_PROCESS, GROUP_SITE, GROUP_CONTAINER, GROUP_LIBRARY };
 
 struct options {
 	const struct sink_ops *view;	/* the sink the command runs */

@@ -14,6 +14,7 @@
 #include "export/exporters.h"
 #include "export/intern.h"
 #include "export/protobuf.h"
+#include "model/owners.h"
 #include "output/json.h"
 #include "output/report.h"
 #include "probes/table.h"
@@ -150,6 +151,7 @@ static void labels(struct pprof *pp, const struct snap_proc *p, const struct sna
 {
 	const struct container_info *ci = &p->container;
 	char comm[GM_COMM_LEN + 1];
+	struct snap_owner o;
 
 	pb_reset(&pp->sub);
 	pb_field_varint(&pp->sub, LABEL_KEY, str_id(pp, "pid"));
@@ -164,6 +166,9 @@ static void labels(struct pprof *pp, const struct snap_proc *p, const struct sna
 	label_str(pp, "container_name", ci->container_name);
 	label_str(pp, "api", probe_api_name(ss->api));
 	label_str(pp, "kind", site_kind_name(ss));
+	owner_of_stack(p, ss->stack, &o);
+	label_str(pp, "library", o.library);
+	label_str(pp, "family", o.family);
 	if (ss->gpu) {	/* the device of its memory: -tagfocus gpu=1 */
 		char gpu[16];
 

@@ -549,6 +549,7 @@ int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
 	prom_sample(out, "gpumem_build_info", &ls, 1);
 	write_processes(out, s);
 	err = prom_write_sites(out, s, opts.site_series);
+	prom_write_libraries(out, s, opts.site_series);
 	for (size_t i = 0; !err && i < ARRAY_SIZE(scopes); i++)
 		err = write_scope(out, s, &scopes[i]);
 	if (err)

@@ -28,5 +28,8 @@ const char *prom_gpu_label(unsigned int g, char *buf, size_t len);
 
 /* The call-site families: at most per_proc sites of each process in each. 0 or -ENOMEM. */
 int prom_write_sites(FILE *out, const struct snapshot *s, unsigned int per_proc);
+/* gpumem_library_memory_bytes: at most per_proc libraries of each process, the rest as
+ * "other" (prom_libraries.c). */
+void prom_write_libraries(FILE *out, const struct snapshot *s, unsigned int per_proc);
 
 #endif

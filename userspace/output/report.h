@@ -16,7 +16,8 @@ const char *event_api_name(const struct gm_call_event *e);
 const char *event_kind_name(const struct gm_call_event *e);	/* NULL: an unknown free */
 bool event_is_tensor(const struct gm_call_event *e);
 
-/* A library's name as text, its family after it: "libnccl.so.2 (NCCL)", sanitized. */
+/* A library's name as text, its family after it: "libnccl.so.2 (NCCL)", sanitized; a Python
+ * file from its package on ("torch/cuda/memory.py"), or by its file name. */
 void library_text(char *buf, size_t len, const struct snap_library *l);
 /* "libcublasLt.so.13 (cuBLAS) 1.0 GiB, libnccl.so.2 (NCCL) 256 MiB, +2 more": p's libraries
  * that hold memory, at most max of them; nothing when none holds any. */

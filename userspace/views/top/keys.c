@@ -73,7 +73,7 @@ static bool act_next_group(struct sink *s)
 	struct top_ui *t = s->state;
 
 	(void)s;
-	t->group = (t->group + 1) % (GROUP_CONTAINER + 1);
+	t->group = (t->group + 1) % (GROUP_LIBRARY + 1);
 	t->drill_pid = 0;
 	t->in_group = false;
 	t->selected = t->scroll = 0;

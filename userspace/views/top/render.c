@@ -39,6 +39,7 @@ const struct column top_columns[C_COUNT] = {
 	[C_COMM] = { "COMMAND", 0, true, 'C' },
 	[C_SITE] = { "CALL SITE", 0, true, 0 },
 	[C_GROUP] = { "CONTAINER / POD", 0, true, 0 },
+	[C_LIBRARY] = { "LIBRARY", 0, true, 0 },
 };
 
 /* PyTorch's allocated bytes beside the reserved ones: TENSORS right after CURRENT. */
@@ -82,6 +83,10 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 						    C_FRATE, C_FAIL };
 		memcpy(ids, cont, sizeof(cont));
 		n = ARRAY_SIZE(cont);
+	} else if (t->group == GROUP_LIBRARY) {
+		static const enum col_id lib[] = { C_PID, C_CUR, C_PEAK, C_LIVE, C_FAIL };
+		memcpy(ids, lib, sizeof(lib));
+		n = ARRAY_SIZE(lib);
 	} else if (t->group == GROUP_SITE) {
 		static const enum col_id site[] = { C_PID, C_CUR, C_LIVE, C_ARATE, C_FRATE,
 						    C_GROWTH, C_FAIL };
@@ -104,7 +109,8 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 		n = with_gpu_column(ids, n);
 	for (size_t i = 0; i < n; i++)
 		used += top_columns[ids[i]].width + 1;
-	if (width >= 100 && !t->drill_pid && t->group != GROUP_CONTAINER) {
+	if (width >= 100 && !t->drill_pid && t->group != GROUP_CONTAINER &&
+	    t->group != GROUP_LIBRARY) {
 		*spark_w = (width - 100) / 2 + 10;
 		if (*spark_w > TOP_SPARK_MAX)
 			*spark_w = TOP_SPARK_MAX;
@@ -113,6 +119,8 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 	}
 	if (t->drill_pid || t->group == GROUP_SITE)
 		ids[n++] = C_SITE;
+	else if (t->group == GROUP_LIBRARY)
+		ids[n++] = C_LIBRARY;
 	else
 		ids[n++] = t->group == GROUP_CONTAINER ? C_GROUP : C_COMM;
 	*name_w = width - used - 1;
@@ -248,6 +256,7 @@ static void format_row(struct top_ui *t, const struct row *r, const enum col_id 
 		case C_COMM:
 		case C_SITE:
 		case C_GROUP:
+		case C_LIBRARY:
 		case C_COUNT:
 			/* A plain table is not a screen: its last column is never cut. */
 			put_cell(&pos, end, r->name, t->curses ? name_w : (int)strlen(r->name), true);
@@ -433,7 +442,7 @@ static const char *const help_text[] = {
 	"  space        pause / resume refreshing",
 	"  + -          refresh interval longer / shorter",
 	"  s            group by process / by call site",
-	"  c            group by process, call site, container (or pod) in turn",
+	"  c            group by process, call site, container (or pod), library in turn",
 	"  /            filter: type text, Enter keeps it, Esc clears it",
 	"  Enter        the call sites of the selected process, with their frames;",
 	"               the processes of the selected container",
@@ -463,6 +472,8 @@ static const char *group_title(struct top_ui *t)
 		return "call site";
 	case GROUP_CONTAINER:
 		return "container";
+	case GROUP_LIBRARY:
+		return "library";
 	case GROUP_PROCESS:
 		break;
 	}

@@ -315,6 +315,27 @@ static void site_rows(struct top_ui *t, const struct snap_proc *p)
 		site_row(t, p, &p->tensor_sites[j], true);
 }
 
+/* A row per library that holds memory or made calls: what it holds for p (model/owners.h). */
+static void library_rows(struct top_ui *t, const struct snap_proc *p)
+{
+	for (size_t j = 0; j < p->nlibraries; j++) {
+		const struct snap_library *l = &p->libraries[j];
+		struct row *r = new_row(t);
+
+		r->p = p;
+		container_short(&p->container, r->cont, sizeof(r->cont));
+		r->cur = l->st.current_bytes;
+		r->peak = l->valid & SL_PEAK ? l->peak_bytes : l->st.current_bytes;
+		r->live = l->st.current_allocs;
+		r->fails = l->st.failed_count;
+		snprintf(r->user, sizeof(r->user), "-");
+		library_text(r->name, sizeof(r->name), l);
+		if (!p->alive)
+			strncat(r->name, " <ended>", sizeof(r->name) - strlen(r->name) - 1);
+		keep_if_matches(t, r);
+	}
+}
+
 /* Whether p is on the current screen at all. */
 static bool shown(struct top_ui *t, const struct snap_proc *p, bool by_group)
 {
@@ -367,6 +388,8 @@ void top_build_rows(struct top_ui *t)
 			t->total_arate += pr.arate;
 			t->total_frate += pr.frate;
 			add_to_group(t, p, &pr);
+		} else if (t->group == GROUP_LIBRARY && !t->drill_pid) {
+			library_rows(t, p);
 		} else if (t->group != GROUP_SITE && !t->drill_pid) {
 			process_row(t, p);
 		} else {
