@@ -1,10 +1,13 @@
 /* Mock libcuda.so.1 for tests without a GPU: fake device addresses, real host memory, a table of
  * live blocks, and failures injected from the environment (see the rules below). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mock_cuda.h"
 
@@ -18,6 +21,8 @@
  * - cuMemCreate hands out handles counting up from GM_FIRST_HANDLE.
  * - GPU-side usage (device, pitch, async, pool, managed, VMM), in requested bytes (pitch x
  *   height for pitch), may not exceed GPUMEM_MOCK_DEVICE_BYTES (default 80 GiB).
+ *   GPUMEM_MOCK_USAGE_FILE=PATH: the usage is written there (20 digits) at every change, for
+ *   the mock NVML to count as used (GPUMEM_MOCK_NVML_USAGE_FILE), as a real device's NVML does.
  * - GPUMEM_MOCK_FAIL_AFTER=N: allocation calls after the first N fail (every call counts,
  *   failed ones included). GPUMEM_MOCK_FAIL_SIZE=N: allocations of N bytes or more fail.
  * - Injected failures return CUDA_ERROR_OUT_OF_MEMORY (2); freeing an unknown address or
@@ -157,6 +162,24 @@ static uint64_t next_va = GM_VA_BASE;
 static uint64_t next_import = GM_IPC_BASE;
 static uint64_t alloc_calls;
 static uint64_t gpu_bytes_in_use;
+
+/* GPUMEM_MOCK_USAGE_FILE: the usage as the device would report it; called with mock_lock. */
+static void publish_usage(void)
+{
+	static int fd = -2;
+	char text[24];
+
+	if (fd == -2) {
+		const char *path = getenv("GPUMEM_MOCK_USAGE_FILE");
+
+		fd = path && *path ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+	}
+	if (fd < 0)
+		return;
+	snprintf(text, sizeof(text), "%020llu", (unsigned long long)gpu_bytes_in_use);
+	if (pwrite(fd, text, 20, 0) != 20)
+		return;	/* the mock NVML reads what it can */
+}
 
 static bool env_u64(const char *name, uint64_t *out)
 {
@@ -421,8 +444,10 @@ static CUresult mock_alloc(enum block_kind kind, size_t bytes, uint64_t *key)
 	}
 	if (table_insert(table_for(kind), b))
 		goto out_free_host;
-	if (kind_on_gpu(kind))
+	if (kind_on_gpu(kind)) {
 		gpu_bytes_in_use += bytes;
+		publish_usage();
+	}
 	pthread_mutex_unlock(&mock_lock);
 	*key = b->key;
 	return CUDA_SUCCESS;
@@ -450,8 +475,10 @@ static CUresult mock_free(struct block_table *table, uint64_t key)
 		pthread_mutex_unlock(&mock_lock);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	if (kind_on_gpu(b->kind))
+	if (kind_on_gpu(b->kind)) {
 		gpu_bytes_in_use -= b->bytes;
+		publish_usage();
+	}
 	/* If the free list cannot grow, the range is leaked: never handed out twice. */
 	if (b->kind == BLOCK_DEVICE)
 		(void)device_range_give_back(b->key, b->rounded);

@@ -9,7 +9,8 @@
  * fails with NVML_ERROR_NOT_SUPPORTED (3) for that device (UUID, minor, PCI bus id) or, for
  * TOTAL, a device whose nvmlDeviceGetMemoryInfo fails. Unset: nvmlInit_v2 returns 9
  * (NVML_ERROR_DRIVER_NOT_LOADED), as NVIDIA's library does on a host without the driver;
- * GPUMEM_MOCK_NVML_INIT=N makes it return N instead.
+ * GPUMEM_MOCK_NVML_INIT=N makes it return N instead. GPUMEM_MOCK_NVML_USAGE_FILE=PATH adds
+ * what the mock driver wrote there (its programs' usage) to every device's USED.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -164,12 +165,31 @@ int nvmlDeviceGetUUID(struct mock_device *d, char *uuid, unsigned int len)
 	return copy_out(d->uuid, uuid, len);
 }
 
+/* GPUMEM_MOCK_NVML_USAGE_FILE: what the mock driver's programs use now (its
+ * GPUMEM_MOCK_USAGE_FILE), used on every device beside USED; 0 when it cannot be read. */
+static unsigned long long usage_now(void)
+{
+	const char *path = getenv("GPUMEM_MOCK_NVML_USAGE_FILE");
+	char text[32] = "";
+	FILE *f = path ? fopen(path, "r") : NULL;
+
+	if (!f)
+		return 0;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = 0;
+	fclose(f);
+	return strtoull(text, NULL, 10);
+}
+
 int nvmlDeviceGetMemoryInfo(struct mock_device *d, struct nvml_memory *mem)
 {
+	unsigned long long used;
+
 	if (!d->has_memory)
 		return NVML_ERROR_NOT_SUPPORTED;
+	used = d->used + usage_now();
 	mem->total = d->total;
-	mem->used = d->used < d->total ? d->used : d->total;
+	mem->used = used < d->total ? used : d->total;
 	mem->free = d->total - mem->used;
 	return NVML_SUCCESS;
 }

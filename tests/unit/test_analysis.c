@@ -294,6 +294,63 @@ static void test_history_forgets_a_process_that_left_the_snapshots(void **state)
 	history_free(h);
 }
 
+/* A process on one device growing 1 MiB a step at 10 steps a second, beside a site that
+ * shrinks: the forecast takes the net growth of the sites whose fit is good. */
+static void test_the_oom_forecast_is_free_memory_over_the_net_growth(void **state)
+{
+	struct snap_site ss[3] = {
+		{ .kind = GM_KIND_DEVICE, .gpu = 1, .st = { .current_bytes = 64 << 20 } },
+		{ .kind = GM_KIND_DEVICE, .gpu = 1, .st = { .current_bytes = 8 << 20 } },
+		{ .kind = GM_KIND_DEVICE, .gpu = 1, .st = { .current_bytes = 1 << 20 } },
+	};
+	struct snap_proc p = { .alive = true, .sites = ss, .nsites = 3 };
+	struct site_verdict sv[3] = {
+		{ .ss = &ss[0], .verdict = LEAK_GROWING, .fit = { .slope = 12 << 20, .r2 = 0.99 } },
+		{ .ss = &ss[1], .verdict = LEAK_STEADY, .fit = { .slope = -(2 << 20), .r2 = 0.95 } },
+		/* a poor fit counts for nothing */
+		{ .ss = &ss[2], .verdict = LEAK_STEADY, .fit = { .slope = 50 << 20, .r2 = 0.3 } },
+	};
+	struct proc_verdict pv = { .p = &p, .sites = sv, .nsites = 3, .step_rate = 10 };
+	struct snapshot snap = { .devices_valid = true, .ndevices = 1,
+				 .devices = { { .index = 0, .total = 1ull << 30,
+						.free = 500ull << 20 } } };
+	struct oom_forecast f;
+
+	(void)state;
+	oom_forecast_of(&snap, &pv, &f);
+	assert_true(f.valid);
+	assert_int_equal(f.gpu, 0);
+	assert_int_equal(f.device_free, 500ull << 20);
+	assert_true(fabs(f.growth_per_s - (10 << 20)) < 1);
+	assert_true(fabs(f.growth_per_step - (1 << 20)) < 1);
+	assert_true(fabs(f.steps - 500) < 1e-6 && fabs(f.seconds - 50) < 1e-6);
+	/* no step: seconds only */
+	pv.step_rate = 0;
+	oom_forecast_of(&snap, &pv, &f);
+	assert_true(f.valid && isnan(f.steps) && isnan(f.growth_per_step));
+	/* nothing grows on a good fit, the free memory is unknown, or the process ended: none */
+	sv[0].fit.r2 = 0.5;
+	oom_forecast_of(&snap, &pv, &f);
+	assert_false(f.valid);
+	sv[0].fit.r2 = 0.99;
+	sv[0].lifetime = true;
+	oom_forecast_of(&snap, &pv, &f);
+	assert_false(f.valid);
+	sv[0].lifetime = false;
+	snap.devices_valid = false;
+	oom_forecast_of(&snap, &pv, &f);
+	assert_false(f.valid);
+	snap.devices_valid = true;
+	p.alive = false;
+	oom_forecast_of(&snap, &pv, &f);
+	assert_false(f.valid);
+	/* growth that shrinking sites outweigh is no way to an out-of-memory */
+	p.alive = true;
+	sv[1].fit.slope = -(13 << 20);
+	oom_forecast_of(&snap, &pv, &f);
+	assert_false(f.valid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -306,6 +363,7 @@ int main(void)
 		cmocka_unit_test(test_oom_context_lists_largest_holders_first),
 		cmocka_unit_test(test_oom_context_takes_the_sites_of_the_device_that_failed),
 		cmocka_unit_test(test_history_forgets_a_process_that_left_the_snapshots),
+		cmocka_unit_test(test_the_oom_forecast_is_free_memory_over_the_net_growth),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -182,8 +182,12 @@ void leaks_judge(const struct snapshot *snap, const struct history *h, struct le
 	out->procs = xcalloc(snap->nprocs ? snap->nprocs : 1, sizeof(*out->procs));
 	out->nprocs = 0;
 	for (size_t i = 0; i < snap->nprocs; i++)
-		if (snap->procs[i].valid & SP_STATS)
-			judge_proc(h, &out->procs[out->nprocs++], &snap->procs[i]);
+		if (snap->procs[i].valid & SP_STATS) {
+			struct proc_verdict *pv = &out->procs[out->nprocs++];
+
+			judge_proc(h, pv, &snap->procs[i]);
+			oom_forecast_of(snap, pv, &pv->forecast);
+		}
 	if (out->nprocs > 1)
 		qsort(out->procs, out->nprocs, sizeof(*out->procs), proc_rank_cmp);
 }

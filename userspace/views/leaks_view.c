@@ -86,6 +86,27 @@ static void site_text(struct sink *s, const struct proc_verdict *pv,
 	fputc('\n', s->out);
 }
 
+/* "  at +1.0 MiB a step, GPU 0 runs out in ~100 steps, ~2 s (512 MiB free)" */
+static void forecast_text(struct sink *s, const struct oom_forecast *f)
+{
+	bool exact = s->opt->exact_bytes;
+	char growth[40], left[32], free_b[32];
+
+	if (!f->valid)
+		return;
+	fmt_age(left, sizeof(left), f->seconds < 1e9 ? (uint64_t)(f->seconds * 1e9) : UINT64_C(1) << 62);
+	fmt_size(free_b, sizeof(free_b), f->device_free, exact);
+	if (!isnan(f->growth_per_step)) {
+		fmt_delta(growth, sizeof(growth), f->growth_per_step, exact);
+		fprintf(s->out, "  at %s a step, GPU %d runs out in ~%.0f steps, ~%s (%s free)\n",
+			growth, f->gpu, f->steps, left, free_b);
+	} else {
+		fmt_delta(growth, sizeof(growth), f->growth_per_s, exact);
+		fprintf(s->out, "  at %s/s, GPU %d runs out in ~%s (%s free)\n", growth, f->gpu,
+			left, free_b);
+	}
+}
+
 static void proc_text(struct sink *s, const struct proc_verdict *pv)
 {
 	unsigned int *depth;
@@ -115,6 +136,7 @@ static void proc_text(struct sink *s, const struct proc_verdict *pv)
 			pv->step_lifetime ? "lifetime counts" : "allocation rates");
 	}
 	fputc('\n', s->out);
+	forecast_text(s, &pv->forecast);
 	fprintf(s->out, "  %-7s %10s %7s %12s %10s %4s %6s %6s  %s\n", "VERDICT", "HELD", "ALLOCS",
 		"GROWTH", "PER STEP", "FIT", "OLDEST", "MEDIAN", "SITE");
 	depth = verdict_depths(pv);
@@ -231,6 +253,31 @@ static void site_json(struct json_writer *w, const struct proc_verdict *pv,
 	jw_object_end(w);
 }
 
+static void kv_or_null(struct json_writer *w, const char *key, double v)
+{
+	if (isnan(v))
+		jw_kv_null(w, key);
+	else
+		jw_kv_i64(w, key, llround(v));
+}
+
+static void forecast_json(struct json_writer *w, const struct oom_forecast *f)
+{
+	jw_key(w, "oom_forecast");
+	if (!f->valid) {
+		jw_null(w);
+		return;
+	}
+	jw_object_begin(w);
+	jw_kv_i64(w, "gpu", f->gpu);
+	jw_kv_u64(w, "device_free_bytes", f->device_free);
+	jw_kv_i64(w, "growth_bytes_per_s", llround(f->growth_per_s));
+	kv_or_null(w, "growth_bytes_per_step", f->growth_per_step);
+	kv_or_null(w, "steps", f->steps);
+	jw_kv_double(w, "seconds", f->seconds);
+	jw_object_end(w);
+}
+
 static void proc_json(struct json_writer *w, const struct proc_verdict *pv)
 {
 	const struct snap_proc *p = pv->p;
@@ -263,6 +310,7 @@ static void proc_json(struct json_writer *w, const struct proc_verdict *pv)
 	} else {
 		jw_null(w);
 	}
+	forecast_json(w, &pv->forecast);
 	jw_key(w, "sites");
 	jw_array_begin(w);
 	for (size_t i = 0; i < pv->nsites; i++)
@@ -334,7 +382,7 @@ const struct sink_ops leaks_view = {
 	.reads_agent = true,
 	.name = "leaks",
 	.keeps_history = true,
-	.report_wants = SNAP_AGES | SNAP_MEDIAN_AGES,
+	.report_wants = SNAP_AGES | SNAP_MEDIAN_AGES | SNAP_DEVICES,	/* the forecast's free */
 	.exit_wants = SNAP_MEDIAN_AGES,
 	.sample_interval = sample_interval,
 	.report_interval = print_interval,
