@@ -4,6 +4,7 @@ runs until the device fails; every forecast `leaks` made on the way must name th
 it really failed, and its own numbers must agree (steps x growth a step = free memory). No
 forecast without NVML, and none for memory that stopped growing."""
 import json
+import time
 import os
 import subprocess
 import tempfile
@@ -74,3 +75,64 @@ def test_no_forecast_without_nvml_or_once_memory_stops_growing():
     _, reports = leaks_reports(["plateau", 100, 30, 10, MIB])
     later = [p for r, p in forecasts(reports) if not r["final"]]
     assert later and all(p["oom_forecast"] is None for p in later), later
+
+
+def test_top_shows_when_the_device_runs_out():
+    with tempfile.TemporaryDirectory(prefix="gpumem-forecast-") as tmp:
+        usage, out = Path(tmp) / "usage", Path(tmp) / "top.txt"
+        env = dict(os.environ, GPUMEM_MOCK_DEVICE_BYTES=str(CAPACITY),
+                   GPUMEM_MOCK_USAGE_FILE=str(usage), LD_LIBRARY_PATH=str(MOCK_NVML_DIR),
+                   GPUMEM_MOCK_NVML_USAGE_FILE=str(usage),
+                   GPUMEM_MOCK_NVML=f"mock GPU,GPU-0001,{CAPACITY + OTHERS},{OTHERS},0,"
+                                    "00000000:01:00.0")
+        subprocess.run([GPUMEM, "top", "-b", "-n", "8", "-i", "0.5", "-o", out, "-c", WORKLOAD,
+                        "steps", "400", "50", str(MIB)], capture_output=True, env=env,
+                       timeout=RUN_TIMEOUT)
+        text = out.read_text()
+    tables = [t.splitlines() for t in text.split("\n\n") if t.startswith("gpumem top")]
+    with_oom = [t for t in tables if "OOM IN" in t[1]]
+    assert with_oom, text
+    header = with_oom[-1][1].split()
+    assert header[header.index("FAIL") + 1:header.index("FAIL") + 3] == ["OOM", "IN"], header
+    row = next(l for l in with_oom[-1][2:] if "workload steps" in l)
+    # OOM IN, the last cell before the command: an age such as 2s or 998ms, never "-" while
+    # the process grows
+    cells = row.split()
+    oom = cells[cells.index("workload") - 1]
+    assert oom != "-" and oom[0].isdigit(), row
+
+
+def test_the_agent_exports_the_forecast_as_a_gauge(tmp_path):
+    from test_serve import Agent, pin_dir, reset
+    import shutil
+    from conftest import Workload
+    usage = tmp_path / "usage"
+    nvml = dict(LD_LIBRARY_PATH=str(MOCK_NVML_DIR), GPUMEM_MOCK_NVML_USAGE_FILE=str(usage),
+                GPUMEM_MOCK_NVML=f"mock GPU,GPU-0001,{CAPACITY + OTHERS},{OTHERS},0,"
+                                 "00000000:01:00.0")
+    pins = pin_dir()
+    agent = Agent(pins, env=nvml)
+    try:
+        with Workload("steps", 300, 50, MIB,
+                      env=dict(GPUMEM_MOCK_DEVICE_BYTES=str(CAPACITY),
+                               GPUMEM_MOCK_USAGE_FILE=str(usage))) as w:
+            def gauge():
+                for line in agent.metrics().splitlines():
+                    if line.startswith("gpumem_process_oom_forecast_seconds{") and \
+                            f'pid="{w.pid}"' in line:
+                        return line
+                return None
+            deadline = time.time() + 12
+            line = None
+            while line is None and time.time() < deadline:
+                line = gauge()
+                time.sleep(0.5)
+            assert line, agent.metrics()
+            assert 'gpu="0"' in line
+            seconds = int(line.rsplit(" ", 1)[1])
+            # at 20 steps a second and 1 MiB a step, 120 MiB last 6 s at most
+            assert 0 <= seconds <= 7, line
+    finally:
+        agent.kill()
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)

@@ -314,7 +314,7 @@ static void test_the_oom_forecast_is_free_memory_over_the_net_growth(void **stat
 	struct snapshot snap = { .devices_valid = true, .ndevices = 1,
 				 .devices = { { .index = 0, .total = 1ull << 30,
 						.free = 500ull << 20 } } };
-	struct oom_forecast f;
+	struct snap_forecast f;
 
 	(void)state;
 	oom_forecast_of(&snap, &pv, &f);

@@ -42,20 +42,6 @@ struct site_verdict {
 	double per_step;	/* bytes per step; NAN when no step was found */
 };
 
-/* When the device runs out at the rate a process grows (forecast.c). Only where the growth is
- * fitted well over the window (each site's fit r2 >= LEAKS_MIN_R2; lifetime judgements are no
- * fit), some site grows, the net growth on the device is positive, and NVML gave the device's
- * free memory; the device that runs out first. */
-struct oom_forecast {
-	bool valid;
-	int gpu;		/* the host device (NVML's index) */
-	uint64_t device_free;	/* NVML's free bytes at the snapshot */
-	double growth_per_s;	/* net bytes a second of the process's sites on it */
-	double growth_per_step;	/* NAN: no step */
-	double steps;		/* steps until it runs out; NAN: no step */
-	double seconds;
-};
-
 struct proc_verdict {
 	const struct snap_proc *p;
 	struct site_verdict *sites;	/* suspects first */
@@ -65,7 +51,7 @@ struct proc_verdict {
 	bool step_lifetime;
 	size_t growing;		/* sites growing, tensor sites among them */
 	size_t growing_tensors;
-	struct oom_forecast forecast;
+	struct snap_forecast forecast;
 };
 
 struct leak_report {
@@ -77,9 +63,15 @@ const char *leak_verdict_name(enum leak_verdict v);
 /* Judges every process of snap that allocated, from its series in h. */
 void leaks_judge(const struct snapshot *snap, const struct history *h, struct leak_report *out);
 void leak_report_free(struct leak_report *r);
+/* p's forecast (snap_forecast): its sites judged from h as leaks_judge does, with snap's
+ * devices. Only where the growth is fitted well over the window (each site's fit r2 >=
+ * LEAKS_MIN_R2; lifetime judgements are no fit), some site grows, the net growth on the device
+ * is positive, and NVML gave the device's free memory; the device that runs out first. */
+void proc_oom_forecast(const struct snapshot *snap, const struct history *h,
+		       const struct snap_proc *p, struct snap_forecast *out);
 /* pv's forecast with snap's devices (its sites judged by leaks_judge). */
 void oom_forecast_of(const struct snapshot *snap, const struct proc_verdict *pv,
-		     struct oom_forecast *out);
+		     struct snap_forecast *out);
 
 /* ---- oom: what a failed allocation happened in ---- */
 

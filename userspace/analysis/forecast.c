@@ -29,12 +29,12 @@ static void device_growth(const struct snapshot *snap, const struct proc_verdict
 }
 
 void oom_forecast_of(const struct snapshot *snap, const struct proc_verdict *pv,
-		     struct oom_forecast *out)
+		     struct snap_forecast *out)
 {
 	double growth[GM_MAX_GPUS] = { 0 };
 	bool growing[GM_MAX_GPUS] = { false };
 
-	*out = (struct oom_forecast){ .valid = false, .gpu = -1 };
+	*out = (struct snap_forecast){ .valid = false, .gpu = -1 };
 	if (!pv->p->alive || !snap->devices_valid)
 		return;
 	device_growth(snap, pv, growth, growing);
@@ -50,7 +50,7 @@ void oom_forecast_of(const struct snapshot *snap, const struct proc_verdict *pv,
 		seconds = (double)d->free / growth[g];
 		if (out->valid && seconds >= out->seconds)
 			continue;
-		*out = (struct oom_forecast){
+		*out = (struct snap_forecast){
 			.valid = true, .gpu = g, .device_free = d->free,
 			.growth_per_s = growth[g], .seconds = seconds,
 			.growth_per_step = NAN, .steps = NAN,

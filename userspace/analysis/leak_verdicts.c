@@ -192,6 +192,16 @@ void leaks_judge(const struct snapshot *snap, const struct history *h, struct le
 		qsort(out->procs, out->nprocs, sizeof(*out->procs), proc_rank_cmp);
 }
 
+void proc_oom_forecast(const struct snapshot *snap, const struct history *h,
+		       const struct snap_proc *p, struct snap_forecast *out)
+{
+	struct proc_verdict pv;
+
+	judge_proc(h, &pv, p);
+	oom_forecast_of(snap, &pv, out);
+	free(pv.sites);
+}
+
 void leak_report_free(struct leak_report *r)
 {
 	for (size_t i = 0; i < r->nprocs; i++)

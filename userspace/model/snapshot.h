@@ -22,6 +22,8 @@ enum snap_want {
 	SNAP_FAILURES = 1u << 2,	/* the failure records kept so far */
 	SNAP_DEVICES = 1u << 3,		/* device memory from NVML */
 	SNAP_LOSSES_ONLY = 1u << 4,	/* only the loss counters: no map walk, no processes */
+	SNAP_FORECAST = 1u << 5,	/* each process's OOM forecast (the session's, from its
+					 * history; SNAP_DEVICES with it) */
 };
 
 /* One frame as the user reads it; strings live as long as the session's symbolizer. */
@@ -87,6 +89,18 @@ struct snap_library {
 	uint64_t peak_bytes;	/* SL_PEAK: the most it held at a read of the maps */
 };
 
+/* When the device runs out at the rate a process grows: analysis/forecast.c's, filled in by the
+ * session for the sinks that ask (SNAP_FORECAST), from the history of the snapshots. */
+struct snap_forecast {
+	bool valid;
+	int gpu;		/* the host device (NVML's index) */
+	uint64_t device_free;	/* NVML's free bytes at the snapshot */
+	double growth_per_s;	/* net bytes a second of the process's sites on it */
+	double growth_per_step;	/* NAN: no step */
+	double steps;		/* steps until it runs out; NAN: no step */
+	double seconds;
+};
+
 enum snap_proc_valid {
 	SP_COMM = 1u << 0,
 	SP_CMDLINE = 1u << 1,
@@ -115,6 +129,7 @@ struct snap_proc {
 	size_t nsites;
 	struct snap_library *libraries;	/* sites by owning library, largest first */
 	size_t nlibraries;
+	struct snap_forecast forecast;	/* SNAP_FORECAST */
 	/* PyTorch tensors (USDT pytorch:malloc/free): *allocated* bytes, inside the segments
 	 * that st and sites count as held (*reserved*); never added to those. */
 	struct gm_site_stats tensor;	/* the sums of tensor_sites */

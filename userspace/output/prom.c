@@ -2,6 +2,7 @@
 /* gpumem's metric families from one snapshot: build info, processes, containers, pods and
  * every loss counter (the call sites are prom_sites.c's). */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,32 @@ static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls, p->st.gpu_bytes[g]);
 			pl.ls.n = n;
 		}
+	}
+}
+
+/* When a process's device runs out at the rate it grows (analysis/forecast.c, from the
+ * agent's history of its reports): only the processes with a forecast. */
+static void write_forecasts(FILE *out, const struct snapshot *s)
+{
+	struct proc_labels pl;
+	char gpu[16];
+
+	if (!(s->wants & SNAP_FORECAST))
+		return;
+	prom_family(out, "gpumem_process_oom_forecast_seconds", GAUGE,
+		    "Seconds until the device (gpu: the host's, NVML's index) runs out of memory at "
+		    "the rate the process's GPU memory grows, fitted over the last 60 s; only "
+		    "processes that grow with a good fit on a device whose free memory NVML gives.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct snap_forecast *f = &s->procs[i].forecast;
+
+		if (!prom_proc_shown(s, i) || !f->valid)
+			continue;
+		prom_proc_labels(&s->procs[i], &pl);
+		snprintf(gpu, sizeof(gpu), "%d", f->gpu);
+		prom_label_add(&pl.ls, "gpu", gpu);
+		prom_sample(out, "gpumem_process_oom_forecast_seconds", &pl.ls,
+			    f->seconds < 1e12 ? (uint64_t)ceil(f->seconds) : UINT64_C(1000000000000));
 	}
 }
 
@@ -556,5 +583,6 @@ int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
 		return err;
 	write_counters(out, s);
 	write_nvml(out, s);
+	write_forecasts(out, s);
 	return ferror(out) ? -EIO : 0;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "analysis/analysis.h"
 #include "analysis/history.h"
 #include "base/outfile.h"
 #include "base/util.h"
@@ -54,6 +55,10 @@ struct snapshot *session_publish(struct session *s, unsigned int wants)
 
 	if (s->hist && !(wants & SNAP_LOSSES_ONLY))
 		history_observe(s->hist, snap);
+	/* Before any sink holds it: the forecasts are part of what it says. */
+	for (size_t i = 0; s->hist && (wants & SNAP_FORECAST) && i < snap->nprocs; i++)
+		if (snap->procs[i].valid & SP_STATS)
+			proc_oom_forecast(snap, s->hist, &snap->procs[i], &snap->procs[i].forecast);
 	return snap;
 }
 

@@ -87,7 +87,7 @@ static void site_text(struct sink *s, const struct proc_verdict *pv,
 }
 
 /* "  at +1.0 MiB a step, GPU 0 runs out in ~100 steps, ~2 s (512 MiB free)" */
-static void forecast_text(struct sink *s, const struct oom_forecast *f)
+static void forecast_text(struct sink *s, const struct snap_forecast *f)
 {
 	bool exact = s->opt->exact_bytes;
 	char growth[40], left[32], free_b[32];
@@ -261,7 +261,7 @@ static void kv_or_null(struct json_writer *w, const char *key, double v)
 		jw_kv_i64(w, key, llround(v));
 }
 
-static void forecast_json(struct json_writer *w, const struct oom_forecast *f)
+static void forecast_json(struct json_writer *w, const struct snap_forecast *f)
 {
 	jw_key(w, "oom_forecast");
 	if (!f->valid) {

@@ -34,6 +34,7 @@ const struct column top_columns[C_COUNT] = {
 	[C_FRATE] = { "FREE/s", 7, false, 'F' },
 	[C_GROWTH] = { "GROW/min", 9, false, 'G' },
 	[C_FAIL] = { "FAIL", 5, false, 'X' },
+	[C_OOM] = { "OOM IN", 7, false, 0 },
 	[C_OLDEST] = { "OLDEST", 7, false, 'O' },
 	[C_SPARK] = { "LAST MINUTE", 10, true, 0 },
 	[C_COMM] = { "COMMAND", 0, true, 'C' },
@@ -50,6 +51,19 @@ static size_t with_tensor_column(enum col_id *ids, size_t n)
 			continue;
 		memmove(&ids[i + 2], &ids[i + 1], (n - i - 1) * sizeof(*ids));
 		ids[i + 1] = C_TENSOR;
+		return n + 1;
+	}
+	return n;
+}
+
+/* When its device runs out at the rate a process grows (leaks' forecast): after FAIL. */
+static size_t with_oom_column(enum col_id *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] != C_FAIL)
+			continue;
+		memmove(&ids[i + 2], &ids[i + 1], (n - i - 1) * sizeof(*ids));
+		ids[i + 1] = C_OOM;
 		return n + 1;
 	}
 	return n;
@@ -105,6 +119,8 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 	}
 	if (t->any_tensors)
 		n = with_tensor_column(ids, n);
+	if (t->any_forecast && !t->drill_pid && t->group == GROUP_PROCESS)
+		n = with_oom_column(ids, n);
 	if (t->many_gpus)
 		n = with_gpu_column(ids, n);
 	for (size_t i = 0; i < n; i++)
@@ -248,6 +264,13 @@ static void format_row(struct top_ui *t, const struct row *r, const enum col_id 
 			break;
 		case C_OLDEST:
 			fmt_age(cell, sizeof(cell), r->oldest_age);
+			break;
+		case C_OOM:
+			if (r->oom_s < 0)
+				snprintf(cell, sizeof(cell), "-");
+			else
+				fmt_age(cell, sizeof(cell), r->oom_s < 1e9 ? (uint64_t)(r->oom_s * 1e9) :
+							    UINT64_C(1) << 62);
 			break;
 		case C_SPARK:
 			spark(t, r, spark_w, cell, sizeof(cell));

@@ -75,6 +75,14 @@ static void fit_row(struct top_ui *t, struct row *r)
 	r->growth_min = tr.growth_per_s * 60;
 }
 
+static void forecast_row(struct top_ui *t, struct row *r)
+{
+	const struct snap_forecast *f = &r->p->forecast;	/* SNAP_FORECAST */
+
+	r->oom_s = f->valid ? f->seconds : -1;
+	t->any_forecast |= f->valid;
+}
+
 static void site_label(struct top_ui *t, const struct snap_site *ss, char *buf, size_t len,
 		       unsigned int frames)
 {
@@ -277,6 +285,7 @@ static void process_row(struct top_ui *t, const struct snap_proc *p)
 	if (!p->alive)
 		strncat(r->name, " <ended>", sizeof(r->name) - strlen(r->name) - 1);
 	fit_row(t, r);
+	forecast_row(t, r);
 	keep_if_matches(t, r);
 }
 
@@ -364,6 +373,7 @@ void top_build_rows(struct top_ui *t)
 	t->total_cur = t->total_host = t->total_tensor = 0;
 	memset(t->gpu_cur, 0, sizeof(t->gpu_cur));
 	t->any_tensors = false;
+	t->any_forecast = false;
 	t->many_gpus = false;
 	t->total_arate = t->total_frate = 0;
 	t->nshown_procs = 0;

@@ -22,7 +22,7 @@
 
 enum col_id {
 	C_PID, C_USER, C_CONT, C_NPROCS, C_GPU, C_CUR, C_PEAK, C_TENSOR, C_LIVE, C_ARATE,
-	C_FRATE, C_GROWTH, C_FAIL, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_LIBRARY, C_COUNT,
+	C_FRATE, C_GROWTH, C_FAIL, C_OOM, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_LIBRARY, C_COUNT,
 };
 
 struct column {
@@ -51,6 +51,7 @@ struct row {
 	 * GM_MAX_GPUS for a device not known. */
 	uint32_t gpus;
 	double arate, frate, growth_min;
+	double oom_s;		/* seconds until its device runs out at this rate; < 0: none */
 	unsigned int nprocs;	/* a container row: processes in it */
 	char user[16];
 	char cont[24];		/* the CONTAINER cell */
@@ -87,6 +88,7 @@ struct top_ui {
 	uint64_t now;
 	uint64_t total_cur, total_host, total_tensor;
 	uint64_t gpu_cur[GM_MAX_GPUS + 1];	/* total_cur per host device (last: not known) */
+	bool any_forecast;	/* a process shown has an OOM forecast: the OOM IN column is shown */
 	bool any_tensors;	/* a process shown made tensors: the TENSORS column is shown */
 	bool many_gpus;		/* memory is held on a device other than GPU 0: the GPU column
 				 * and, in batch, a GPUs line are shown */
