@@ -85,9 +85,10 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 		    error, process_bytes, 0, device);
 }
 
-/* Subtracts a freed allocation from its site and process; returns the process's bytes. */
-static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
-					  const struct gm_alloc_info *info)
+/* Subtracts a freed allocation from its site and process; returns the process's bytes. rec:
+ * the freeing thread's record, whose probe runs go to the process (NULL: none). */
+static __always_inline __u64 account_free_by(struct gm_inflight *rec, __u32 tgid, __u32 gen,
+					     const struct gm_alloc_info *info)
 {
 	struct gm_site_stats *ss = site_at(info->site, tgid, gen);
 	struct gm_proc_stats *ps;
@@ -100,6 +101,8 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 	ps = proc_of(tgid, gen);
 	if (!ps)
 		return 0;
+	if (rec)
+		flush_hits(rec, ps);
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
 	if (info->layer == GM_LAYER_TENSOR) {
 		__sync_fetch_and_add(&ps->tensor_bytes, -info->size);
@@ -115,6 +118,12 @@ static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
  * and counted: the driver handed out an address we still held as live, freed by a call we do
  * not probe. False when the table is full (counted: counting the allocation would make its
  * free look unknown later). */
+static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
+					  const struct gm_alloc_info *info)
+{
+	return account_free_by(NULL, tgid, gen, info);
+}
+
 static __always_inline bool insert_live(struct gm_alloc_key *akey,
 					const struct gm_alloc_info *info)
 {

@@ -150,7 +150,7 @@ int BPF_USDT(tensor_free, __u64 ptr)
 	} else {
 		if (!alloc_take((__u32)at, seen, &info))
 			return 0;
-		tensor_account_free(tgid, key.gen, &info, &reserved, &tensors);
+		tensor_account_free(rec, tgid, key.gen, &info, &reserved, &tensors);
 	}
 	if (stream_calls())
 		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,
@@ -218,6 +218,9 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
 	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */
+	/* Its CPU time: its own, and its ended threads' (gathered in signal as they went). */
+	e->size = BPF_CORE_READ(p, utime) + BPF_CORE_READ(p, stime) +
+		  BPF_CORE_READ(p, signal, utime) + BPF_CORE_READ(p, signal, stime);
 	e->cgroup_id = bpf_get_current_cgroup_id();	/* p is the current task */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);

@@ -33,7 +33,7 @@
  * counts execs too (an exec ends an image: GM_REC_PROCESS_EXEC); a process's first call sends its
  * executable mappings (gm_vma_event.at_start). 18: a file record says whether the run traces
  * its process (gm_file_event.traced). */
-#define GM_LAYOUT_VERSION 18
+#define GM_LAYOUT_VERSION 19
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -276,6 +276,9 @@ struct gm_inflight {
 	/* The thread's process, read at its first call: a thread never changes process (an
 	 * exec, which makes it another image, clears the whole record). 0: not read yet. */
 	__u32 gen;
+	/* Probe programs run for this thread since its hits were last added to its process's
+	 * probe_hits (at its next accounted call: the process's entry is at hand there). */
+	__u32 hits;
 	__u64 start_ns;
 	/* The thread's CPython thread state, found once by native thread id; 0: none known. */
 	__u64 py_tstate;
@@ -439,6 +442,9 @@ struct gm_proc_stats {
 	/* Its GPU memory (current_bytes) per device 0..GM_MAX_GPUS-1; the last slot: on a device
 	 * not known (a context never seen created or retained) or beyond GM_MAX_GPUS. */
 	__u64 gpu_bytes[GM_MAX_GPUS + 1];
+	/* gpumem's probe programs run in its threads (entries, returns, context and tensor
+	 * probes), added at each accounted call (gm_inflight.hits): gpumem's own cost. */
+	__u64 probe_hits;
 };
 
 struct gm_proc_slot {
@@ -474,7 +480,8 @@ enum gm_record_type {
 	GM_REC_ALLOC_FAILED = 3,
 	GM_REC_UNKNOWN_FREE = 4,
 	GM_REC_PROCESS_NEW = 5,		/* first allocation call of a process */
-	GM_REC_PROCESS_EXIT = 6,	/* last thread of a tracked process ended */
+	GM_REC_PROCESS_EXIT = 6,	/* last thread of a tracked process ended; size: its
+					 * CPU time in ns (userspace takes it, passes on 0) */
 	GM_REC_EXEC = 7,		/* a process exec'd: look for a static runtime */
 	GM_REC_LIB_OPEN = 8,		/* a file named like a CUDA library was opened */
 	GM_REC_EXIT_VMA = 9,		/* an executable mapping of a process that is ending (or
@@ -555,6 +562,10 @@ struct gm_agent {
 	__u32 stack_bytes;
 	__u32 python_frames;
 	__u32 uprobe_sessions;	/* the alloc shape's probes are session links (0 before them) */
+	__u32 pad;
+	/* What a probe hit costs, as the agent measured it (loader/calibrate.h), in picoseconds:
+	 * 0 not measured. Readers report gpumem's cost with it. */
+	__u64 trap_ps;
 };
 
 struct gm_file_key {

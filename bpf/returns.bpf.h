@@ -60,6 +60,8 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	skey.kind = kind;
 	skey.gpu = gm_site_gpu(kind, GM_COOKIE_LAYER(rec->cookie), info.device);
 	ps = proc_stats(tgid, rec, now);
+	if (ps)
+		flush_hits(rec, ps);
 	ss = site_stats(&skey, &new_site, &info.site);
 	if (new_site && ps)
 		ps->cgroup_id = bpf_get_current_cgroup_id();	/* followed if it moved */
@@ -129,6 +131,7 @@ static __always_inline void call_returned(struct pt_regs *ctx, long ret, bool ma
 	rec = bpf_task_storage_get(&inflight, task, 0, 0);
 	if (!rec)
 		return;
+	rec->hits++;
 	if (is_ctx_shape(shape)) {	/* followed at entry and return, nested or not */
 		ctx_return(rec, id >> 32, shape, (__s32)ret);
 		return;

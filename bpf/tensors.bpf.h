@@ -40,6 +40,8 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 	skey.kind = GM_COOKIE_KIND(cookie);
 	skey.gpu = gm_site_gpu(skey.kind, GM_LAYER_TENSOR, device);
 	ps = proc_stats(tgid, rec, now);
+	if (ps)
+		flush_hits(rec, ps);
 	ss = site_stats(&skey, &new_site, &info.site);
 	if (new_site && stack_mode == GM_STACKS_DWARF && skey.stack_id >= 0)
 		emit_stack_copy(ctx, tgid, rec->gen, tid, skey.stack_id);
@@ -78,13 +80,14 @@ static __always_inline struct gm_inflight *tensor_thread(__u32 tgid)
 		count(GM_CNT_INFLIGHT_FULL);
 		return NULL;
 	}
+	rec->hits++;
 	identify_process(rec);
 	return rec;
 }
 
 /* Subtracts a freed tensor from its site and process (account_free); the process's bytes,
  * reserved and tensors, after it. */
-static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
+static __always_inline void tensor_account_free(struct gm_inflight *rec, __u32 tgid, __u32 gen,
 						const struct gm_alloc_info *info, __u64 *reserved,
 						__u64 *tensors)
 {
@@ -93,6 +96,8 @@ static __always_inline void tensor_account_free(__u32 tgid, __u32 gen,
 	*reserved = account_free(tgid, gen, info);
 	ps = proc_of(tgid, gen);
 	*tensors = ps ? ps->tensor_bytes : 0;
+	if (ps && rec)
+		flush_hits(rec, ps);
 }
 
 #endif /* GPUMEM_TENSORS_BPF_H */

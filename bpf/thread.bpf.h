@@ -43,7 +43,20 @@ static __always_inline struct gm_inflight *thread_record(struct task_struct *tas
 	rec = bpf_task_storage_get(&inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!rec)
 		count(GM_CNT_INFLIGHT_FULL);
+	else
+		rec->hits++;
 	return rec;
+}
+
+/* The thread's probe runs so far, added to its process's (gm_proc_stats.probe_hits). */
+static __always_inline void flush_hits(struct gm_inflight *rec, struct gm_proc_stats *ps)
+{
+	__u32 hits = rec->hits;
+
+	if (!hits)
+		return;
+	rec->hits = 0;
+	__sync_fetch_and_add(&ps->probe_hits, hits);
 }
 
 /* When a call began, for its allocation's age: the clock read at the thread's first call of

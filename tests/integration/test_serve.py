@@ -384,6 +384,12 @@ def test_metrics_pass_promtool_and_a_process_series_vanish_when_it_ends(pins):
         libs = [l for l in mine if l.startswith("gpumem_library_memory_bytes")]
         assert len(libs) == 1 and 'library="workload",family="program"' in libs[0] \
             and libs[0].endswith(" 6096"), libs
+        # gpumem's own cost: its probes ran in the workload (three calls, each an entry and
+        # a return at least), at a measured cost a hit
+        hits = [l for l in mine if l.startswith("gpumem_process_probe_hits_total")]
+        assert len(hits) == 1 and int(hits[0].rsplit(" ", 1)[1]) >= 6, hits
+        cost = re.search(r"^gpumem_probe_hit_cost_seconds (\S+)$", body, re.M)
+        assert cost and 0 < float(cost.group(1)) < 1e-4, body
         if promtool:
             check = subprocess.run([promtool, "check", "metrics"], input=body,
                                    capture_output=True, text=True, timeout=30)

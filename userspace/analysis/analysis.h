@@ -73,6 +73,19 @@ void proc_oom_forecast(const struct snapshot *snap, const struct history *h,
 void oom_forecast_of(const struct snapshot *snap, const struct proc_verdict *pv,
 		     struct snap_forecast *out);
 
+/* ---- gpumem's own cost in a process (cost.c) ---- */
+
+struct proc_cost {
+	bool hits_known;	/* a live snapshot's: the kernel counts them */
+	bool seconds_known;	/* and a hit's cost was measured */
+	bool share_known;	/* and the process's CPU time was read */
+	uint64_t hits;		/* probe programs run in its threads (gm_proc_stats.probe_hits) */
+	double seconds;		/* hits x (trap + mean program run where the kernel keeps it) */
+	double share;		/* seconds / the process's CPU time */
+};
+
+void proc_cost_of(const struct snapshot *s, const struct snap_proc *p, struct proc_cost *out);
+
 /* ---- oom: what a failed allocation happened in ---- */
 
 #define OOM_TOP_SITES 5

@@ -142,7 +142,7 @@ int proc_read_cgroup(int pid, char *buf, size_t len)
 	return proc_parse_cgroup(text, buf, len);
 }
 
-int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
+int proc_parse_stat_field(const char *stat_text, int n, uint64_t *value)
 {
 	const char *p;
 	char *end;
@@ -150,11 +150,11 @@ int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
 
 	/* comm (field 2) may hold spaces and ')': it ends at the last ')' */
 	p = strrchr(stat_text, ')');
-	if (!p)
+	if (!p || n < 3)
 		return -EINVAL;
 	p++;
-	/* fields 3..21 to skip, each preceded by one space */
-	for (field = 3; field <= 21; field++) {
+	/* the fields before it to skip, each preceded by one space */
+	for (field = 3; field < n; field++) {
 		if (*p != ' ')
 			return -EINVAL;
 		p++;
@@ -166,10 +166,15 @@ int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
 	if (*p < '0' || *p > '9')
 		return -EINVAL;
 	errno = 0;
-	*ticks = strtoull(p, &end, 10);
+	*value = strtoull(p, &end, 10);
 	if (errno || (*end != ' ' && *end != '\n' && *end != '\0'))
 		return -EINVAL;
 	return 0;
+}
+
+int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
+{
+	return proc_parse_stat_field(stat_text, 22, ticks);
 }
 
 int proc_start_time(int pid, uint64_t *ticks)
@@ -194,6 +199,29 @@ bool proc_start_matches(int pid, uint64_t start_ns)
 	/* As the kernel converts for /proc: whole ticks, rounded down. */
 	ours = start_ns / (1000000000ull / (uint64_t)hz);
 	return ticks + 1 >= ours && ours + 1 >= ticks;
+}
+
+int proc_cpu_time(int pid, uint64_t start_ns, uint64_t *cpu_ns)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t start, utime, stime, ours;
+	char text[1024];
+	size_t n;
+	int err;
+
+	if (hz <= 0)
+		return -EINVAL;
+	err = proc_read_file(pid, "stat", text, sizeof(text), &n);
+	if (err)
+		return err;
+	if (proc_parse_stat_field(text, 22, &start) || proc_parse_stat_field(text, 14, &utime) ||
+	    proc_parse_stat_field(text, 15, &stime))
+		return -EINVAL;
+	ours = start_ns / (1000000000ull / (uint64_t)hz);
+	if (start + 1 < ours || ours + 1 < start)
+		return -ESRCH;	/* the pid is another process's now */
+	*cpu_ns = (utime + stime) * (1000000000ull / (uint64_t)hz);
+	return 0;
 }
 
 bool proc_exists(int pid)

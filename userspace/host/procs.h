@@ -28,6 +28,11 @@ int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks);
  * the BPF side records it): its start time, in clock ticks, is that one within a tick. False if
  * the pid is gone, or another process's since. */
 bool proc_start_matches(int pid, uint64_t start_ns);
+/* The CPU time (user and system) of pid, if it is still the process that started at start_ns
+ * (ns since boot); -ESRCH when it is not. */
+int proc_cpu_time(int pid, uint64_t start_ns, uint64_t *cpu_ns);
+/* Field n (3 and up: after the command) of a /proc/PID/stat text, as a number. */
+int proc_parse_stat_field(const char *stat_text, int n, uint64_t *value);
 bool proc_exists(int pid);
 
 struct mapping {

@@ -25,6 +25,7 @@
 #include "gpumem.skel.h"
 #include "base/util.h"
 #include "loader/attach.h"
+#include "loader/calibrate.h"
 #include "loader/detacher.h"
 #include "loader/features.h"
 #include "loader/pin.h"
@@ -56,6 +57,8 @@ struct tracer {
 	unsigned int nadopted;
 	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
 	struct detacher *detacher;	/* files let go are detached there (once one is) */
+	bool trap_tried;
+	double trap_ns;		/* negative: not known */
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -335,6 +338,39 @@ void tracer_heartbeat(struct tracer *t)
 		if (pin_write_agent(t->pin_dir, &t->agent))
 			p_debug("cannot write the agent record in %s", t->pin_dir);
 	}
+}
+
+double tracer_trap_ns(struct tracer *t)
+{
+	int err;
+
+	if (t->trap_tried)
+		return t->trap_ns;
+	t->trap_tried = true;
+	t->trap_ns = -1;
+	if (!t->skel) {	/* a reader: the agent's */
+		if (t->agent.trap_ps)
+			t->trap_ns = (double)t->agent.trap_ps / 1000;
+		return t->trap_ns;
+	}
+	err = t->multi ? calibrate_trap_ns(t->skel->progs.enter_ctx, &t->trap_ns) : -EOPNOTSUPP;
+	if (err) {
+		p_debug("cannot measure a probe's cost: %s", strerror(-err));
+		t->trap_ns = -1;
+		return -1;
+	}
+	p_debug("a probe hit costs %.0f ns here", t->trap_ns);
+	t->agent.trap_ps = (__u64)(t->trap_ns * 1000);	/* the agent's record, at its beat */
+	return t->trap_ns;
+}
+
+double tracer_bpf_run_ns(const struct tracer *t)
+{
+	double ns;
+
+	if (!t->skel || bpf_mean_run_ns(t->skel->obj, &ns))
+		return -1;
+	return ns;
 }
 
 void tracer_release(struct tracer *t, int pid)

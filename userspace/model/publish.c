@@ -5,6 +5,7 @@
 #include <string.h>
 #include "base/util.h"
 #include "host/nvml.h"
+#include "host/procs.h"
 #include "host/oci.h"
 #include "model/owners.h"
 #include "model/python.h"
@@ -78,11 +79,15 @@ static void copy_proc(struct state *s, struct proc_rec *p, struct snap_proc *out
 		out->exit_code = p->exit_code;
 		out->valid |= SP_EXIT_CODE;
 	}
+	if (!p->alive && p->exit_cpu_ns) {
+		out->cpu_ns = p->exit_cpu_ns;
+		out->valid |= SP_CPU;
+	}
 	if (p->have_stats) {
 		out->st = p->st;
 		out->tensor = p->tensor;
 		out->imported_allocs = p->imported_allocs;
-		out->valid |= SP_STATS;
+		out->valid |= SP_STATS | SP_HITS;
 		copy_sites(s, p, out);
 		snap_proc_libraries(out);
 		owner_peaks_apply(&p->lib_peaks, out);
@@ -164,6 +169,13 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 		qsort(snap->procs, snap->nprocs, sizeof(*snap->procs), snap_proc_cmp);
 	if (wants & SNAP_FAILURES)
 		copy_failures(s, snap);
+	for (size_t i = 0; (wants & SNAP_COST) && i < snap->nprocs; i++) {
+		struct snap_proc *p = &snap->procs[i];
+
+		if (p->alive && (p->valid & SP_STATS) && p->st.start_ns &&
+		    !proc_cpu_time(p->pid, p->st.start_ns, &p->cpu_ns))
+			p->valid |= SP_CPU;
+	}
 	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);	/* with this one's lookups */
 	if (wants & SNAP_DEVICES) {
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);

@@ -24,6 +24,8 @@ enum snap_want {
 	SNAP_LOSSES_ONLY = 1u << 4,	/* only the loss counters: no map walk, no processes */
 	SNAP_FORECAST = 1u << 5,	/* each process's OOM forecast (the session's, from its
 					 * history; SNAP_DEVICES with it) */
+	SNAP_COST = 1u << 6,		/* gpumem's own cost: a probe hit's (measured once) and
+					 * each living process's CPU time */
 };
 
 /* One frame as the user reads it; strings live as long as the session's symbolizer. */
@@ -109,6 +111,8 @@ enum snap_proc_valid {
 	SP_USER = 1u << 4,
 	SP_STATS = 1u << 5,	/* it made a call gpumem accounted: st and sites are real */
 	SP_EXIT_CODE = 1u << 6,
+	SP_HITS = 1u << 7,	/* st.probe_hits is the kernel's (a live snapshot's) */
+	SP_CPU = 1u << 8,	/* cpu_ns was read (SNAP_COST, alive) */
 };
 
 struct snap_proc {
@@ -130,6 +134,7 @@ struct snap_proc {
 	struct snap_library *libraries;	/* sites by owning library, largest first */
 	size_t nlibraries;
 	struct snap_forecast forecast;	/* SNAP_FORECAST */
+	uint64_t cpu_ns;	/* SP_CPU: its CPU time so far, user and system */
 	/* PyTorch tensors (USDT pytorch:malloc/free): *allocated* bytes, inside the segments
 	 * that st and sites count as held (*reserved*); never added to those. */
 	struct gm_site_stats tensor;	/* the sums of tensor_sites */
@@ -187,6 +192,10 @@ struct snapshot {
 	unsigned int ndevices;
 	bool devices_valid;	/* SNAP_DEVICES and NVML answered */
 	struct nvml_status nvml;	/* SNAP_DEVICES: why not, when it did not */
+	/* SNAP_COST: what a probe hit costs a traced thread (the trap and a program run, measured
+	 * once), and the mean run of gpumem's programs (the kernel's statistics, where on). */
+	bool trap_known, bpf_run_known;
+	double trap_ns, bpf_run_ns;
 };
 
 struct snapshot *snapshot_get(struct snapshot *s);

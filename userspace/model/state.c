@@ -759,6 +759,7 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	p->end_ns = e->time_ns;
 	p->exit_code = e->error;
 	p->exit_known = true;
+	p->exit_cpu_ns = e->size;	/* its CPU time, as the kernel had it at its end */
 	if (!p->comm[0])	/* gone before /proc told: the kernel's word at its exit */
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 	module_map_free(&p->start_mm);

@@ -104,6 +104,7 @@ struct proc_rec {
 	bool reaped;		/* ended and its entries dropped from the maps */
 	bool no_proc_entry;	/* its sites were recorded but not its totals (--max-procs) */
 	bool exit_known;	/* the kernel reported its end, with its exit code */
+	uint64_t exit_cpu_ns;	/* exit_known: its CPU time then (0: none, or not known) */
 	bool execed;		/* its end was an exec (no exit code): another image took its
 				 * pid, a record of its own */
 	bool exit_queued;	/* waits in pending_exits for state_reap */

@@ -214,6 +214,37 @@ static void write_forecasts(FILE *out, const struct snapshot *s)
 	}
 }
 
+/* gpumem's own cost: each process's probe hits (the kernel's count) and what a hit costs
+ * (measured once, with the programs' mean run where the kernel keeps it): their product is
+ * the time gpumem took from the process. */
+static void write_cost(FILE *out, const struct snapshot *s)
+{
+	struct proc_labels pl;
+	struct prom_labels none = { .n = 0 };
+
+	if (!(s->wants & SNAP_COST))
+		return;
+	prom_family(out, "gpumem_process_probe_hits_total", COUNTER,
+		    "gpumem's probe programs run in the process's threads (entries, returns, context "
+		    "and tensor probes), counted by the kernel; times "
+		    "gpumem_probe_hit_cost_seconds, the time gpumem took from it.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!prom_proc_shown(s, i) || !(s->procs[i].valid & SP_HITS))
+			continue;
+		prom_proc_labels(&s->procs[i], &pl);
+		prom_sample(out, "gpumem_process_probe_hits_total", &pl.ls,
+			    s->procs[i].st.probe_hits);
+	}
+	if (!s->trap_known)
+		return;
+	prom_family(out, "gpumem_probe_hit_cost_seconds", GAUGE,
+		    "What one probe hit costs a traced thread: the kernel's trap and a program run, "
+		    "measured once at start on a probe of gpumem's own, plus the mean run of "
+		    "gpumem's programs where kernel.bpf_stats_enabled is 1.");
+	prom_sample_double(out, "gpumem_probe_hit_cost_seconds", &none,
+			   (s->trap_ns + (s->bpf_run_known ? s->bpf_run_ns : 0)) / 1e9);
+}
+
 /* The labels of one host device: gpu its index ("" for memory on no device known), uuid and
  * name NVML's ("" when not known). */
 static void host_gpu_labels(struct prom_labels *ls, char *gpu, size_t len,
@@ -584,5 +615,6 @@ int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
 	write_counters(out, s);
 	write_nvml(out, s);
 	write_forecasts(out, s);
+	write_cost(out, s);
 	return ferror(out) ? -EIO : 0;
 }

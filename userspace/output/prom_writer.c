@@ -100,7 +100,7 @@ void prom_family(FILE *out, const char *name, const char *type, const char *help
 	fprintf(out, "\n# TYPE %s %s\n", name, type);
 }
 
-void prom_sample(FILE *out, const char *name, const struct prom_labels *ls, uint64_t value)
+static void sample_name(FILE *out, const char *name, const struct prom_labels *ls)
 {
 	fputs_unlocked(name, out);
 	for (size_t i = 0; ls && i < ls->n; i++) {
@@ -110,5 +110,16 @@ void prom_sample(FILE *out, const char *name, const struct prom_labels *ls, uint
 	}
 	if (ls && ls->n)
 		putc_unlocked('}', out);
+}
+
+void prom_sample(FILE *out, const char *name, const struct prom_labels *ls, uint64_t value)
+{
+	sample_name(out, name, ls);
 	fprintf(out, " %" PRIu64 "\n", value);
+}
+
+void prom_sample_double(FILE *out, const char *name, const struct prom_labels *ls, double value)
+{
+	sample_name(out, name, ls);
+	fprintf(out, " %.9g\n", value);
 }

@@ -33,6 +33,8 @@ void prom_family(FILE *out, const char *name, const char *type, const char *help
  * double quote and line feed as \\, \" and \n; control characters (C0, DEL, C1) and bytes that
  * are not valid UTF-8 become U+FFFD, so a line always parses and stays one line. */
 void prom_sample(FILE *out, const char *name, const struct prom_labels *ls, uint64_t value);
+/* The same with a value that has a fraction (9 significant digits). */
+void prom_sample_double(FILE *out, const char *name, const struct prom_labels *ls, double value);
 
 /* A label value's escaped text alone, without quotes (exposed for the tests). */
 void prom_label_value(FILE *out, const char *s);

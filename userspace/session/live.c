@@ -78,6 +78,7 @@ static void on_exit_record(struct session *s, const struct gm_call_event *e)
 
 	ev.error = exit_status(e->error);	/* the kernel's wait status */
 	state_on_process_exit(live_of(s)->state, &ev);
+	ev.size = 0;	/* the process's CPU time: the model's, no size of an event */
 	discovery_sweep_soon(live_of(s)->disc);
 	if (s->ops->on_event)
 		deliver(s, &ev);
@@ -195,6 +196,12 @@ static struct snapshot *live_publish(struct session *s, unsigned int wants)
 	snap->lost[SNAP_LOST_FILES_NOT_ATTACHED] = snap->disc.not_attached;
 	snap->lost[SNAP_LOST_UNHELD_LATE] = snap->disc.unheld_late;
 	snap->nfiles = discovery_get_files(l->disc, &snap->files);
+	if (wants & SNAP_COST) {
+		snap->trap_ns = tracer_trap_ns(l->tracer);
+		snap->trap_known = snap->trap_ns >= 0;
+		snap->bpf_run_ns = tracer_bpf_run_ns(l->tracer);
+		snap->bpf_run_known = snap->bpf_run_ns >= 0;
+	}
 	return snap;
 }
 

@@ -138,7 +138,8 @@ const struct sink_ops serve_view = {
 	.name = "serve",
 	.report_interval = serve_interval,
 	.report_at_start = true,
-	.report_wants = SNAP_DEVICES | SNAP_FORECAST,	/* gpumem_nvml_up, the forecast gauge */
+	.report_wants = SNAP_DEVICES | SNAP_FORECAST | SNAP_COST,	/* gpumem_nvml_up, the
+								 * forecast, the cost */
 	.keeps_history = true,	/* the forecast's fits, one sample a report */
 	.tick_s = 0.1,
 	.begin = serve_begin,

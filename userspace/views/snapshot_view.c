@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include "analysis/analysis.h"
 #include "base/util.h"
 #include "model/owners.h"
 #include "output/report.h"
@@ -56,6 +57,28 @@ static void by_gpu_json(struct json_writer *w, const struct snapshot *snap,
 	jw_array_end(w);
 }
 
+/* gpumem's own cost in it: probe hits (the kernel's count), their time (hits x a hit's
+ * measured cost), and that time's share of the process's CPU time; null where not known. */
+static void cost_json(struct json_writer *w, const struct snapshot *snap,
+		      const struct snap_proc *p)
+{
+	struct proc_cost c;
+
+	proc_cost_of(snap, p, &c);
+	if (c.hits_known)
+		jw_kv_u64(w, "probe_hits", c.hits);
+	else
+		jw_kv_null(w, "probe_hits");
+	if (c.seconds_known)
+		jw_kv_double(w, "probe_seconds", c.seconds);
+	else
+		jw_kv_null(w, "probe_seconds");
+	if (c.share_known)
+		jw_kv_double(w, "probe_cpu_share", c.share);
+	else
+		jw_kv_null(w, "probe_cpu_share");
+}
+
 static void process_json(struct json_writer *w, const struct snapshot *snap,
 			 const struct snap_proc *p)
 {
@@ -82,6 +105,7 @@ static void process_json(struct json_writer *w, const struct snapshot *snap,
 	jw_kv_u64(w, "free_count", st->free_count);
 	jw_kv_u64(w, "alloc_bytes_total", st->alloc_bytes_total);
 	jw_kv_u64(w, "failed_count", st->failed_count);
+	cost_json(w, snap, p);
 	jw_key(w, "by_kind");
 	jw_object_begin(w);
 	for (unsigned int k = 0; k < GM_KIND_MEMORY_COUNT; k++)
@@ -152,6 +176,14 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 	jw_kv_u64(w, "replaced_allocs", snap->counters[GM_CNT_REPLACED_ALLOCS]);
 	jw_kv_u64(w, "holds", snap->counters[GM_CNT_HOLDS]);
 	jw_kv_u64(w, "ctx_released_allocs", snap->counters[GM_CNT_CTX_RELEASED]);
+	if (snap->trap_known)
+		jw_kv_double(w, "probe_hit_ns", snap->trap_ns);
+	else
+		jw_kv_null(w, "probe_hit_ns");
+	if (snap->bpf_run_known)
+		jw_kv_double(w, "bpf_run_ns", snap->bpf_run_ns);
+	else
+		jw_kv_null(w, "bpf_run_ns");
 	jw_kv_u64(w, "map_procs", snap->map_procs);
 	jw_kv_u64(w, "map_sites", snap->map_sites);
 	if (snap->map_allocs_valid)
@@ -380,7 +412,7 @@ static int snapshot_finish(struct sink *s, const struct snapshot *snap)
 const struct sink_ops snapshot_view = {
 	.reads_agent = true,
 	.name = "snapshot",
-	.report_wants = SNAP_AGES | SNAP_FAILURES | SNAP_DEVICES,
+	.report_wants = SNAP_AGES | SNAP_FAILURES | SNAP_DEVICES | SNAP_COST,
 	.exit_wants = SNAP_AGES,	/* an ended process is shown with its sites' ages at its end */
 	.finish = snapshot_finish,
 };

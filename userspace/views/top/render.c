@@ -35,6 +35,7 @@ const struct column top_columns[C_COUNT] = {
 	[C_GROWTH] = { "GROW/min", 9, false, 'G' },
 	[C_FAIL] = { "FAIL", 5, false, 'X' },
 	[C_OOM] = { "OOM IN", 7, false, 0 },
+	[C_COST] = { "GPUMEM", 6, false, 0 },
 	[C_OLDEST] = { "OLDEST", 7, false, 'O' },
 	[C_SPARK] = { "LAST MINUTE", 10, true, 0 },
 	[C_COMM] = { "COMMAND", 0, true, 'C' },
@@ -56,14 +57,14 @@ static size_t with_tensor_column(enum col_id *ids, size_t n)
 	return n;
 }
 
-/* When its device runs out at the rate a process grows (leaks' forecast): after FAIL. */
-static size_t with_oom_column(enum col_id *ids, size_t n)
+/* Column col right after the column after (OOM IN and GPUMEM after FAIL). */
+static size_t with_column_after(enum col_id *ids, size_t n, enum col_id after, enum col_id col)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (ids[i] != C_FAIL)
+		if (ids[i] != after)
 			continue;
 		memmove(&ids[i + 2], &ids[i + 1], (n - i - 1) * sizeof(*ids));
-		ids[i + 1] = C_OOM;
+		ids[i + 1] = col;
 		return n + 1;
 	}
 	return n;
@@ -120,7 +121,9 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 	if (t->any_tensors)
 		n = with_tensor_column(ids, n);
 	if (t->any_forecast && !t->drill_pid && t->group == GROUP_PROCESS)
-		n = with_oom_column(ids, n);
+		n = with_column_after(ids, n, C_FAIL, C_OOM);
+	if (width >= 110 && !t->drill_pid && t->group == GROUP_PROCESS)
+		n = with_column_after(ids, n, C_FAIL, C_COST);	/* gpumem's own cost */
 	if (t->many_gpus)
 		n = with_gpu_column(ids, n);
 	for (size_t i = 0; i < n; i++)
@@ -265,6 +268,12 @@ static void format_row(struct top_ui *t, const struct row *r, const enum col_id 
 		case C_OLDEST:
 			fmt_age(cell, sizeof(cell), r->oldest_age);
 			break;
+		case C_COST:
+			if (r->cost_share < 0)
+				snprintf(cell, sizeof(cell), "-");
+			else
+				snprintf(cell, sizeof(cell), "%.1f%%", r->cost_share * 100);
+			break;
 		case C_OOM:
 			if (r->oom_s < 0)
 				snprintf(cell, sizeof(cell), "-");
@@ -399,11 +408,9 @@ void top_batch_print(struct top_ui *t, FILE *out)
 	size_t n;
 	char line[1024];
 
-	if (isatty(fileno(out))) {
-		const char *cols = getenv("COLUMNS");
+	const char *cols = getenv("COLUMNS");	/* as procps' top -b: the width asked for */
 
-		width = cols && atoi(cols) >= 40 ? atoi(cols) : 80;
-	}
+	width = cols && atoi(cols) >= 40 ? atoi(cols) : 80;
 	n = top_layout(t, width, ids, &spark_w, &name_w);
 	summary_line(t, line, sizeof(line));
 	fprintf(out, "%s\n", line);

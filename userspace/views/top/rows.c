@@ -79,8 +79,12 @@ static void forecast_row(struct top_ui *t, struct row *r)
 {
 	const struct snap_forecast *f = &r->p->forecast;	/* SNAP_FORECAST */
 
+	struct proc_cost c;
+
 	r->oom_s = f->valid ? f->seconds : -1;
 	t->any_forecast |= f->valid;
+	proc_cost_of(t->snap, r->p, &c);
+	r->cost_share = c.share_known ? c.share : -1;
 }
 
 static void site_label(struct top_ui *t, const struct snap_site *ss, char *buf, size_t len,

@@ -22,7 +22,7 @@
 
 enum col_id {
 	C_PID, C_USER, C_CONT, C_NPROCS, C_GPU, C_CUR, C_PEAK, C_TENSOR, C_LIVE, C_ARATE,
-	C_FRATE, C_GROWTH, C_FAIL, C_OOM, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_LIBRARY, C_COUNT,
+	C_FRATE, C_GROWTH, C_FAIL, C_OOM, C_COST, C_OLDEST, C_SPARK, C_COMM, C_SITE, C_GROUP, C_LIBRARY, C_COUNT,
 };
 
 struct column {
@@ -52,6 +52,7 @@ struct row {
 	uint32_t gpus;
 	double arate, frate, growth_min;
 	double oom_s;		/* seconds until its device runs out at this rate; < 0: none */
+	double cost_share;	/* gpumem's share of its CPU time; < 0: not known */
 	unsigned int nprocs;	/* a container row: processes in it */
 	char user[16];
 	char cont[24];		/* the CONTAINER cell */
