@@ -244,6 +244,20 @@ void library_text(char *buf, size_t len, const struct snap_library *l)
 		snprintf(buf, len, "%s", name);
 }
 
+void text_libraries_line(FILE *out, const char *indent, const struct snap_proc *p, bool exact)
+{
+	bool others = false;
+
+	for (size_t i = 0; i < p->nlibraries; i++)
+		others |= p->libraries[i].st.current_bytes &&
+			  (!p->libraries[i].family || strcmp(p->libraries[i].family, OWNER_PROGRAM));
+	if (!others)
+		return;
+	fprintf(out, "%sby library: ", indent);
+	text_libraries(out, p, 6, exact);
+	fputc('\n', out);
+}
+
 void text_libraries(FILE *out, const struct snap_proc *p, unsigned int max, bool exact)
 {
 	unsigned int shown = 0, held = 0;

@@ -22,6 +22,9 @@ void library_text(char *buf, size_t len, const struct snap_library *l);
 /* "libcublasLt.so.13 (cuBLAS) 1.0 GiB, libnccl.so.2 (NCCL) 256 MiB, +2 more": p's libraries
  * that hold memory, at most max of them; nothing when none holds any. */
 void text_libraries(FILE *out, const struct snap_proc *p, unsigned int max, bool exact);
+/* "        by library: ...\n" (indent first) where a library other than the program itself holds
+ * memory of p: the line the text views print. */
+void text_libraries_line(FILE *out, const char *indent, const struct snap_proc *p, bool exact);
 
 /* ---- JSON ---- */
 

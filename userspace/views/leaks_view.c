@@ -137,6 +137,7 @@ static void proc_text(struct sink *s, const struct proc_verdict *pv)
 	}
 	fputc('\n', s->out);
 	forecast_text(s, &pv->forecast);
+	text_libraries_line(s->out, "  ", p, exact);
 	fprintf(s->out, "  %-7s %10s %7s %12s %10s %4s %6s %6s  %s\n", "VERDICT", "HELD", "ALLOCS",
 		"GROWTH", "PER STEP", "FIT", "OLDEST", "MEDIAN", "SITE");
 	depth = verdict_depths(pv);
@@ -311,6 +312,7 @@ static void proc_json(struct json_writer *w, const struct proc_verdict *pv)
 		jw_null(w);
 	}
 	forecast_json(w, &pv->forecast);
+	json_libraries(w, p);
 	jw_key(w, "sites");
 	jw_array_begin(w);
 	for (size_t i = 0; i < pv->nsites; i++)

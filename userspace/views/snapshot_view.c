@@ -6,7 +6,6 @@
 #include <string.h>
 #include "analysis/analysis.h"
 #include "base/util.h"
-#include "model/owners.h"
 #include "output/report.h"
 #include "output/site_text.h"
 #include "output/units.h"
@@ -253,18 +252,23 @@ static void by_gpu_text(struct sink *s, const struct snap_proc *p)
 	fputc('\n', s->out);
 }
 
-/* Its memory by owning library, when something other than the program itself holds any. */
-static void libraries_text(struct sink *s, const struct snap_proc *p)
+/* What gpumem took from it: "gpumem: 2040 probe hits, ~1.4 ms (0.3% of its CPU)". */
+static void cost_text(struct sink *s, const struct snapshot *snap, const struct snap_proc *p)
 {
-	bool others = false;
+	struct proc_cost c;
 
-	for (size_t i = 0; i < p->nlibraries; i++)
-		others |= p->libraries[i].st.current_bytes &&
-			  (!p->libraries[i].family || strcmp(p->libraries[i].family, OWNER_PROGRAM));
-	if (!others)
+	proc_cost_of(snap, p, &c);
+	if (!c.hits_known || !c.hits)
 		return;
-	fprintf(s->out, "        by library: ");
-	text_libraries(s->out, p, 6, s->opt->exact_bytes);
+	fprintf(s->out, "        gpumem: %" PRIu64 " probe hits", c.hits);
+	if (c.seconds_known && c.seconds < 1e-3)
+		fprintf(s->out, ", ~%.0f us", c.seconds * 1e6);
+	else if (c.seconds_known && c.seconds < 1)
+		fprintf(s->out, ", ~%.1f ms", c.seconds * 1e3);
+	else if (c.seconds_known)
+		fprintf(s->out, ", ~%.2f s", c.seconds);
+	if (c.share_known)
+		fprintf(s->out, " (%.2g%% of its CPU)", c.share * 100);
 	fputc('\n', s->out);
 }
 
@@ -390,7 +394,8 @@ static void snapshot_text(struct sink *s, const struct snapshot *snap)
 		names_text(s, &p->container);
 		by_gpu_text(s, p);
 		beside_text(s, p);
-		libraries_text(s, p);
+		text_libraries_line(s->out, "        ", p, exact);
+		cost_text(s, snap, p);
 		sites_text(s, p);
 		tensors_text(s, p);
 	}
