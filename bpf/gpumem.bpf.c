@@ -218,9 +218,10 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
 	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */
-	/* Its CPU time: its own, and its ended threads' (gathered in signal as they went). */
-	e->size = BPF_CORE_READ(p, utime) + BPF_CORE_READ(p, stime) +
-		  BPF_CORE_READ(p, signal, utime) + BPF_CORE_READ(p, signal, stime);
+	/* Its CPU time, as the scheduler counts it (in ns, not ticks): its own, and its ended
+	 * threads' (gathered in signal as they went). */
+	e->size = BPF_CORE_READ(p, se.sum_exec_runtime) +
+		  BPF_CORE_READ(p, signal, sum_sched_runtime);
 	e->cgroup_id = bpf_get_current_cgroup_id();	/* p is the current task */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);

@@ -36,7 +36,7 @@ def test_probe_hits_grow_with_the_calls_and_their_time_is_hits_times_a_hits_cost
         assert abs(p["probe_seconds"] - p["probe_hits"] * per_hit / 1e9) < 1e-9, p
         # CPU time comes in scheduler ticks: a process too short for one has no share
         share = p["probe_cpu_share"]
-        assert share is None or 0 < share <= 1, p
+        assert share is not None and 0 < share <= 1, p   # at its exit: the scheduler's ns
 
 
 def test_a_recording_knows_no_probe_hits(tmp_path):
