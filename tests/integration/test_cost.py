@@ -34,7 +34,6 @@ def test_probe_hits_grow_with_the_calls_and_their_time_is_hits_times_a_hits_cost
         assert ns is not None and 50 < ns < 100_000, tracer   # measured: a trap is ~1 us here
         per_hit = ns + (tracer["bpf_run_ns"] or 0)
         assert abs(p["probe_seconds"] - p["probe_hits"] * per_hit / 1e9) < 1e-9, p
-        # CPU time comes in scheduler ticks: a process too short for one has no share
         share = p["probe_cpu_share"]
         assert share is not None and 0 < share <= 1, p   # at its exit: the scheduler's ns
 

@@ -180,6 +180,8 @@ static void refuse(struct discovery *d, int fd, const struct stat *st, const cha
 	uint64_t now = now_ns();
 
 	d->stats.not_attached++;
+	p_debug("CUDA file %u:%u inode %llu not attached: %s", major(st->st_dev),
+		minor(st->st_dev), (unsigned long long)st->st_ino, why);
 	if (!d->warned_ns || now - d->warned_ns >= REFUSAL_LOG_NS) {
 		d->warned_ns = now;
 		p_info("a CUDA file in use (device %u:%u, inode %llu) is left without probes: %s; "
