@@ -222,6 +222,8 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	 * threads' (gathered in signal as they went). */
 	e->size = BPF_CORE_READ(p, se.sum_exec_runtime) +
 		  BPF_CORE_READ(p, signal, sum_sched_runtime);
+	if (tid != tgid)	/* the leader, ended first, is added to signal only when reaped */
+		e->size += BPF_CORE_READ(p, group_leader, se.sum_exec_runtime);
 	e->cgroup_id = bpf_get_current_cgroup_id();	/* p is the current task */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);

@@ -32,7 +32,9 @@
  * record no longer holds the stack walk's window (read onto the BPF stack). 17: the generation
  * counts execs too (an exec ends an image: GM_REC_PROCESS_EXEC); a process's first call sends its
  * executable mappings (gm_vma_event.at_start). 18: a file record says whether the run traces
- * its process (gm_file_event.traced). */
+ * its process (gm_file_event.traced). 19: a process's probe hits (gm_proc_stats.probe_hits,
+ * gm_inflight.hits), the agent's measured cost of a hit (gm_agent.trap_ps), a process's CPU
+ * time in its exit record. */
 #define GM_LAYOUT_VERSION 19
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */

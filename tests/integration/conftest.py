@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# top -b takes its width from COLUMNS, as procps does: the tests that read a layout set it.
+os.environ.pop("COLUMNS", None)
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 GPUMEM = BUILD / "gpumem"

@@ -54,9 +54,10 @@ def test_top_shows_gpumems_share_of_a_busy_process_from_110_columns():
     with tempfile.TemporaryDirectory(prefix="gpumem-cost-") as tmp:
         out = Path(tmp) / "top.txt"
         # 2 threads allocating and freeing as fast as they can for a few seconds
-        subprocess.run([GPUMEM, "top", "-b", "-n", "4", "-i", "0.5", "-o", out, "-c", WORKLOAD,
-                        "threads", "2", "100000", "4096"], capture_output=True,
-                       env=dict(os.environ, COLUMNS="120"), timeout=RUN_TIMEOUT)
+        done = subprocess.run([GPUMEM, "top", "-b", "-n", "4", "-i", "0.5", "-o", out, "-c",
+                               WORKLOAD, "threads", "2", "100000", "4096"], capture_output=True,
+                              env=dict(os.environ, COLUMNS="120"), timeout=RUN_TIMEOUT)
+        assert done.returncode == 0, done.stderr
         text = out.read_text()
     tables = [t.splitlines() for t in text.split("\n\n") if t.startswith("gpumem top")]
     header = tables[-1][1].split()

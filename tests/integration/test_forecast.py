@@ -80,7 +80,7 @@ def test_no_forecast_without_nvml_or_once_memory_stops_growing():
 def test_top_shows_when_the_device_runs_out():
     with tempfile.TemporaryDirectory(prefix="gpumem-forecast-") as tmp:
         usage, out = Path(tmp) / "usage", Path(tmp) / "top.txt"
-        env = dict(os.environ, GPUMEM_MOCK_DEVICE_BYTES=str(CAPACITY),
+        env = dict(os.environ, COLUMNS="80", GPUMEM_MOCK_DEVICE_BYTES=str(CAPACITY),
                    GPUMEM_MOCK_USAGE_FILE=str(usage), LD_LIBRARY_PATH=str(MOCK_NVML_DIR),
                    GPUMEM_MOCK_NVML_USAGE_FILE=str(usage),
                    GPUMEM_MOCK_NVML=f"mock GPU,GPU-0001,{CAPACITY + OTHERS},{OTHERS},0,"

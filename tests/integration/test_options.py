@@ -147,7 +147,7 @@ def test_keep_ended_needs_a_whole_number_from_one(value):
     (["snapshot", "-p", "1,x"], ["--pid takes a whole number", "'x'"]),
     (["snapshot", "--ringbuf-mb", 3], ["--ringbuf-mb must be a power of two"]),
     (["snapshot", "--stack-bytes", 7], ["--stack-bytes must be a multiple of 8"]),
-    (["top", "--group", "user"], ["--group takes process, site or container", "'user'"]),
+    (["top", "--group", "user"], ["--group takes process, site, container or library", "'user'"]),
     (["snapshot", "--unwind", "lbr"], ["--unwind takes dwarf, fp or none", "'lbr'"]),
     (["snapshot", "-bc", "true"], ["snapshot does not take -b"]),
     (["snapshot", "-ctrue"], ["-c must be an argument of its own"]),

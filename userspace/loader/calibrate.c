@@ -76,29 +76,51 @@ static int target_offset(char *path, size_t len, __u64 *offset)
 	return err;
 }
 
-int calibrate_trap_ns(struct bpf_program *prog, double *ns)
+/* A program's runs and their time so far, from the kernel's statistics. */
+static int prog_runs(int fd, uint64_t *runs, uint64_t *ns)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -ENOENT;
+	*runs = info.run_cnt;
+	*ns = info.run_time_ns;
+	return 0;
+}
+
+int calibrate_trap(struct bpf_program *prog, struct calibration *out)
 {
 	char path[4096];
-	__u64 offset, cookie = 0;
+	__u64 offset;
+	uint64_t runs0 = 0, ns0 = 0, runs1 = 0, ns1 = 0;
 	double bare, probed;
 	int fd, err = target_offset(path, sizeof(path), &offset);
 
 	if (err)
 		return err;
 	bare = per_call_ns();
-	fd = uprobe_multi_link(prog, path, &offset, &cookie, 1, false);
+	/* This process's only: another gpumem calibrating at once takes no hit of it. */
+	fd = uprobe_multi_link_pid(prog, path, offset, getpid());
 	if (fd < 0)
 		return fd;
+	prog_runs(bpf_program__fd(prog), &runs0, &ns0);
 	probed = per_call_ns();
+	prog_runs(bpf_program__fd(prog), &runs1, &ns1);
 	close(fd);
-	*ns = probed > bare ? probed - bare : 0;
+	*out = (struct calibration){
+		.trap_ns = probed > bare ? probed - bare : 0,
+		.runs = runs1 - runs0, .run_ns = ns1 - ns0,
+	};
 	return 0;
 }
 
-int bpf_mean_run_ns(const struct bpf_object *obj, double *ns)
+int bpf_extra_run_ns(const struct bpf_object *obj, const struct calibration *c, double *ns)
 {
 	struct bpf_program *prog;
-	uint64_t run_ns = 0, runs = 0;
+	uint64_t run_ns = 0, runs = 0, prog_ns, prog_cnt;
+	double mean, own;
 	char on[8] = "";
 	FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "re");
 
@@ -110,18 +132,21 @@ int bpf_mean_run_ns(const struct bpf_object *obj, double *ns)
 	if (on[0] != '1')
 		return -ENODATA;
 	bpf_object__for_each_program(prog, obj) {
-		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(prog);
-
-		memset(&info, 0, sizeof(info));
-		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		/* The probes' programs: a tracepoint's run is no hit of a traced thread. */
+		if (bpf_program__type(prog) != BPF_PROG_TYPE_KPROBE ||
+		    prog_runs(bpf_program__fd(prog), &prog_cnt, &prog_ns))
 			continue;
-		run_ns += info.run_time_ns;
-		runs += info.run_cnt;
+		run_ns += prog_ns;
+		runs += prog_cnt;
+	}
+	if (runs > c->runs) {	/* the calibration's own runs left out */
+		runs -= c->runs;
+		run_ns = run_ns > c->run_ns ? run_ns - c->run_ns : 0;
 	}
 	if (!runs)
 		return -ENODATA;
-	*ns = (double)run_ns / (double)runs;
+	mean = (double)run_ns / (double)runs;
+	own = c->runs ? (double)c->run_ns / (double)c->runs : 0;
+	*ns = mean > own ? mean - own : 0;
 	return 0;
 }

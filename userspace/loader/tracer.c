@@ -57,8 +57,9 @@ struct tracer {
 	unsigned int nadopted;
 	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
 	struct detacher *detacher;	/* files let go are detached there (once one is) */
-	bool trap_tried;
-	double trap_ns;		/* negative: not known */
+	bool calibrated;	/* cal is known (tried once: a failure stays unknown) */
+	bool calibration_failed;
+	struct calibration cal;
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -340,35 +341,43 @@ void tracer_heartbeat(struct tracer *t)
 	}
 }
 
+/* A reader: the agent's measurement, read again while the agent has not made it yet. */
+static double agent_trap_ns(struct tracer *t)
+{
+	struct gm_agent a;
+
+	if (!t->agent.trap_ps && !pin_read_agent(t->pin_dir, &a) && a.pid == t->agent.pid)
+		t->agent.trap_ps = a.trap_ps;
+	return t->agent.trap_ps ? (double)t->agent.trap_ps / 1000 : -1;
+}
+
 double tracer_trap_ns(struct tracer *t)
 {
 	int err;
 
-	if (t->trap_tried)
-		return t->trap_ns;
-	t->trap_tried = true;
-	t->trap_ns = -1;
-	if (!t->skel) {	/* a reader: the agent's */
-		if (t->agent.trap_ps)
-			t->trap_ns = (double)t->agent.trap_ps / 1000;
-		return t->trap_ns;
-	}
-	err = t->multi ? calibrate_trap_ns(t->skel->progs.enter_ctx, &t->trap_ns) : -EOPNOTSUPP;
+	if (!t->skel)
+		return agent_trap_ns(t);
+	if (t->calibrated || t->calibration_failed)
+		return t->calibrated ? t->cal.trap_ns : -1;
+	err = t->multi ? calibrate_trap(t->skel->progs.enter_ctx, &t->cal) : -EOPNOTSUPP;
 	if (err) {
 		p_debug("cannot measure a probe's cost: %s", strerror(-err));
-		t->trap_ns = -1;
+		t->calibration_failed = true;
 		return -1;
 	}
-	p_debug("a probe hit costs %.0f ns here", t->trap_ns);
-	t->agent.trap_ps = (__u64)(t->trap_ns * 1000);	/* the agent's record, at its beat */
-	return t->trap_ns;
+	t->calibrated = true;
+	p_debug("a probe hit costs %.0f ns here", t->cal.trap_ns);
+	t->agent.trap_ps = (__u64)(t->cal.trap_ns * 1000);	/* the agent's record, at its beat */
+	return t->cal.trap_ns;
 }
 
 double tracer_bpf_run_ns(const struct tracer *t)
 {
 	double ns;
 
-	if (!t->skel || bpf_mean_run_ns(t->skel->obj, &ns))
+	/* An agent that adopted pinned links runs an earlier agent's programs, not these. */
+	if (!t->skel || t->adopted || !t->calibrated ||
+	    bpf_extra_run_ns(t->skel->obj, &t->cal, &ns))
 		return -1;
 	return ns;
 }

@@ -80,8 +80,9 @@ int tracer_agent_pid(const struct tracer *t);
 /* What one probe hit costs a traced thread, in ns (loader/calibrate.h), measured at the first
  * call (an agent keeps it in its record; a reader takes the agent's); negative: not known. */
 double tracer_trap_ns(struct tracer *t);
-/* The mean ns of a run of gpumem's programs from the kernel's statistics; negative: they are
- * off (kernel.bpf_stats_enabled) or not known (a reader). */
+/* What a run of gpumem's probe programs costs beyond the calibration's (calibrate.h), from
+ * the kernel's statistics; negative: they are off (kernel.bpf_stats_enabled), or not known (a
+ * reader, an agent that adopted an earlier one's links, no calibration). */
 double tracer_bpf_run_ns(const struct tracer *t);
 /* Stops holding processes that map new CUDA libraries; a drain after it answers every hold. */
 void tracer_stop_watching(struct tracer *t);

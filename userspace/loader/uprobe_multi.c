@@ -31,6 +31,29 @@ int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *o
 				    path, offsets, cookies, cnt, ret);
 }
 
+static int link_create(struct uprobe_multi_attr *attr)
+{
+	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, attr, sizeof(*attr));
+
+	return fd < 0 ? -errno : fd;
+}
+
+int uprobe_multi_link_pid(struct bpf_program *prog, const char *path, __u64 offset, int pid)
+{
+	__u64 cookie = 0;
+	struct uprobe_multi_attr attr = {
+		.prog_fd = (__u32)bpf_program__fd(prog),
+		.attach_type = bpf_program__expected_attach_type(prog),
+		.path = (__u64)(unsigned long)path,
+		.offsets = (__u64)(unsigned long)&offset,
+		.cookies = (__u64)(unsigned long)&cookie,
+		.cnt = 1,
+		.pid = (__u32)pid,
+	};
+
+	return link_create(&attr);
+}
+
 int uprobe_multi_link_fd(int prog_fd, unsigned int attach_type, const char *path,
 			 const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret)
 {
@@ -43,7 +66,6 @@ int uprobe_multi_link_fd(int prog_fd, unsigned int attach_type, const char *path
 		.cnt = cnt,
 		.multi_flags = ret ? UPROBE_MULTI_RETURN : 0,
 	};
-	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 
-	return fd < 0 ? -errno : fd;
+	return link_create(&attr);
 }

@@ -21,5 +21,7 @@ int uprobe_multi_link(struct bpf_program *prog, const char *path, const __u64 *o
 /* The same for a program's fd and its attach type. */
 int uprobe_multi_link_fd(int prog_fd, unsigned int attach_type, const char *path,
 			 const __u64 *offsets, const __u64 *cookies, unsigned int cnt, bool ret);
+/* An entry probe of prog on path at offset that fires in process pid only. */
+int uprobe_multi_link_pid(struct bpf_program *prog, const char *path, __u64 offset, int pid);
 
 #endif

@@ -109,6 +109,19 @@ static bool python_glue(const struct snap_frame *f)
 			    !strstr(f->file, "/dist-packages/"));
 }
 
+const char *owner_short_name(const char *library)
+{
+	static const char *const roots[] = { "/site-packages/", "/dist-packages/" };
+
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		const char *at = strstr(library, roots[i]);
+
+		if (at)
+			return at + strlen(roots[i]);
+	}
+	return base_name_of(library);
+}
+
 void owner_of_stack(const struct snap_proc *p, const struct snap_stack *st,
 		    struct snap_owner *out)
 {
@@ -130,6 +143,8 @@ void owner_of_stack(const struct snap_proc *p, const struct snap_stack *st,
 		out->library = base_name_of(f->module);
 		out->family = is_executable(p, f->module) ? OWNER_PROGRAM :
 			      owner_family(f->module, false);
+		if (!out->family)	/* a package's own module: torch/_C.cpython-311-...so */
+			out->family = owner_family(f->module, true);
 		return;
 	}
 }
@@ -164,6 +179,10 @@ void snap_proc_libraries(struct snap_proc *p)
 		struct snap_owner o;
 		struct snap_library *l = NULL;
 
+		/* Mappings, reservations and imports are no memory of its own (a handle's memory
+		 * is counted at cuMemCreate): counted, they would count it twice. */
+		if (p->sites[i].kind >= GM_KIND_MEMORY_COUNT)
+			continue;
 		owner_of_stack(p, p->sites[i].stack, &o);
 		for (size_t j = 0; j < p->nlibraries && !l; j++)
 			if (!strcmp(p->libraries[j].library, o.library))

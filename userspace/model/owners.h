@@ -32,11 +32,16 @@ void owner_of_stack(const struct snap_proc *p, const struct snap_stack *st,
 		    struct snap_owner *out);
 /* The family of a file name (or a Python file's path), or NULL. */
 const char *owner_family(const char *library, bool python);
+/* A library's name as text shows it: a Python file from its package on
+ * ("torch/cuda/memory.py"), else its file name. Points into library. */
+const char *owner_short_name(const char *library);
 /* A GPU runtime's or driver's own file (libcudart, libcuda, libnvidia-*, libamdhip64...). */
 bool owner_is_runtime(const char *module);
 
-/* Fills p->libraries from p->sites (tensor sites are inside the segments and add nothing),
- * largest first; their current_bytes add up to p's sites'. No peaks: owner_peaks_apply. */
+/* Fills p->libraries from p->sites of memory (tensor sites are inside the segments, VMM
+ * mappings and reservations and IPC imports are no memory of its own: none adds anything),
+ * largest first; their current_bytes add up to p's GPU and host memory. No peaks:
+ * owner_peaks_apply. */
 void snap_proc_libraries(struct snap_proc *p);
 
 /* The most each library of one process was seen to hold, at the instants it was read. */

@@ -217,27 +217,11 @@ void json_libraries(struct json_writer *w, const struct snap_proc *p)
 	jw_array_end(w);
 }
 
-/* A Python file as text: from its package on (torch/cuda/memory.py), else its file name. */
-static const char *library_short(const char *library)
-{
-	static const char *const roots[] = { "/site-packages/", "/dist-packages/" };
-	const char *slash;
-
-	for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
-		const char *at = strstr(library, roots[i]);
-
-		if (at)
-			return at + strlen(roots[i]);
-	}
-	slash = strrchr(library, '/');
-	return slash ? slash + 1 : library;
-}
-
 void library_text(char *buf, size_t len, const struct snap_library *l)
 {
 	char name[256];
 
-	text_sanitize(name, sizeof(name), library_short(l->library));
+	text_sanitize(name, sizeof(name), owner_short_name(l->library));
 	if (l->family)
 		snprintf(buf, len, "%s (%s)", name, l->family);
 	else

@@ -254,12 +254,14 @@ static void site_json(struct json_writer *w, const struct proc_verdict *pv,
 	jw_object_end(w);
 }
 
+#define FORECAST_MAX 1e15	/* steps or seconds past it (30 million years) are written as it */
+
 static void kv_or_null(struct json_writer *w, const char *key, double v)
 {
 	if (isnan(v))
 		jw_kv_null(w, key);
 	else
-		jw_kv_i64(w, key, llround(v));
+		jw_kv_i64(w, key, llround(v < FORECAST_MAX ? v : FORECAST_MAX));
 }
 
 static void forecast_json(struct json_writer *w, const struct snap_forecast *f)
@@ -275,7 +277,7 @@ static void forecast_json(struct json_writer *w, const struct snap_forecast *f)
 	jw_kv_i64(w, "growth_bytes_per_s", llround(f->growth_per_s));
 	kv_or_null(w, "growth_bytes_per_step", f->growth_per_step);
 	kv_or_null(w, "steps", f->steps);
-	jw_kv_double(w, "seconds", f->seconds);
+	jw_kv_double(w, "seconds", f->seconds < FORECAST_MAX ? f->seconds : FORECAST_MAX);
 	jw_object_end(w);
 }
 
