@@ -3,6 +3,7 @@ runtime and driver and outside the call glue. Four libraries built for the test 
 libraries' names (libnccl.so.2, libcublasLt.so.13, libcudnn.so.9, libnvinfer.so.10) each keep
 memory of their own, the program keeps 64 KiB; the sums per library must be exact and add up
 to the process's. A Python program's memory is owned by its own Python file."""
+import json
 import os
 import subprocess
 import tempfile
@@ -138,7 +139,6 @@ def test_a_recording_reports_the_same_libraries_without_peaks(tmp_path):
     rep = subprocess.run([GPUMEM, "report", db, "snapshot", "--json"], capture_output=True,
                          text=True, timeout=RUN_TIMEOUT)
     assert rep.returncode == 0, rep.stderr
-    import json
     p = owners_proc(json.loads(rep.stdout))
     libs = {l["library"]: l for l in p["libraries"]}
     for name, (family, n, size) in HELD.items():
@@ -156,3 +156,29 @@ def test_vmm_mappings_and_reservations_are_no_librarys_memory():
     assert p["vmm_mapped_bytes"] == 2 * MIB and p["vmm_reserved_bytes"] == 8 * MIB
     total = sum(l["current_bytes"] for l in p["libraries"])
     assert total == p["current_bytes"] + p["by_kind"]["host"] == 2 * MIB, p["libraries"]
+
+
+def test_a_failure_says_what_each_library_held_then_live_and_from_a_recording(tmp_path):
+    """NCCL keeps 4 MiB of a 6 MiB mock device; TensorRT's 8 MiB then fails. The failure
+    record names what each library held at that instant, live and from the recording."""
+    args = [str(OWNERS / "owners"), str(OWNERS / "libnccl.so.2"), "4", str(MIB),
+            str(OWNERS / "libnvinfer.so.10"), "1", str(8 * MIB)]
+    env = dict(os.environ, GPUMEM_MOCK_DEVICE_BYTES=str(6 * MIB))
+    out, db = tmp_path / "oom.json", tmp_path / "oom.db"
+    live = subprocess.run([GPUMEM, "oom", "--json", "-o", out, "-c", *args], env=env,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert live.returncode == 1 and "owner_hold: 2" in live.stderr, live.stderr
+    rec = subprocess.run([GPUMEM, "record", "-o", db, "-c", *args], env=env,
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert rec.returncode == 1, rec.stderr
+    report = subprocess.run([GPUMEM, "report", db, "oom", "--json"], capture_output=True,
+                            text=True, timeout=RUN_TIMEOUT)
+    assert report.returncode == 0, report.stderr
+    for text in (out.read_text(), report.stdout):
+        records = [json.loads(l) for l in text.splitlines() if l.strip()]
+        mine = [r for r in records if r["comm"] == "owners"]
+        assert len(mine) == 1, records
+        assert mine[0]["size"] == 8 * MIB and mine[0]["error_name"] == "cudaErrorMemoryAllocation"
+        held = [(l["library"], l["family"], l["current_bytes"]) for l in mine[0]["libraries"]
+                if l["current_bytes"]]
+        assert held == [("libnccl.so.2", "NCCL", 4 * MIB)], mine[0]["libraries"]
