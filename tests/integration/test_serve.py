@@ -556,7 +556,7 @@ def test_events_no_one_read_while_the_agent_was_down_are_counted(pins):
 def test_pins_of_another_layout_version_are_refused(pins):
     agent = Agent(pins)
     agent.kill()
-    value = ["0x63"] + ["0"] * 39    # struct gm_agent (40 bytes) with layout 99, no agent
+    value = ["0x63"] + ["0"] * 47    # struct gm_agent (48 bytes) with layout 99, no agent
     done = subprocess.run(["bpftool", "map", "update", "pinned", str(pins / "agent"), "key",
                            "0", "0", "0", "0", "value", *value], capture_output=True,
                           text=True, timeout=30)
