@@ -564,11 +564,11 @@ struct gm_agent {
 	__u32 stack_bytes;
 	__u32 python_frames;
 	__u32 uprobe_sessions;	/* the alloc shape's probes are session links (0 before them) */
-	__u32 pad;
 	/* What a probe hit costs, as the agent measured it (loader/calibrate.h), in picoseconds:
 	 * 0 not measured. Readers report gpumem's cost with it. */
 	__u64 trap_ps;
 };
+_Static_assert(sizeof(struct gm_agent) == 48, "gm_agent has no hidden padding");
 
 struct gm_file_key {
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
