@@ -1,6 +1,6 @@
 """gpumem's own cost in each process it traces: the probe programs run in the process's threads
 (counted by the kernel), a hit's cost (measured once on a probe of gpumem's own), their product,
-and its share of the process's CPU time; in snapshot --json, top (from 110 columns) and the
+and its share of the process's CPU time; in snapshot --json, top (from 140 columns) and the
 agent's metrics (test_serve.py)."""
 import json
 import os
@@ -50,13 +50,13 @@ def test_a_recording_knows_no_probe_hits(tmp_path):
     assert json.loads(rep.stdout)["tracer"]["probe_hit_ns"] is None
 
 
-def test_top_shows_gpumems_share_of_a_busy_process_from_110_columns():
+def test_top_shows_gpumems_share_of_a_busy_process_from_140_columns():
     with tempfile.TemporaryDirectory(prefix="gpumem-cost-") as tmp:
         out = Path(tmp) / "top.txt"
         # 2 threads allocating and freeing as fast as they can for a few seconds
         done = subprocess.run([GPUMEM, "top", "-b", "-n", "4", "-i", "0.5", "-o", out, "-c",
                                WORKLOAD, "threads", "2", "100000", "4096"], capture_output=True,
-                              env=dict(os.environ, COLUMNS="120"), timeout=RUN_TIMEOUT)
+                              env=dict(os.environ, COLUMNS="150"), timeout=RUN_TIMEOUT)
         assert done.returncode == 0, done.stderr
         text = out.read_text()
     tables = [t.splitlines() for t in text.split("\n\n") if t.startswith("gpumem top")]

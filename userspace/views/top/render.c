@@ -122,7 +122,7 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 		n = with_tensor_column(ids, n);
 	if (t->any_forecast && !t->drill_pid && t->group == GROUP_PROCESS)
 		n = with_column_after(ids, n, C_FAIL, C_OOM);
-	if (width >= 110 && !t->drill_pid && t->group == GROUP_PROCESS)
+	if (width >= 140 && !t->drill_pid && t->group == GROUP_PROCESS)
 		n = with_column_after(ids, n, C_FAIL, C_COST);	/* gpumem's own cost */
 	if (t->many_gpus)
 		n = with_gpu_column(ids, n);
