@@ -70,14 +70,14 @@ include tests/unit/unit.mk
 -include bench/bench.mk
 include deploy/install.mk
 
-integration: all test-progs nvidia
+integration: all test-progs nvidia amd
 	$(PYTHON) -m pytest -ra -v tests/integration
 
 # The unit tests again under AddressSanitizer and UBSan, in a build tree of their own.
 unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
-test: deps all test-progs nvidia unit-test unit-test-asan integration man-lint install-check deploy-check \
+test: deps all test-progs nvidia amd unit-test unit-test-asan integration man-lint install-check deploy-check \
 	gpu-bundle-check docs-check layers
 
 # The structure drawn from the code's own includes (scripts/layers.py): no include that runs

@@ -258,7 +258,7 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	fds = BPF_CORE_READ(task, files, fdt, fd);
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd & 0xffffff]) || !file)
 		return 0;
-	if (!cuda_library_name(file))
+	if (!gpu_library_name(file))
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	/* Every process's new library is attached before that process goes on, traced or not:

@@ -58,6 +58,7 @@ enum gm_layer {
 	GM_LAYER_RUNTIME = 0,
 	GM_LAYER_DRIVER = 1,
 	GM_LAYER_TENSOR = 2,	/* PyTorch's caching allocator (USDT probes) */
+	GM_LAYER_HIP = 3,	/* AMD's HIP runtime (libamdhip64): a vendor of its own */
 };
 
 /* What a byte is. GPU-side kinds add to a process's current bytes; host (pinned or registered)

@@ -215,18 +215,27 @@ static __always_inline void end_image(struct task_struct *p, __u32 tgid)
 }
 
 
-/* "libcuda.so*" or "libcudart.so*", or PyTorch's "libc10_cuda.so*" (its tensors' USDT
- * probes): the name of the file itself, symlinks resolved. Archives such as
- * libcudart_static.a, which linkers map, do not match. */
-static __always_inline bool cuda_library_name(struct file *file)
+/* "libcuda.so*" or "libcudart.so*", AMD's "libamdhip64.so*", or PyTorch's "libc10_cuda.so*"
+ * (its tensors' USDT probes): the name of the file itself, symlinks resolved. Archives such
+ * as libcudart_static.a, which linkers map, do not match. */
+static __always_inline bool gpu_library_name(struct file *file)
 {
 	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
 	static const char c10[] = "libc10_cuda.so";
+	static const char hip[] = "libamdhip64.so";
 	char head[16];
 
 	if (bpf_probe_read_kernel(head, sizeof(head), name))
 		return false;
-	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b' || head[3] != 'c')
+	if (head[0] != 'l' || head[1] != 'i' || head[2] != 'b')
+		return false;
+	if (head[3] == 'a') {
+		for (int i = 3; i < (int)sizeof(hip) - 1; i++)
+			if (head[i] != hip[i])
+				return false;
+		return true;
+	}
+	if (head[3] != 'c')
 		return false;
 	if (head[4] == '1') {
 		for (int i = 4; i < (int)sizeof(c10) - 1; i++)

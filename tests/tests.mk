@@ -58,10 +58,15 @@ TESTS_OWNER_LIBS := $(patsubst %,$(TESTS_OUT)/owners/%,libnccl.so.2 libcublasLt.
 	libcudnn.so.9 libnvinfer.so.10)
 TESTS_PROGS += $(TESTS_OUT)/owners/owners $(TESTS_OWNER_LIBS)
 
+# AMD's HIP runtime: a mock for the success paths, alone in its directory, and the program that
+# opens a HIP runtime by path (test_hip.py).
+TESTS_HIP_LIB := $(TESTS_OUT)/lib-hip/libamdhip64.so.5
+TESTS_PROGS += $(TESTS_HIP_LIB) $(TESTS_OUT)/hip
+
 .PHONY: test-progs
 test-progs: $(TESTS_PROGS)
 ifeq ($(TESTS_ARCH),x86_64)
-	tests/mock/check_prologues.sh $(TESTS_MOCK_LIBS)
+	tests/mock/check_prologues.sh $(TESTS_MOCK_LIBS) $(TESTS_HIP_LIB)
 	tests/mock/check_prologues.sh --stubs 'cmpl $$0x321cba00,0x*(%rip)* ; je *' \
 		$(TESTS_OUT)/lib-stub/libcuda.so.1
 	tests/mock/check_prologues.sh --stubs 'cmpl $$0x7f,0x*(%rip)* ; je *' \
@@ -140,6 +145,20 @@ $(TESTS_OUT)/owners/owners: tests/workloads/owners.c $(TESTS_MOCK_HEADERS) $(TES
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -o $@ $< \
 		-L$(TESTS_LIB) -lcudart -ldl -Wl,-rpath,'$$ORIGIN/../lib'
 
+$(TESTS_HIP_LIB): tests/mock/hip.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_MOCK_CFLAGS) -shared -Wl,-soname,libamdhip64.so.5 -o $@ $< -lpthread
+
+$(TESTS_OUT)/hip: tests/workloads/hip.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -ldl
+
+# AMD's real HIP runtime from Debian main, unpacked into $(BUILD)/amd (scripts/amd.sh); as
+# with NVIDIA's, a fetch that fails leaves its reason in $(BUILD)/amd/unavailable.
+.PHONY: amd
+amd:
+	-@scripts/amd.sh $(BUILD)/amd
+
 # Links neither mock, so nothing CUDA is mapped until the dlopen scenario loads it.
 $(TESTS_OUT)/workload_dl: tests/workloads/workload.c
 	@mkdir -p $(@D)
@@ -183,5 +202,5 @@ include tests/workloads/sym/sym.mk
 # The integration suite while another system-wide gpumem and another CUDA program run on the
 # host (tests/shared_host.sh): every test must assert on its own processes only.
 .PHONY: test-shared
-test-shared: all test-progs nvidia
+test-shared: all test-progs nvidia amd
 	tests/shared_host.sh $(PYTEST_ARGS)

@@ -14,6 +14,7 @@
 
 #define RT GM_LAYER_RUNTIME
 #define DRV GM_LAYER_DRIVER
+#define HIP GM_LAYER_HIP
 
 /* docs/numbers.md "What is probed", written out independently of userspace/probes.c. Frees carry no
  * kind that anything reads, so their kind is not checked. */
@@ -85,6 +86,45 @@ static const struct probe_def design_table[] = {
 	{ "cudaDeviceReset", RT, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxDestroy_v2", DRV, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuDevicePrimaryCtxReset_v2", DRV, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* docs/numbers.md "AMD's HIP runtime": the CUDA runtime's shapes (hip_runtime_api.h). */
+	{ "hipMalloc", HIP, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipExtMallocWithFlags", HIP, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipMallocPitch", HIP, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipMalloc3D", HIP, GM_SHAPE_MALLOC3D, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipMallocManaged", HIP, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "hipHostMalloc", HIP, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipMallocHost", HIP, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipHostAlloc", HIP, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipMallocAsync", HIP, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "hipMallocFromPoolAsync", HIP, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "hipFree", HIP, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "hipHostFree", HIP, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "hipFreeHost", HIP, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "hipFreeAsync", HIP, GM_SHAPE_FREE, 0, GM_SPACE_ADDR },
+	{ "hipMallocArray", HIP, GM_SHAPE_ARRAY_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipMalloc3DArray", HIP, GM_SHAPE_ARRAY3D_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipMallocMipmappedArray", HIP, GM_SHAPE_MIPMAP_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipFreeArray", HIP, GM_SHAPE_FREE, 0, GM_SPACE_ARRAY },
+	{ "hipFreeMipmappedArray", HIP, GM_SHAPE_FREE, 0, GM_SPACE_ARRAY },
+	{ "hipHostRegister", HIP, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "hipHostUnregister", HIP, GM_SHAPE_FREE, 0, GM_SPACE_HOST_REGISTERED },
+	{ "hipMemCreate", HIP, GM_SHAPE_VMM_CREATE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "hipMemRelease", HIP, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "hipMemMap", HIP, GM_SHAPE_REGISTER, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "hipMemUnmap", HIP, GM_SHAPE_FREE, 0, GM_SPACE_VMM_MAP },
+	{ "hipMemAddressReserve", HIP, GM_SHAPE_ALLOC, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	{ "hipMemAddressFree", HIP, GM_SHAPE_FREE, 0, GM_SPACE_VMM_RESERVE },
+	{ "hipIpcOpenMemHandle", HIP, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "hipIpcCloseMemHandle", HIP, GM_SHAPE_FREE, 0, GM_SPACE_IPC },
+	{ "hipSetDevice", HIP, GM_SHAPE_SET_DEVICE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxSetCurrent", HIP, GM_SHAPE_CTX_SET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxPushCurrent", HIP, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxPopCurrent", HIP, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxCreate", HIP, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipDevicePrimaryCtxRetain", HIP, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipDeviceReset", HIP, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxDestroy", HIP, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipDevicePrimaryCtxReset", HIP, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 #define DESIGN_COUNT (sizeof(design_table) / sizeof(design_table[0]))
 
@@ -96,11 +136,11 @@ static const struct probe_def *design_row(const char *symbol)
 	return NULL;
 }
 
-static void test_table_holds_exactly_the_63_design_symbols_and_the_tensor_row(void **state)
+static void test_table_holds_exactly_the_101_design_symbols_and_the_tensor_row(void **state)
 {
 	(void)state;
-	assert_int_equal(DESIGN_COUNT, 64);
-	assert_int_equal(probe_count, 64);
+	assert_int_equal(DESIGN_COUNT, 102);
+	assert_int_equal(probe_count, 102);
 	for (unsigned int i = 0; i < probe_count; i++) {
 		if (!design_row(probe_table[i].symbol))
 			fail_msg("probe table row %u (%s) is not in the documented table", i,
@@ -141,23 +181,25 @@ static void test_each_row_has_design_layer_shape_and_kind(void **state)
 	}
 }
 
-static void test_table_splits_25_runtime_and_38_driver_rows(void **state)
+static void test_table_splits_25_runtime_38_driver_and_38_hip_rows(void **state)
 {
-	unsigned int runtime = 0, driver = 0, allocs = 0, frees = 0, pitch = 0;
+	unsigned int runtime = 0, driver = 0, hip = 0, allocs = 0, frees = 0, pitch = 0;
 
 	(void)state;
 	for (unsigned int i = 0; i < probe_count; i++) {
 		runtime += probe_table[i].layer == GM_LAYER_RUNTIME;
 		driver += probe_table[i].layer == GM_LAYER_DRIVER;
+		hip += probe_table[i].layer == GM_LAYER_HIP;
 		allocs += probe_table[i].shape == GM_SHAPE_ALLOC;
 		frees += probe_table[i].shape == GM_SHAPE_FREE;
 		pitch += probe_table[i].shape == GM_SHAPE_ALLOC_PITCH;
 	}
 	assert_int_equal(runtime, 25);
 	assert_int_equal(driver, 38);
-	assert_int_equal(allocs, 17);
-	assert_int_equal(pitch, 2);
-	assert_int_equal(frees, 18);
+	assert_int_equal(hip, 38);
+	assert_int_equal(allocs, 26);
+	assert_int_equal(pitch, 3);
+	assert_int_equal(frees, 28);
 }
 
 static void test_probe_find_returns_the_row_of_each_symbol(void **state)
@@ -178,7 +220,10 @@ static void test_probe_find_returns_the_row_of_each_symbol(void **state)
 	assert_true(probe_is_tensor(28));
 	assert_false(probe_is_tensor(0));
 	assert_false(probe_is_tensor(29));
-	assert_string_equal(probe_api_name(64), "unknown");
+	assert_int_equal(probe_find("hipMalloc"), 64);
+	assert_string_equal(probe_api_vendor(64), "amd");
+	assert_string_equal(probe_api_vendor(0), "nvidia");
+	assert_string_equal(probe_api_name(102), "unknown");
 	assert_string_equal(probe_api_name(0xffff), "unknown");
 }
 
@@ -235,28 +280,34 @@ static void test_kind_and_layer_names(void **state)
 	assert_string_equal(probe_layer_name(GM_LAYER_RUNTIME), "runtime");
 	assert_string_equal(probe_layer_name(GM_LAYER_DRIVER), "driver");
 	assert_string_equal(probe_layer_name(GM_LAYER_TENSOR), "pytorch");
+	assert_string_equal(probe_layer_name(GM_LAYER_HIP), "hip");
+	/* HIP's own names: what AMD's runtime returns with no device, and out of memory */
+	assert_string_equal(gpu_error_name(GM_LAYER_HIP, 101), "hipErrorInvalidDevice");
+	assert_string_equal(gpu_error_name(GM_LAYER_HIP, 100), "hipErrorNoDevice");
+	assert_string_equal(gpu_error_name(GM_LAYER_HIP, 2), "hipErrorOutOfMemory");
+	assert_string_equal(gpu_error_name(GM_LAYER_HIP, 12345), "hipErrorUnknown");
 	assert_true(is_tensor_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
 	assert_false(is_tensor_library_path("/opt/venv/torch/lib/libc10.so"));
-	assert_false(is_cuda_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
+	assert_false(is_gpu_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
 }
 
 static void test_out_of_memory_is_code_2_in_both_apis(void **state)
 {
 	(void)state;
-	assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, 2), "cudaErrorMemoryAllocation");
-	assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, 2), "CUDA_ERROR_OUT_OF_MEMORY");
-	assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, 0), "cudaSuccess");
-	assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, 0), "CUDA_SUCCESS");
-	assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, 1), "cudaErrorInvalidValue");
-	assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, 1), "CUDA_ERROR_INVALID_VALUE");
+	assert_string_equal(gpu_error_name(GM_LAYER_RUNTIME, 2), "cudaErrorMemoryAllocation");
+	assert_string_equal(gpu_error_name(GM_LAYER_DRIVER, 2), "CUDA_ERROR_OUT_OF_MEMORY");
+	assert_string_equal(gpu_error_name(GM_LAYER_RUNTIME, 0), "cudaSuccess");
+	assert_string_equal(gpu_error_name(GM_LAYER_DRIVER, 0), "CUDA_SUCCESS");
+	assert_string_equal(gpu_error_name(GM_LAYER_RUNTIME, 1), "cudaErrorInvalidValue");
+	assert_string_equal(gpu_error_name(GM_LAYER_DRIVER, 1), "CUDA_ERROR_INVALID_VALUE");
 }
 
 static void test_insufficient_driver_is_runtime_only(void **state)
 {
 	(void)state;
-	assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, 35), "cudaErrorInsufficientDriver");
+	assert_string_equal(gpu_error_name(GM_LAYER_RUNTIME, 35), "cudaErrorInsufficientDriver");
 	/* The driver API has no code 35. */
-	assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, 35), "CUDA_ERROR_UNKNOWN");
+	assert_string_equal(gpu_error_name(GM_LAYER_DRIVER, 35), "CUDA_ERROR_UNKNOWN");
 }
 
 static void test_unknown_codes_name_the_unknown_error(void **state)
@@ -265,13 +316,13 @@ static void test_unknown_codes_name_the_unknown_error(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-		assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, codes[i]),
+		assert_string_equal(gpu_error_name(GM_LAYER_RUNTIME, codes[i]),
 				    "cudaErrorUnknown");
-		assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, codes[i]),
+		assert_string_equal(gpu_error_name(GM_LAYER_DRIVER, codes[i]),
 				    "CUDA_ERROR_UNKNOWN");
 	}
-	assert_string_equal(cuda_error_name(GM_LAYER_RUNTIME, 999), "cudaErrorUnknown");
-	assert_string_equal(cuda_error_name(GM_LAYER_DRIVER, 999), "CUDA_ERROR_UNKNOWN");
+	assert_string_equal(gpu_error_name(GM_LAYER_RUNTIME, 999), "cudaErrorUnknown");
+	assert_string_equal(gpu_error_name(GM_LAYER_DRIVER, 999), "CUDA_ERROR_UNKNOWN");
 }
 
 /* Where scripts/nvidia.sh (make nvidia) unpacks NVIDIA's driver and CUDA 11.8's runtime;
@@ -302,7 +353,7 @@ static void test_error_names_are_those_of_nvidias_libraries(void **state)
 	assert_non_null(driver_name);
 	assert_non_null(runtime_name);
 	for (int code = 0; code < 1000; code++) {
-		const char *ours = cuda_error_name(GM_LAYER_DRIVER, code), *theirs = NULL;
+		const char *ours = gpu_error_name(GM_LAYER_DRIVER, code), *theirs = NULL;
 
 		if (strcmp(ours, "CUDA_ERROR_UNKNOWN") == 0)
 			continue;
@@ -311,7 +362,7 @@ static void test_error_names_are_those_of_nvidias_libraries(void **state)
 		named++;
 	}
 	for (int code = 0; code < 1000; code++) {
-		const char *ours = cuda_error_name(GM_LAYER_RUNTIME, code);
+		const char *ours = gpu_error_name(GM_LAYER_RUNTIME, code);
 
 		if (strcmp(ours, "cudaErrorUnknown") == 0)
 			continue;
@@ -327,10 +378,10 @@ static void test_error_names_are_those_of_nvidias_libraries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table_holds_exactly_the_63_design_symbols_and_the_tensor_row),
+		cmocka_unit_test(test_table_holds_exactly_the_101_design_symbols_and_the_tensor_row),
 		cmocka_unit_test(test_table_has_no_duplicate_symbols),
 		cmocka_unit_test(test_each_row_has_design_layer_shape_and_kind),
-		cmocka_unit_test(test_table_splits_25_runtime_and_38_driver_rows),
+		cmocka_unit_test(test_table_splits_25_runtime_38_driver_and_38_hip_rows),
 		cmocka_unit_test(test_probe_find_returns_the_row_of_each_symbol),
 		cmocka_unit_test(test_cookie_round_trips_every_row),
 		cmocka_unit_test(test_cookie_fields_do_not_overlap_at_their_maximum),

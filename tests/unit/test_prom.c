@@ -358,20 +358,20 @@ static void test_sites_with_the_same_short_stack_are_one_series(void **state)
 
 	/* Two stacks that differ below their first three named frames: 600 + 400. */
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"leaf<-mid<-top\","
-					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"unknown\"} 1000"), 1);
+					  "api=\"cudaMalloc\",vendor=\"nvidia\",kind=\"device\",gpu=\"unknown\"} 1000"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"alloc_managed<-main\","
-					  "api=\"cudaMallocManaged\",kind=\"managed\",gpu=\"unknown\"} 200"), 1);
+					  "api=\"cudaMallocManaged\",vendor=\"nvidia\",kind=\"managed\",gpu=\"unknown\"} 200"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"libfoo.so+0x10\","
-					  "api=\"cudaMallocAsync\",kind=\"async\",gpu=\"unknown\"} 30"), 1);
+					  "api=\"cudaMallocAsync\",vendor=\"nvidia\",kind=\"async\",gpu=\"unknown\"} 30"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"[no stack]\","
-					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"unknown\"} 0"), 1);
+					  "api=\"cudaMalloc\",vendor=\"nvidia\",kind=\"device\",gpu=\"unknown\"} 0"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P100 ",site=\"small\","
-					  "api=\"unknown\",kind=\"device\",gpu=\"unknown\"} 3"), 1);
+					  "api=\"unknown\",vendor=\"unknown\",kind=\"device\",gpu=\"unknown\"} 3"), 1);
 	assert_int_equal(count_prefix(text, site), 5);
 	assert_int_equal(count_line(text, "gpumem_site_host_pinned_memory_bytes{" P100 ",site=\"pin_buffer<-main\","
-					  "api=\"cudaMallocHost\"} 4096"), 1);
+					  "api=\"cudaMallocHost\",vendor=\"nvidia\"} 4096"), 1);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P300 ",site=\"small\","
-					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"unknown\"} 50"), 1);
+					  "api=\"cudaMalloc\",vendor=\"nvidia\",kind=\"device\",gpu=\"unknown\"} 50"), 1);
 	free(text);
 }
 
@@ -442,7 +442,7 @@ static void test_containers_and_sites_have_their_bytes_per_gpu(void **state)
 	assert_int_equal(count_prefix(text, "gpumem_container_gpu_memory_bytes{"), 3);
 	assert_int_equal(count_prefix(text, "gpumem_pod_gpu_memory_bytes{"), 3);
 	assert_int_equal(count_line(text, "gpumem_site_memory_bytes{" P300 ",site=\"small\","
-					  "api=\"cudaMalloc\",kind=\"device\",gpu=\"1\"} 50"), 1);
+					  "api=\"cudaMalloc\",vendor=\"nvidia\",kind=\"device\",gpu=\"1\"} 50"), 1);
 	free(text);
 }
 

@@ -328,7 +328,7 @@ int discovery_add_required(struct discovery *d, const char *path)
 		return err;
 	}
 	if (!attached) {
-		p_err("--lib %s defines none of the CUDA allocation functions gpumem probes", path);
+		p_err("--lib %s defines none of the CUDA or HIP allocation functions gpumem probes", path);
 		return -ENOENT;
 	}
 	return 0;
@@ -336,16 +336,19 @@ int discovery_add_required(struct discovery *d, const char *path)
 
 static void scan_dir(struct discovery *d, const char *pattern)
 {
+	static const char *const names[] = { "libcuda*.so*", "libamdhip64.so*" };
 	char buf[PATH_MAX];
 	glob_t g;
 
-	snprintf(buf, sizeof(buf), "%s/libcuda*.so*", pattern);
-	if (glob(buf, 0, NULL, &g))
-		return;
-	for (size_t i = 0; i < g.gl_pathc; i++)
-		if (is_cuda_library_path(g.gl_pathv[i]))
-			discovery_add(d, g.gl_pathv[i]);
-	globfree(&g);
+	for (size_t n = 0; n < ARRAY_SIZE(names); n++) {
+		snprintf(buf, sizeof(buf), "%s/%s", pattern, names[n]);
+		if (glob(buf, 0, NULL, &g))
+			continue;
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			if (is_gpu_library_path(g.gl_pathv[i]))
+				discovery_add(d, g.gl_pathv[i]);
+		globfree(&g);
+	}
 }
 
 void discovery_scan_dirs(struct discovery *d, const char *dirs)
@@ -375,7 +378,7 @@ static void scan_ld_cache(struct discovery *d)
 			continue;
 		path += 3;
 		path[strcspn(path, "\n")] = 0;
-		if (is_cuda_library_path(path))
+		if (is_gpu_library_path(path))
 			discovery_add(d, path);
 	}
 	pclose(f);
@@ -419,7 +422,7 @@ void discovery_scan_process(struct discovery *d, int pid)
 		if (!file)
 			continue;
 		file[strcspn(file, "\n")] = 0;
-		if ((!is_cuda_library_path(file) && !is_tensor_library_path(file)) ||
+		if ((!is_gpu_library_path(file) && !is_tensor_library_path(file)) ||
 		    sscanf(line, "%lx-%lx", &start, &end) != 2)
 			continue;
 		/* map_files reaches the very file mapped, in a container or deleted since. */

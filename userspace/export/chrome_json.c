@@ -148,7 +148,7 @@ static void failure(struct json_writer *w, const struct exporter *x, const struc
 	jw_kv_string(w, "layer", probe_layer_name(r->layer));
 	jw_kv_u64(w, "size", r->value);
 	jw_kv_i64(w, "error", r->error);
-	jw_kv_string(w, "error_name", cuda_error_name(r->layer, r->error));
+	jw_kv_string(w, "error_name", gpu_error_name(r->layer, r->error));
 	jw_kv_string(w, "site", site + strlen("site "));
 	jw_object_end(w);
 	jw_object_end(w);

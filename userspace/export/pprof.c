@@ -166,6 +166,7 @@ static void labels(struct pprof *pp, const struct snap_proc *p, const struct sna
 	label_str(pp, "container_name", ci->container_name);
 	label_str(pp, "api", probe_api_name(ss->api));
 	label_str(pp, "kind", site_kind_name(ss));
+	label_str(pp, "vendor", probe_api_vendor(ss->api));
 	owner_of_stack(p, ss->stack, &o);
 	label_str(pp, "library", o.library);
 	label_str(pp, "family", o.family);

@@ -24,7 +24,7 @@ static bool is_cuda_frame(const struct snap_frame *f)
 {
 	const char *sym = f->symbol;
 
-	if (is_cuda_module(f->module))
+	if (is_gpu_module(f->module))
 		return true;
 	if (!sym)
 		return false;

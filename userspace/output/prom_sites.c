@@ -202,6 +202,7 @@ static void write_site_family(FILE *out, const struct snapshot *s, const struct 
 			pl.ls.n = base;
 			prom_label_add(&pl.ls, "site", rows[r].site);
 			prom_label_add(&pl.ls, "api", probe_api_name(rows[r].api));
+			prom_label_add(&pl.ls, "vendor", probe_api_vendor(rows[r].api));
 			if (!f->host && !f->tensor)
 				prom_label_add(&pl.ls, "kind", kind_name(rows[r].kind));
 			if (!f->host)

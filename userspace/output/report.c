@@ -170,6 +170,7 @@ void json_site_fields(struct json_writer *w, const struct snap_proc *p, const st
 	struct snap_owner o;
 
 	jw_kv_string(w, "api", probe_api_name(ss->api));
+	jw_kv_string(w, "vendor", probe_api_vendor(ss->api));
 	jw_kv_string(w, "kind", site_kind_name(ss));
 	json_kv_gpu(w, ss->gpu);
 	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
@@ -273,12 +274,13 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_string(w, "comm", comm);
 	jw_kv_string(w, "api", event_api_name(e));
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
+	jw_kv_string(w, "vendor", probe_vendor(e->layer));
 	jw_kv_string(w, "kind", event_kind_name(e));
 	jw_kv_u64(w, "size", e->size);
 	json_kv_gpu(w, e->gpu);
 	jw_kv_i64(w, "error", e->error);
 	if (e->type == GM_REC_ALLOC_FAILED)
-		jw_kv_string(w, "error_name", cuda_error_name(e->layer, e->error));
+		jw_kv_string(w, "error_name", gpu_error_name(e->layer, e->error));
 }
 
 const char *devices_reason(const struct snapshot *snap)

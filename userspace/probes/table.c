@@ -8,6 +8,7 @@
 
 #define RT GM_LAYER_RUNTIME
 #define DRV GM_LAYER_DRIVER
+#define HIP GM_LAYER_HIP
 
 const struct probe_def probe_table[] = {
 	{ "cudaMalloc", RT, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
@@ -81,6 +82,45 @@ const struct probe_def probe_table[] = {
 	{ "cudaDeviceReset", RT, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuCtxDestroy_v2", DRV, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "cuDevicePrimaryCtxReset_v2", DRV, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* AMD's HIP runtime: the CUDA runtime's shapes, by the same rules. */
+	{ "hipMalloc", HIP, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipExtMallocWithFlags", HIP, GM_SHAPE_ALLOC, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipMallocPitch", HIP, GM_SHAPE_ALLOC_PITCH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipMalloc3D", HIP, GM_SHAPE_MALLOC3D, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipMallocManaged", HIP, GM_SHAPE_ALLOC, GM_KIND_MANAGED, GM_SPACE_ADDR },
+	{ "hipHostMalloc", HIP, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipMallocHost", HIP, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipHostAlloc", HIP, GM_SHAPE_ALLOC, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipMallocAsync", HIP, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "hipMallocFromPoolAsync", HIP, GM_SHAPE_ALLOC, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "hipFree", HIP, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipHostFree", HIP, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipFreeHost", HIP, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_ADDR },
+	{ "hipFreeAsync", HIP, GM_SHAPE_FREE, GM_KIND_ASYNC, GM_SPACE_ADDR },
+	{ "hipMallocArray", HIP, GM_SHAPE_ARRAY_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipMalloc3DArray", HIP, GM_SHAPE_ARRAY3D_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipMallocMipmappedArray", HIP, GM_SHAPE_MIPMAP_RT, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipFreeArray", HIP, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipFreeMipmappedArray", HIP, GM_SHAPE_FREE, GM_KIND_DEVICE, GM_SPACE_ARRAY },
+	{ "hipHostRegister", HIP, GM_SHAPE_REGISTER, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "hipHostUnregister", HIP, GM_SHAPE_FREE, GM_KIND_HOST, GM_SPACE_HOST_REGISTERED },
+	{ "hipMemCreate", HIP, GM_SHAPE_VMM_CREATE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "hipMemRelease", HIP, GM_SHAPE_VMM_RELEASE, GM_KIND_VMM, GM_SPACE_VMM_HANDLE },
+	{ "hipMemMap", HIP, GM_SHAPE_REGISTER, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "hipMemUnmap", HIP, GM_SHAPE_FREE, GM_KIND_VMM_MAPPED, GM_SPACE_VMM_MAP },
+	{ "hipMemAddressReserve", HIP, GM_SHAPE_ALLOC, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	{ "hipMemAddressFree", HIP, GM_SHAPE_FREE, GM_KIND_VMM_RESERVED, GM_SPACE_VMM_RESERVE },
+	{ "hipIpcOpenMemHandle", HIP, GM_SHAPE_IMPORT, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "hipIpcCloseMemHandle", HIP, GM_SHAPE_FREE, GM_KIND_IPC_IMPORTED, GM_SPACE_IPC },
+	{ "hipSetDevice", HIP, GM_SHAPE_SET_DEVICE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxSetCurrent", HIP, GM_SHAPE_CTX_SET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxPushCurrent", HIP, GM_SHAPE_CTX_PUSH, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxPopCurrent", HIP, GM_SHAPE_CTX_POP, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxCreate", HIP, GM_SHAPE_CTX_CREATE, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipDevicePrimaryCtxRetain", HIP, GM_SHAPE_CTX_RETAIN, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipDeviceReset", HIP, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipCtxDestroy", HIP, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	{ "hipDevicePrimaryCtxReset", HIP, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
 
@@ -91,9 +131,12 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-bool is_cuda_module(const char *path)
+bool is_gpu_module(const char *path)
 {
-	return path && strncmp(base_name(path), "libcuda", 7) == 0;
+	const char *base = path ? base_name(path) : NULL;
+
+	return base && (!strncmp(base, "libcuda", 7) || !strncmp(base, "libamdhip64", 11) ||
+			!strncmp(base, "libhsa-runtime64", 16));
 }
 
 bool is_tensor_library_path(const char *path)
@@ -106,14 +149,15 @@ bool probe_is_tensor(unsigned int api)
 	return api < probe_count && probe_table[api].layer == GM_LAYER_TENSOR;
 }
 
-bool is_cuda_library_path(const char *path)
+bool is_gpu_library_path(const char *path)
 {
 	const char *base;
 
-	if (!is_cuda_module(path))
+	if (!is_gpu_module(path))
 		return false;
 	base = base_name(path);
-	return fnmatch("libcuda.so*", base, 0) == 0 || fnmatch("libcudart.so*", base, 0) == 0;
+	return fnmatch("libcuda.so*", base, 0) == 0 || fnmatch("libcudart.so*", base, 0) == 0 ||
+	       fnmatch("libamdhip64.so*", base, 0) == 0;
 }
 
 const char *probe_api_name(unsigned int api)
@@ -125,7 +169,19 @@ const char *probe_layer_name(unsigned int layer)
 {
 	if (layer == GM_LAYER_TENSOR)
 		return "pytorch";
+	if (layer == GM_LAYER_HIP)
+		return "hip";
 	return layer == GM_LAYER_DRIVER ? "driver" : "runtime";
+}
+
+const char *probe_vendor(unsigned int layer)
+{
+	return layer == GM_LAYER_HIP ? "amd" : "nvidia";
+}
+
+const char *probe_api_vendor(unsigned int api)
+{
+	return api < probe_count ? probe_vendor(probe_table[api].layer) : "unknown";
 }
 
 const char *kind_name(unsigned int kind)
@@ -156,7 +212,32 @@ int probe_find(const char *symbol)
 	return -1;
 }
 
-const char *cuda_error_name(unsigned int layer, int error)
+/* HIP's names (hip_runtime_api.h's hipError_t), where they are not CUDA's runtime's with the
+ * prefix changed. */
+static const char *hip_error_name(int error)
+{
+	static const struct {
+		int code;
+		const char *name;
+	} names[] = {
+		{ 0, "hipSuccess" }, { 1, "hipErrorInvalidValue" }, { 2, "hipErrorOutOfMemory" },
+		{ 3, "hipErrorNotInitialized" }, { 4, "hipErrorDeinitialized" },
+		{ 35, "hipErrorInsufficientDriver" }, { 100, "hipErrorNoDevice" },
+		{ 101, "hipErrorInvalidDevice" }, { 200, "hipErrorInvalidImage" },
+		{ 201, "hipErrorInvalidContext" }, { 304, "hipErrorOperatingSystem" },
+		{ 400, "hipErrorInvalidHandle" }, { 700, "hipErrorIllegalAddress" },
+		{ 712, "hipErrorHostMemoryAlreadyRegistered" },
+		{ 713, "hipErrorHostMemoryNotRegistered" }, { 801, "hipErrorNotSupported" },
+		{ 999, "hipErrorUnknown" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (names[i].code == error)
+			return names[i].name;
+	return "hipErrorUnknown";
+}
+
+const char *gpu_error_name(unsigned int layer, int error)
 {
 	static const struct {
 		int code;
@@ -190,6 +271,8 @@ const char *cuda_error_name(unsigned int layer, int error)
 		{ 999, "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN" },
 	};
 
+	if (layer == GM_LAYER_HIP)
+		return hip_error_name(error);
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		if (names[i].code != error)
 			continue;

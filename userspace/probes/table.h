@@ -17,16 +17,17 @@ struct probe_def {
 };
 
 /* The api id carried in cookies and events is the row's index. */
-#define PROBE_ROWS 64
+#define PROBE_ROWS 102
 extern const struct probe_def probe_table[];
 extern const unsigned int probe_count;
 
-/* The one rule for "is this CUDA's code", by the file's own name: a module named libcuda*
- * (its frames are CUDA's, hidden unless --all-frames); of those, the shared objects gpumem
- * attaches to are libcuda.so* and libcudart.so* (bpf/gpumem.bpf.c applies the same rule to
- * opened files; archives such as libcudart_static.a never match). */
-bool is_cuda_module(const char *path);
-bool is_cuda_library_path(const char *path);
+/* The one rule for "is this a GPU runtime's code", by the file's own name: a module named
+ * libcuda* or AMD's libamdhip64* and libhsa-runtime64* (its frames are the runtime's, hidden
+ * unless --all-frames); of those, the shared objects gpumem attaches to are libcuda.so*,
+ * libcudart.so* and libamdhip64.so* (bpf/lifecycle.bpf.h applies the same rule to opened
+ * files; archives such as libcudart_static.a never match). */
+bool is_gpu_module(const char *path);
+bool is_gpu_library_path(const char *path);
 /* PyTorch's libc10_cuda.so*: its caching allocator's USDT probes give tensors. */
 bool is_tensor_library_path(const char *path);
 /* The row of PyTorch's tensors (USDT pytorch:malloc): its sites hold tensors, allocated bytes
@@ -34,12 +35,17 @@ bool is_tensor_library_path(const char *path);
 bool probe_is_tensor(unsigned int api);
 const char *probe_api_name(unsigned int api);
 const char *probe_layer_name(unsigned int layer);
+/* Whose GPU a layer's calls are for: "amd" (HIP), else "nvidia"; and an API's ("unknown"
+ * past the table). */
+const char *probe_vendor(unsigned int layer);
+const char *probe_api_vendor(unsigned int api);
 const char *kind_name(unsigned int kind);
 /* The attach cookie of row api: api, kind, layer, shape and space. */
 uint64_t probe_cookie(unsigned int api);
 /* Index of symbol in the table, or -1. */
 int probe_find(const char *symbol);
-/* A name for a CUDA return code ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY"). */
-const char *cuda_error_name(unsigned int layer, int error);
+/* A name for a return code as the layer's library names it ("cudaErrorMemoryAllocation",
+ * "CUDA_ERROR_OUT_OF_MEMORY", "hipErrorOutOfMemory"). */
+const char *gpu_error_name(unsigned int layer, int error);
 
 #endif

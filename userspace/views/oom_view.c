@@ -41,7 +41,7 @@ static void failure_text(struct sink *s, const struct snap_event *se,
 	if (se->container && se->container->has_id)
 		fprintf(s->out, " [%.*s]", CONTAINER_SHORT_LEN, se->container->id);
 	fprintf(s->out, ": %s(%s) = %d %s", probe_api_name(e->api), size, e->error,
-		cuda_error_name(e->layer, e->error));
+		gpu_error_name(e->layer, e->error));
 	if (gpu)
 		fprintf(s->out, " on GPU %u", gpu - 1);
 	fprintf(s->out, "\n  held %s (peak %s); ", held, peak);

@@ -86,7 +86,7 @@ static void serve_event(struct sink *s, const struct snap_event *se)
 	} else if (e->type == GM_REC_ALLOC_FAILED && failure_line_allowed(st, now_ns())) {
 		fmt_size(size, sizeof(size), e->size, s->opt->exact_bytes);
 		p_info("allocation failed: process %u (%s) %s of %s: %s (%d)", e->pid, comm,
-			 probe_api_name(e->api), size, cuda_error_name(e->layer, e->error), e->error);
+			 probe_api_name(e->api), size, gpu_error_name(e->layer, e->error), e->error);
 	}
 }
 

@@ -350,7 +350,7 @@ static void failures_text(struct sink *s, const struct snapshot *snap)
 		fmt_size(cur, sizeof(cur), f->ev.process_bytes, exact);
 		fprintf(s->out, "failed: pid %u %s(%s) = %d %s", f->ev.pid,
 			probe_api_name(f->ev.api), size, f->ev.error,
-			cuda_error_name(f->ev.layer, f->ev.error));
+			gpu_error_name(f->ev.layer, f->ev.error));
 		if (gm_site_gpu(f->ev.kind, f->ev.layer, (int32_t)f->ev.gpu - 1))
 			fprintf(s->out, " on GPU %u", f->ev.gpu - 1);	/* GPU memory's */
 		fprintf(s->out, ", holding %s, at ", cur);

@@ -81,7 +81,7 @@ static void trace_text(struct sink *s, const struct snap_event *se)
 	fprintf(s->out, " %-22s %-7s %10s 0x%-14llx", event_api_name(e), kind ? kind : "-", size,
 		e->addr);
 	if (e->type == GM_REC_ALLOC_FAILED)
-		fprintf(s->out, " = %d %s", e->error, cuda_error_name(e->layer, e->error));
+		fprintf(s->out, " = %d %s", e->error, gpu_error_name(e->layer, e->error));
 	fputs(" at ", s->out);
 	text_site(s->out, se->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 	fputc('\n', s->out);
