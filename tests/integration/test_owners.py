@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from conftest import BUILD, GPUMEM, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, find_proc, run_snapshot_c
@@ -80,27 +81,34 @@ def test_the_snapshot_text_says_what_each_library_holds():
 def test_top_groups_by_library():
     with tempfile.TemporaryDirectory(prefix="gpumem-owners-") as tmp:
         out = Path(tmp) / "out"
-        proc = subprocess.Popen([GPUMEM, "top", "-b", "-n", "3", "-i", "0.5", "--group", "library",
+        proc = subprocess.Popen([GPUMEM, "top", "-b", "-i", "0.5", "--group", "library",
                                  "--bytes", "-o", out, "-c", owners_args()[0], "--wait",
                                  *owners_args()[1:]],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=dict(os.environ, COLUMNS="80"))
         try:
-            # "held": every library has allocated before the tables the test reads
+            # "held": every library has allocated; two tables later, the workload ends, and
+            # top with it
             assert proc.stdout.readline().strip() == b"held"
+            time.sleep(1.5)
+            proc.stdin.close()
             proc.wait(30)
         finally:
             proc.kill() if proc.poll() is None else None
-            proc.stdin.close()      # the workload waits on its input: it ends now
         text = out.read_text()
-    table = [t for t in text.split("\n\n") if t.startswith("gpumem top")][-1]
-    lines = table.splitlines()
-    assert lines[1].split() == ["PID", "CURRENT", "PEAK", "LIVE", "FAIL", "LIBRARY"], table
-    rows = {" ".join(l.split()[5:]): l.split() for l in lines[2:] if l.strip()}
+    tables = [t.splitlines() for t in text.split("\n\n") if t.startswith("gpumem top")]
+    assert tables and all(t[1].split() == ["PID", "CURRENT", "PEAK", "LIVE", "FAIL", "LIBRARY"]
+                          for t in tables), text
+    # a row per library, named with its family (" <ended>" once the workload has ended)
+    def rows(t):
+        return {" ".join(l.split()[5:]).removesuffix(" <ended>"): l.split() for l in t[2:]
+                if l.strip()}
+    full = [rows(t) for t in tables if len(rows(t)) == len(HELD) + 1]
+    assert full, text
     for name, (family, n, size) in HELD.items():
-        row = rows[f"{name} ({family})"]
+        row = full[-1][f"{name} ({family})"]
         assert (int(row[1]), int(row[3])) == (n * size, n), row
-    assert int(rows["owners (program)"][1]) == PROGRAM_BYTES
+    assert int(full[-1]["owners (program)"][1]) == PROGRAM_BYTES
 
 
 def test_a_python_programs_memory_is_owned_by_its_own_file():
@@ -182,3 +190,31 @@ def test_a_failure_says_what_each_library_held_then_live_and_from_a_recording(tm
         held = [(l["library"], l["family"], l["current_bytes"]) for l in mine[0]["libraries"]
                 if l["current_bytes"]]
         assert held == [("libnccl.so.2", "NCCL", 4 * MIB)], mine[0]["libraries"]
+
+
+def test_libraries_loaded_after_the_first_call_are_named_while_the_process_lives():
+    """NCCL's file is opened after cuDNN's first allocation (as PyTorch opens cuBLAS and cuDNN
+    at their first use): snapshot reads the maps a second while CMD runs, so its frames are
+    named from the file, not known only by name from the map at the process's exit."""
+    args = [str(OWNERS / "owners"), "--wait", str(OWNERS / "libcudnn.so.9"), "2", str(MIB),
+            str(OWNERS / "libnccl.so.2"), "4", str(MIB)]
+    with tempfile.TemporaryDirectory(prefix="gpumem-owners-") as tmp:
+        out = Path(tmp) / "s.json"
+        proc = subprocess.Popen([GPUMEM, "snapshot", "--json", "-o", out, "-c", *args],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            assert proc.stdout.readline().strip() == b"held"
+            time.sleep(2.5)     # past a read of the maps
+            proc.stdin.write(b"\n")
+            proc.stdin.close()
+            assert proc.wait(RUN_TIMEOUT) == 0
+        finally:
+            proc.kill() if proc.poll() is None else None
+        report = json.loads(out.read_text())
+    p = owners_proc(report)
+    held = [s for s in p["sites"] if s["current_bytes"] and s["library"] != "owners"]
+    assert {s["library"] for s in held} == {"libcudnn.so.9", "libnccl.so.2"}, p["sites"]
+    for s in held:
+        assert s["frames"][0]["symbol"] == "owner_hold", s["frames"][0]
+        assert s["frames"][0]["file"].endswith("owner_lib.c"), s["frames"][0]

@@ -13,6 +13,7 @@
 #include "views/common.h"
 
 #define SNAPSHOT_TEXT_SITES 10	/* sites listed per process, besides those that hold or failed */
+#define SNAPSHOT_NAME_EVERY_S 1.0	/* new sites' stacks named while their processes live */
 
 static void site_json(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
 {
@@ -414,10 +415,20 @@ static int snapshot_finish(struct sink *s, const struct snapshot *snap)
 	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
+/* A read of the maps a second while it runs: the stacks of new sites are named while their
+ * processes live, so a library loaded late (cuBLAS, cuDNN, at their first use) is read from its
+ * file, not only known by name from the process's map at its exit. */
+static double sample_interval(const struct options *o)
+{
+	(void)o;
+	return SNAPSHOT_NAME_EVERY_S;
+}
+
 const struct sink_ops snapshot_view = {
 	.reads_agent = true,
 	.name = "snapshot",
 	.report_wants = SNAP_AGES | SNAP_FAILURES | SNAP_DEVICES | SNAP_COST,
 	.exit_wants = SNAP_AGES,	/* an ended process is shown with its sites' ages at its end */
+	.sample_interval = sample_interval,
 	.finish = snapshot_finish,
 };
