@@ -44,20 +44,8 @@ const struct column top_columns[C_COUNT] = {
 	[C_LIBRARY] = { "LIBRARY", 0, true, 0 },
 };
 
-/* PyTorch's allocated bytes beside the reserved ones: TENSORS right after CURRENT. */
-static size_t with_tensor_column(enum col_id *ids, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (ids[i] != C_CUR)
-			continue;
-		memmove(&ids[i + 2], &ids[i + 1], (n - i - 1) * sizeof(*ids));
-		ids[i + 1] = C_TENSOR;
-		return n + 1;
-	}
-	return n;
-}
-
-/* Column col right after the column after (OOM IN and GPUMEM after FAIL). */
+/* Column col right after the column after: TENSORS (PyTorch's allocated bytes beside the
+ * reserved ones) after CURRENT, OOM IN and GPUMEM after FAIL. */
 static size_t with_column_after(enum col_id *ids, size_t n, enum col_id after, enum col_id col)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -119,7 +107,7 @@ size_t top_layout(struct top_ui *t, int width, enum col_id *ids, int *spark_w, i
 		}
 	}
 	if (t->any_tensors)
-		n = with_tensor_column(ids, n);
+		n = with_column_after(ids, n, C_CUR, C_TENSOR);
 	if (t->any_forecast && !t->drill_pid && t->group == GROUP_PROCESS)
 		n = with_column_after(ids, n, C_FAIL, C_OOM);
 	if (width >= 140 && !t->drill_pid && t->group == GROUP_PROCESS)
