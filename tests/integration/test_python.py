@@ -170,7 +170,8 @@ def test_python_versions_without_offsets_give_native_frames_and_say_so(python):
     major, minor = shapes.version
     assert f"Python {major}.{minor} has no offsets in this gpumem" in shapes.stderr
     # Without Python stacks in their keys, shapes that share a native stack share a site.
-    assert sum(s["alloc_count"] for s in shapes.sites.values()) == 7
+    assert sum(s["alloc_count"] for s in shapes.sites.values()) == 7, \
+        (shapes.report["lost"], shapes.report["tracer"], shapes.stderr)
     for site in shapes.sites.values():
         assert not python_frames(site) and site["frames"], site
 
