@@ -157,12 +157,39 @@ void json_kv_known(struct json_writer *w, const char *key, const char *s, bool v
 	jw_kv_string(w, key, valid ? s : NULL);
 }
 
+void json_kv_u64_known(struct json_writer *w, const char *key, uint64_t v, bool valid)
+{
+	if (valid)
+		jw_kv_u64(w, key, v);
+	else
+		jw_kv_null(w, key);
+}
+
+void json_kv_double_known(struct json_writer *w, const char *key, double v, bool valid)
+{
+	if (valid)
+		jw_kv_double(w, key, v);
+	else
+		jw_kv_null(w, key);
+}
+
 void json_kv_gpu(struct json_writer *w, uint32_t gpu)
 {
 	if (gpu)	/* the device + 1 */
 		jw_kv_u64(w, "gpu", gpu - 1);
 	else
 		jw_kv_null(w, "gpu");
+}
+
+/* The counts a site and a library share (struct gm_site_stats). */
+static void stats_json(struct json_writer *w, const struct gm_site_stats *st)
+{
+	jw_kv_u64(w, "current_bytes", st->current_bytes);
+	jw_kv_u64(w, "current_allocs", st->current_allocs);
+	jw_kv_u64(w, "alloc_count", st->alloc_count);
+	jw_kv_u64(w, "free_count", st->free_count);
+	jw_kv_u64(w, "alloc_bytes_total", st->alloc_bytes_total);
+	jw_kv_u64(w, "failed_count", st->failed_count);
 }
 
 void json_site_fields(struct json_writer *w, const struct snap_proc *p, const struct snap_site *ss)
@@ -173,12 +200,7 @@ void json_site_fields(struct json_writer *w, const struct snap_proc *p, const st
 	jw_kv_string(w, "vendor", probe_api_vendor(ss->api));
 	jw_kv_string(w, "kind", site_kind_name(ss));
 	json_kv_gpu(w, ss->gpu);
-	jw_kv_u64(w, "current_bytes", ss->st.current_bytes);
-	jw_kv_u64(w, "current_allocs", ss->st.current_allocs);
-	jw_kv_u64(w, "alloc_count", ss->st.alloc_count);
-	jw_kv_u64(w, "free_count", ss->st.free_count);
-	jw_kv_u64(w, "alloc_bytes_total", ss->st.alloc_bytes_total);
-	jw_kv_u64(w, "failed_count", ss->st.failed_count);
+	stats_json(w, &ss->st);
 	/* 0 when it holds nothing, as the contract has it; unknown (not walked) is null. */
 	if ((ss->valid & SS_OLDEST) || !ss->st.current_allocs)
 		jw_kv_u64(w, "oldest_age_ns", snap_site_oldest_age(p, ss));
@@ -202,16 +224,8 @@ void json_libraries(struct json_writer *w, const struct snap_proc *p)
 		jw_object_begin(w);
 		jw_kv_string(w, "library", l->library);
 		json_kv_known(w, "family", l->family, l->family != NULL);
-		jw_kv_u64(w, "current_bytes", l->st.current_bytes);
-		jw_kv_u64(w, "current_allocs", l->st.current_allocs);
-		jw_kv_u64(w, "alloc_count", l->st.alloc_count);
-		jw_kv_u64(w, "free_count", l->st.free_count);
-		jw_kv_u64(w, "alloc_bytes_total", l->st.alloc_bytes_total);
-		jw_kv_u64(w, "failed_count", l->st.failed_count);
-		if (l->valid & SL_PEAK)
-			jw_kv_u64(w, "peak_bytes", l->peak_bytes);
-		else
-			jw_kv_null(w, "peak_bytes");
+		stats_json(w, &l->st);
+		json_kv_u64_known(w, "peak_bytes", l->peak_bytes, l->valid & SL_PEAK);
 		jw_kv_u64(w, "sites", l->nsites);
 		jw_object_end(w);
 	}

@@ -67,6 +67,9 @@ void loss_set(struct snapshot *snap, size_t i, uint64_t v);
 void json_lost(struct json_writer *w, const struct snapshot *snap);
 /* A string whose value gpumem may not know: null when !valid. */
 void json_kv_known(struct json_writer *w, const char *key, const char *s, bool valid);
+/* The same for numbers: the value, or null when not valid. */
+void json_kv_u64_known(struct json_writer *w, const char *key, uint64_t v, bool valid);
+void json_kv_double_known(struct json_writer *w, const char *key, double v, bool valid);
 
 /* ---- text ---- */
 

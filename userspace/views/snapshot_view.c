@@ -65,18 +65,9 @@ static void cost_json(struct json_writer *w, const struct snapshot *snap,
 	struct proc_cost c;
 
 	proc_cost_of(snap, p, &c);
-	if (c.hits_known)
-		jw_kv_u64(w, "probe_hits", c.hits);
-	else
-		jw_kv_null(w, "probe_hits");
-	if (c.seconds_known)
-		jw_kv_double(w, "probe_seconds", c.seconds);
-	else
-		jw_kv_null(w, "probe_seconds");
-	if (c.share_known)
-		jw_kv_double(w, "probe_cpu_share", c.share);
-	else
-		jw_kv_null(w, "probe_cpu_share");
+	json_kv_u64_known(w, "probe_hits", c.hits, c.hits_known);
+	json_kv_double_known(w, "probe_seconds", c.seconds, c.seconds_known);
+	json_kv_double_known(w, "probe_cpu_share", c.share, c.share_known);
 }
 
 static void process_json(struct json_writer *w, const struct snapshot *snap,
@@ -176,14 +167,8 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 	jw_kv_u64(w, "replaced_allocs", snap->counters[GM_CNT_REPLACED_ALLOCS]);
 	jw_kv_u64(w, "holds", snap->counters[GM_CNT_HOLDS]);
 	jw_kv_u64(w, "ctx_released_allocs", snap->counters[GM_CNT_CTX_RELEASED]);
-	if (snap->trap_known)
-		jw_kv_double(w, "probe_hit_ns", snap->trap_ns);
-	else
-		jw_kv_null(w, "probe_hit_ns");
-	if (snap->bpf_run_known)
-		jw_kv_double(w, "bpf_run_ns", snap->bpf_run_ns);
-	else
-		jw_kv_null(w, "bpf_run_ns");
+	json_kv_double_known(w, "probe_hit_ns", snap->trap_ns, snap->trap_known);
+	json_kv_double_known(w, "bpf_run_ns", snap->bpf_run_ns, snap->bpf_run_known);
 	jw_kv_u64(w, "map_procs", snap->map_procs);
 	jw_kv_u64(w, "map_sites", snap->map_sites);
 	if (snap->map_allocs_valid)
