@@ -232,12 +232,16 @@ int BPF_PROG(on_exit, struct task_struct *p)
 
 #define NR_MMAP 9
 #define MAP_ANONYMOUS_FLAG 0x20
+#define PROT_WRITE_FLAG 0x2
+#define PROT_EXEC_FLAG 0x4
 
 /* A file named like a CUDA library is being mapped by mmap() (the dynamic loader's first
  * mapping of a library, at start-up or dlopen). If userspace has not examined it yet, the
  * process is held (SIGSTOP, taking effect as mmap returns, before the loader relocates it, let
  * alone runs it) until the probes are on. This tracepoint fires only for mmaps that need a
- * placement, so unlike a syscall tracepoint it costs nothing to other system calls. */
+ * placement, so unlike a syscall tracepoint it costs nothing to other system calls. A private
+ * writable copy that cannot run (libelf reading the file: a symbolizer, another gpumem) is no
+ * loader's mapping and is let be, as discovery's scans of the maps let it be. */
 SEC("tp_btf/vm_unmapped_area")
 int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info *info)
 {
@@ -251,6 +255,8 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 
 	nr = BPF_CORE_READ(regs, orig_ax);
 	if (nr != NR_MMAP || (BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
+		return 0;
+	if ((BPF_CORE_READ(regs, dx) & (PROT_WRITE_FLAG | PROT_EXEC_FLAG)) == PROT_WRITE_FLAG)
 		return 0;
 	fd = (long)BPF_CORE_READ(regs, r8);
 	if (fd < 0)

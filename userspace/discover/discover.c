@@ -393,6 +393,18 @@ static void scan_executable(struct discovery *d, int pid)
 	add_found(d, exe);
 }
 
+/* Whether a line of /proc/PID/maps ("start-end perms ...") is a mapping that runs a library's
+ * code, now or once the loader has placed it: its code (executable), or the loader's first,
+ * read-only mapping. A private writable copy that cannot run is a reader's (libelf's: a
+ * symbolizer, another gpumem) and keeps no library attached (nor does the BPF side's watch
+ * stop for it). */
+static bool maps_line_may_run(const char *line)
+{
+	const char *perms = strchr(line, ' ');
+
+	return perms && strlen(perms) >= 5 && (perms[2] != 'w' || perms[3] == 'x');
+}
+
 /* A library as the process sees it in its root (symlinks resolved inside that root). */
 static void add_in_root(struct discovery *d, int pid, const char *file)
 {
@@ -423,7 +435,7 @@ void discovery_scan_process(struct discovery *d, int pid)
 			continue;
 		file[strcspn(file, "\n")] = 0;
 		if ((!is_gpu_library_path(file) && !is_tensor_library_path(file)) ||
-		    sscanf(line, "%lx-%lx", &start, &end) != 2)
+		    !maps_line_may_run(line) || sscanf(line, "%lx-%lx", &start, &end) != 2)
 			continue;
 		/* map_files reaches the very file mapped, in a container or deleted since. */
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, start, end);
@@ -505,7 +517,7 @@ static void set_mark(struct sweep_set *set, const struct discovery *d, const cha
 
 	/* "start-end perms offset major:minor inode path": mapped at all, as the BPF side's
 	 * watch sees a library's first mapping (readable only; its code comes later, in place) */
-	if (!perms || strlen(perms) < 6 ||
+	if (!perms || strlen(perms) < 6 || !maps_line_may_run(line) ||
 	    sscanf(perms + 6, "%*x %x:%x %llu", &maj, &min, &ino) != 3 || !ino)
 		return;
 	for (size_t at = identity_slot(set, maj, min, ino); set->slots[at];
