@@ -456,6 +456,9 @@ void state_follow_event_cgroup(struct state *s, struct proc_rec *p, uint64_t cgr
 
 static void read_identity(struct state *s, struct proc_rec *p)
 {
+	/* When the reads began: one begun before the process ended read it, however long the
+	 * rest (the symbolizer's opens) took, while an exec may land meanwhile. */
+	uint64_t read_ns = now_ns();
 	char buf[4096];
 
 	/* Ended, or its pid another's: what the kernel sent is all there is. */
@@ -487,7 +490,7 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		if (s->py)
 			python_examine(s->py, p->pid, &p->mm);
 	}
-	p->identity_ns = p->maps_ns = now_ns();
+	p->identity_ns = p->maps_ns = read_ns;
 }
 
 /* What /proc said about p once it had ended (by the kernel's clock, which stamps its exit) was
@@ -579,6 +582,7 @@ static const struct dwarf_stack *dwarf_stack_of(const struct proc_rec *p, int32_
 bool state_reread_maps(struct state *s, struct proc_rec *p)
 {
 	struct module_map fresh = { 0 };
+	uint64_t read_ns = now_ns();
 
 	if (!p->alive || p->exit_known || !pid_is_still_its(p))
 		return false;
@@ -591,7 +595,7 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 	p->mm = fresh;
 	p->have_mm = true;
 	p->maps_gen++;
-	p->maps_ns = now_ns();
+	p->maps_ns = read_ns;
 	remember_paths(s, &p->mm);
 	symbolizer_prefetch(s->sym, p->pid, &p->mm);
 	unwinder_free(p->unwinder);	/* made again, over the new map, when next needed */
@@ -775,8 +779,13 @@ void state_on_process_exec(struct state *s, const struct gm_call_event *e)
 	p->end_ns = e->time_ns;
 	p->exit_known = true;	/* /proc shows the next image now: nothing is read for this one */
 	p->execed = true;
-	if (!p->have_mm)	/* its maps were read too late, or not at all */
+	/* Its maps were read too late, not at all, or as the exec replaced them (the next
+	 * image's, laid out elsewhere): its first call's capture is this image's. */
+	if (!p->have_mm || (p->start_mm.count && !same_image(&p->start_mm, &p->mm))) {
+		unwinder_free(p->unwinder);
+		p->unwinder = NULL;
 		adopt_kernel_map(s, p, &p->start_mm);
+	}
 	module_map_free(&p->start_mm);
 }
 

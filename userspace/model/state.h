@@ -64,8 +64,8 @@ struct proc_rec {
 	struct proc_rec *older;	/* the pid's previous record, if kept */
 	bool alive;
 	bool have_stats;
-	/* When /proc was read about it (CLOCK_MONOTONIC, after the reads; 0: never): its
-	 * identity (comm, cmdline, cgroup, owner, first module map), its module map again. */
+	/* When reads of /proc about it began (CLOCK_MONOTONIC; 0: never): its identity (comm,
+	 * cmdline, cgroup, owner, first module map), its module map again. */
 	uint64_t identity_ns, maps_ns;
 	char comm[GM_COMM_LEN + 1];
 	char *cmdline;
