@@ -216,12 +216,12 @@ static __always_inline void end_image(struct task_struct *p, __u32 tgid)
 
 
 /* "libcuda.so*" or "libcudart.so*", AMD's "libamdhip64.so*", or PyTorch's "libc10_cuda.so*"
- * (its tensors' USDT probes): the name of the file itself, symlinks resolved. Archives such
- * as libcudart_static.a, which linkers map, do not match. */
+ * and "libc10_hip.so*" (its tensors' USDT probes): the name of the file itself, symlinks
+ * resolved. Archives such as libcudart_static.a, which linkers map, do not match. */
 static __always_inline bool gpu_library_name(struct file *file)
 {
 	const unsigned char *name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
-	static const char c10[] = "libc10_cuda.so";
+	static const char c10[] = "libc10_cuda.so", c10_hip[] = "libc10_hip.so";
 	static const char hip[] = "libamdhip64.so";
 	char head[16];
 
@@ -238,6 +238,12 @@ static __always_inline bool gpu_library_name(struct file *file)
 	if (head[3] != 'c')
 		return false;
 	if (head[4] == '1') {
+		if (head[7] == 'h') {
+			for (int i = 4; i < (int)sizeof(c10_hip) - 1; i++)
+				if (head[i] != c10_hip[i])
+					return false;
+			return true;
+		}
 		for (int i = 4; i < (int)sizeof(c10) - 1; i++)
 			if (head[i] != c10[i])
 				return false;

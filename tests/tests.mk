@@ -61,7 +61,7 @@ TESTS_PROGS += $(TESTS_OUT)/owners/owners $(TESTS_OWNER_LIBS)
 # AMD's HIP runtime: a mock for the success paths, alone in its directory, and the program that
 # opens a HIP runtime by path (test_hip.py).
 TESTS_HIP_LIB := $(TESTS_OUT)/lib-hip/libamdhip64.so.5
-TESTS_PROGS += $(TESTS_HIP_LIB) $(TESTS_OUT)/hip
+TESTS_PROGS += $(TESTS_HIP_LIB) $(TESTS_OUT)/lib-hip/libc10_hip.so $(TESTS_OUT)/hip
 
 .PHONY: test-progs
 test-progs: $(TESTS_PROGS)
@@ -148,6 +148,11 @@ $(TESTS_OUT)/owners/owners: tests/workloads/owners.c $(TESTS_MOCK_HEADERS) $(TES
 $(TESTS_HIP_LIB): tests/mock/hip.c
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_MOCK_CFLAGS) -shared -Wl,-soname,libamdhip64.so.5 -o $@ $< -lpthread
+
+# PyTorch's ROCm build: the mock caching allocator over the mock HIP runtime beside it.
+$(TESTS_OUT)/lib-hip/libc10_hip.so: tests/mock/c10_cuda.c $(TESTS_HIP_LIB)
+	$(CC) $(TESTS_CFLAGS) -DC10_HIP -fPIC -shared -Wl,-soname,libc10_hip.so -o $@ $< \
+		-L$(@D) -l:libamdhip64.so.5 -Wl,-rpath,'$$ORIGIN'
 
 $(TESTS_OUT)/hip: tests/workloads/hip.c
 	@mkdir -p $(@D)

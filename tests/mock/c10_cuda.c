@@ -2,7 +2,9 @@
 /* A stand-in for PyTorch's libc10_cuda.so: a caching allocator that carves tensors out of
  * 2 MiB segments it takes from the runtime's cudaMalloc, with PyTorch's USDT probes
  * pytorch:malloc(ptr, device, size, stream) and pytorch:free(ptr), each behind its semaphore
- * as TORCH_SDT_WITH_SEMAPHORE places them (after the allocation; before the free). */
+ * as TORCH_SDT_WITH_SEMAPHORE places them (after the allocation; before the free). Built with
+ * -DC10_HIP it is the ROCm build's libc10_hip.so, as hipify makes it: the same probes, its
+ * segments from hipMalloc. */
 #define _SDT_HAS_SEMAPHORES 1
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +14,10 @@
 unsigned short pytorch_malloc_semaphore __attribute__((section(".probes"), used));
 unsigned short pytorch_free_semaphore __attribute__((section(".probes"), used));
 
+#ifdef C10_HIP
+#define cudaMalloc hipMalloc
+#define cudaFree hipFree
+#endif
 int cudaMalloc(void **ptr, size_t size);
 int cudaFree(void *ptr);
 

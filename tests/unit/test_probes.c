@@ -125,6 +125,8 @@ static const struct probe_def design_table[] = {
 	{ "hipDeviceReset", HIP, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "hipCtxDestroy", HIP, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "hipDevicePrimaryCtxReset", HIP, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* docs/numbers.md "AMD's HIP runtime": PyTorch's ROCm build, the same USDT probe. */
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 #define DESIGN_COUNT (sizeof(design_table) / sizeof(design_table[0]))
 
@@ -136,11 +138,11 @@ static const struct probe_def *design_row(const char *symbol)
 	return NULL;
 }
 
-static void test_table_holds_exactly_the_101_design_symbols_and_the_tensor_row(void **state)
+static void test_table_holds_exactly_the_101_design_symbols_and_the_tensor_rows(void **state)
 {
 	(void)state;
-	assert_int_equal(DESIGN_COUNT, 102);
-	assert_int_equal(probe_count, 102);
+	assert_int_equal(DESIGN_COUNT, 103);
+	assert_int_equal(probe_count, 103);
 	for (unsigned int i = 0; i < probe_count; i++) {
 		if (!design_row(probe_table[i].symbol))
 			fail_msg("probe table row %u (%s) is not in the documented table", i,
@@ -153,12 +155,14 @@ static void test_table_holds_exactly_the_101_design_symbols_and_the_tensor_row(v
 	}
 }
 
+/* Once per vendor: the tensor probe is CUDA's and ROCm's. */
 static void test_table_has_no_duplicate_symbols(void **state)
 {
 	(void)state;
 	for (unsigned int i = 0; i < probe_count; i++)
 		for (unsigned int j = i + 1; j < probe_count; j++)
-			if (strcmp(probe_table[i].symbol, probe_table[j].symbol) == 0)
+			if (strcmp(probe_table[i].symbol, probe_table[j].symbol) == 0 &&
+			    j != PROBE_ROCM_TENSOR_ROW)
 				fail_msg("%s is in rows %u and %u", probe_table[i].symbol, i, j);
 }
 
@@ -206,7 +210,8 @@ static void test_probe_find_returns_the_row_of_each_symbol(void **state)
 {
 	(void)state;
 	for (unsigned int i = 0; i < probe_count; i++) {
-		assert_int_equal(probe_find(probe_table[i].symbol), (int)i);
+		if (i != PROBE_ROCM_TENSOR_ROW)
+			assert_int_equal(probe_find(probe_table[i].symbol), (int)i);
 		assert_string_equal(probe_api_name(i), probe_table[i].symbol);
 	}
 	assert_int_equal(probe_find("cudaMalloc"), 0);
@@ -223,7 +228,15 @@ static void test_probe_find_returns_the_row_of_each_symbol(void **state)
 	assert_int_equal(probe_find("hipMalloc"), 64);
 	assert_string_equal(probe_api_vendor(64), "amd");
 	assert_string_equal(probe_api_vendor(0), "nvidia");
-	assert_string_equal(probe_api_name(102), "unknown");
+	/* ROCm's tensors: the last row, by the library's name, AMD's */
+	assert_int_equal(probe_tensor_row("libc10_hip.so"), 102);
+	assert_int_equal(probe_tensor_row("/opt/venv/torch/lib/libc10_cuda.so"), 28);
+	assert_int_equal(probe_tensor_row("/proc/7/map_files/7f00-7f80"), 28);
+	assert_true(probe_is_tensor(102));
+	assert_string_equal(probe_api_vendor(102), "amd");
+	assert_string_equal(probe_api_vendor(28), "nvidia");
+	assert_string_equal(probe_api_name(102), "pytorch:malloc");
+	assert_string_equal(probe_api_name(103), "unknown");
 	assert_string_equal(probe_api_name(0xffff), "unknown");
 }
 
@@ -287,7 +300,9 @@ static void test_kind_and_layer_names(void **state)
 	assert_string_equal(gpu_error_name(GM_LAYER_HIP, 2), "hipErrorOutOfMemory");
 	assert_string_equal(gpu_error_name(GM_LAYER_HIP, 12345), "hipErrorUnknown");
 	assert_true(is_tensor_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
+	assert_true(is_tensor_library_path("/opt/rocm/torch/lib/libc10_hip.so"));
 	assert_false(is_tensor_library_path("/opt/venv/torch/lib/libc10.so"));
+	assert_false(is_gpu_library_path("/opt/rocm/torch/lib/libc10_hip.so"));
 	assert_false(is_gpu_library_path("/opt/venv/torch/lib/libc10_cuda.so"));
 }
 
@@ -378,7 +393,7 @@ static void test_error_names_are_those_of_nvidias_libraries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table_holds_exactly_the_101_design_symbols_and_the_tensor_row),
+		cmocka_unit_test(test_table_holds_exactly_the_101_design_symbols_and_the_tensor_rows),
 		cmocka_unit_test(test_table_has_no_duplicate_symbols),
 		cmocka_unit_test(test_each_row_has_design_layer_shape_and_kind),
 		cmocka_unit_test(test_table_splits_25_runtime_38_driver_and_38_hip_rows),

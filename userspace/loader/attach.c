@@ -271,12 +271,16 @@ static int attach_tensor_probes(const struct probe_programs *pp, struct attached
 {
 	static const char *const names[2] = { "malloc", "free" };
 	struct bpf_program *progs[2] = { pp->tensor_malloc, pp->tensor_free };
-	int api = probe_find("pytorch:malloc");
-	const struct probe_def *p = &probe_table[api];
+	char soname[256];
+	const struct probe_def *p;
 	LIBBPF_OPTS(bpf_usdt_opts, opts);
+	int api;
 
 	if (!pp->tensor_malloc || !pp->tensor_free || !elf_has_usdt(f->path, "pytorch", "malloc"))
 		return 0;
+	/* CUDA's or ROCm's allocator: by the library's own name, wherever the file lies. */
+	api = probe_tensor_row(elf_soname(f->path, soname, sizeof(soname)) ? f->path : soname);
+	p = &probe_table[api];
 	opts.usdt_cookie = GM_COOKIE(api, p->kind, p->layer, p->shape);
 	for (unsigned int i = 0; i < 2; i++) {
 		struct bpf_link *link = bpf_program__attach_usdt(progs[i], -1, f->path, "pytorch",

@@ -121,6 +121,9 @@ const struct probe_def probe_table[] = {
 	{ "hipDeviceReset", HIP, GM_SHAPE_DEVICE_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "hipCtxDestroy", HIP, GM_SHAPE_CTX_DESTROY, GM_KIND_DEVICE, GM_SPACE_ADDR },
 	{ "hipDevicePrimaryCtxReset", HIP, GM_SHAPE_PRIMARY_RESET, GM_KIND_DEVICE, GM_SPACE_ADDR },
+	/* PyTorch's ROCm build: the same USDT probes in libc10_hip.so (hipified from
+	 * libc10_cuda's allocator), its tensors AMD's. */
+	{ "pytorch:malloc", GM_LAYER_TENSOR, GM_SHAPE_TENSOR, GM_KIND_DEVICE, GM_SPACE_ADDR },
 };
 const unsigned int probe_count = ARRAY_SIZE(probe_table);
 
@@ -141,7 +144,15 @@ bool is_gpu_module(const char *path)
 
 bool is_tensor_library_path(const char *path)
 {
-	return path && fnmatch("libc10_cuda.so*", base_name(path), 0) == 0;
+	return path && (fnmatch("libc10_cuda.so*", base_name(path), 0) == 0 ||
+			fnmatch("libc10_hip.so*", base_name(path), 0) == 0);
+}
+
+int probe_tensor_row(const char *library_name)
+{
+	if (library_name && !strncmp(base_name(library_name), "libc10_hip", 10))
+		return PROBE_ROCM_TENSOR_ROW;
+	return probe_find("pytorch:malloc");
 }
 
 bool probe_is_tensor(unsigned int api)
@@ -181,7 +192,9 @@ const char *probe_vendor(unsigned int layer)
 
 const char *probe_api_vendor(unsigned int api)
 {
-	return api < probe_count ? probe_vendor(probe_table[api].layer) : "unknown";
+	if (api >= probe_count)
+		return "unknown";
+	return api == PROBE_ROCM_TENSOR_ROW ? "amd" : probe_vendor(probe_table[api].layer);
 }
 
 const char *kind_name(unsigned int kind)
@@ -284,3 +297,4 @@ const char *gpu_error_name(unsigned int layer, int error)
 }
 
 _Static_assert(ARRAY_SIZE(probe_table) == PROBE_ROWS, "PROBE_ROWS is the table's length");
+_Static_assert(PROBE_ROCM_TENSOR_ROW == PROBE_ROWS - 1, "ROCm's tensor row is the last");

@@ -17,7 +17,10 @@ struct probe_def {
 };
 
 /* The api id carried in cookies and events is the row's index. */
-#define PROBE_ROWS 102
+#define PROBE_ROWS 103
+/* The last row: PyTorch's ROCm build's tensors, the same USDT probe in libc10_hip.so as the
+ * "pytorch:malloc" row's in libc10_cuda.so; AMD's. */
+#define PROBE_ROCM_TENSOR_ROW 102
 extern const struct probe_def probe_table[];
 extern const unsigned int probe_count;
 
@@ -28,15 +31,19 @@ extern const unsigned int probe_count;
  * files; archives such as libcudart_static.a never match). */
 bool is_gpu_module(const char *path);
 bool is_gpu_library_path(const char *path);
-/* PyTorch's libc10_cuda.so*: its caching allocator's USDT probes give tensors. */
+/* PyTorch's libc10_cuda.so* and its ROCm build's libc10_hip.so*: its caching allocator's USDT
+ * probes give tensors. */
 bool is_tensor_library_path(const char *path);
-/* The row of PyTorch's tensors (USDT pytorch:malloc): its sites hold tensors, allocated bytes
- * inside the segments the process's other sites reserved. */
+/* The rows of PyTorch's tensors (USDT pytorch:malloc, one for CUDA, one for ROCm): their sites
+ * hold tensors, allocated bytes inside the segments the process's other sites reserved. */
 bool probe_is_tensor(unsigned int api);
+/* The tensor row of a c10 library by its name (DT_SONAME, else the file's): ROCm's for
+ * libc10_hip*, else CUDA's. */
+int probe_tensor_row(const char *library_name);
 const char *probe_api_name(unsigned int api);
 const char *probe_layer_name(unsigned int layer);
-/* Whose GPU a layer's calls are for: "amd" (HIP), else "nvidia"; and an API's ("unknown"
- * past the table). */
+/* Whose GPU a layer's calls are for: "amd" (HIP), else "nvidia"; and an API's (ROCm's tensor
+ * row is AMD's; "unknown" past the table). */
 const char *probe_vendor(unsigned int layer);
 const char *probe_api_vendor(unsigned int api);
 const char *kind_name(unsigned int kind);

@@ -645,6 +645,62 @@ bool elf_has_usdt_fd(int fd, const char *provider, const char *name)
 	return found;
 }
 
+/* DT_SONAME through the SHT_DYNAMIC section and the string table it links to. */
+static int dynamic_soname(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *shdr,
+			  char *buf, size_t len)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t n = data && shdr->sh_entsize ? data->d_size / shdr->sh_entsize : 0;
+	GElf_Dyn dyn;
+
+	for (size_t i = 0; i < n && gelf_getdyn(data, (int)i, &dyn); i++) {
+		const char *name;
+
+		if (dyn.d_tag == DT_NULL)
+			break;
+		if (dyn.d_tag != DT_SONAME)
+			continue;
+		name = shdr->sh_link < ef->shnum ?
+			elf_strptr(ef->elf, shdr->sh_link, dyn.d_un.d_val) : NULL;
+		if (!name)
+			return -ENOEXEC;
+		if (strlen(name) >= len)
+			return -ENOSPC;
+		strcpy(buf, name);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int elf_soname_fd(int fd, char *buf, size_t len)
+{
+	struct elf_file ef;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	int err;
+
+	err = elf_file_open_fd(fd, &ef);
+	if (err)
+		return err;
+	err = -ENOENT;
+	while (err == -ENOENT && (scn = elf_nextscn(ef.elf, scn)) != NULL)
+		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_DYNAMIC)
+			err = dynamic_soname(&ef, scn, &shdr, buf, len);
+	elf_file_close(&ef);
+	return err;
+}
+
+int elf_soname(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+
+	if (fd < 0)
+		return -errno;
+	err = elf_soname_fd(fd, buf, len);
+	close(fd);
+	return err;
+}
+
 bool elf_has_usdt(const char *path, const char *provider, const char *name)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -44,4 +44,8 @@ int elf_build_id_fd(int fd, char *hex, size_t len);
 bool elf_has_usdt(const char *path, const char *provider, const char *name);
 bool elf_has_usdt_fd(int fd, const char *provider, const char *name);
 
+/* The shared object's own name (DT_SONAME): -ENOENT if none, -ENOSPC if buf is too small. */
+int elf_soname(const char *path, char *buf, size_t len);
+int elf_soname_fd(int fd, char *buf, size_t len);
+
 #endif
