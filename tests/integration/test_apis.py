@@ -209,7 +209,7 @@ def test_context_teardown_releases_what_that_context_held_per_thread():
     assert report["tracer"]["ctx_released_allocs"] == 9
     # Every release came off its device's total too.
     assert proc["by_gpu"] == [{"gpu": 0, "host_gpu": 0, "name": None, "uuid": None,
-                               "bytes": 24000}]
+                               "vendor": "nvidia", "bytes": 24000}]
     # The thread's context held its own 11,000; the main thread's 12,000, made meanwhile on the
     # primary context, survived the destruction of the thread's.
     rt = sites_of(proc, "rt_alloc", "cudaMalloc")
@@ -314,8 +314,8 @@ def test_each_allocation_has_the_device_of_its_thread_two_gpus():
     assert proc["current_bytes"] == 36000   # 1,000 + 2,000 + ... + 8,000, none freed
     # No NVML here: the host's devices are the ordinals (no CUDA_VISIBLE_DEVICES), unnamed.
     assert proc["by_gpu"] == [
-        {"gpu": 0, "host_gpu": 0, "name": None, "uuid": None, "bytes": 12000},
-        {"gpu": 1, "host_gpu": 1, "name": None, "uuid": None, "bytes": 24000}]
+        {"gpu": 0, "host_gpu": 0, "name": None, "uuid": None, "vendor": "nvidia", "bytes": 12000},
+        {"gpu": 1, "host_gpu": 1, "name": None, "uuid": None, "vendor": "nvidia", "bytes": 24000}]
     assert report["failures"] == []     # a failed cudaSetDevice is no failed allocation
     assert_nothing_lost(report)
 
@@ -325,8 +325,8 @@ def test_one_call_site_on_two_gpus_is_a_site_on_each():
     assert rc == 0
     proc = only_proc(report)
     assert proc["by_gpu"] == [
-        {"gpu": 0, "host_gpu": 0, "name": None, "uuid": None, "bytes": 2000},
-        {"gpu": 1, "host_gpu": 1, "name": None, "uuid": None, "bytes": 2000}]
+        {"gpu": 0, "host_gpu": 0, "name": None, "uuid": None, "vendor": "nvidia", "bytes": 2000},
+        {"gpu": 1, "host_gpu": 1, "name": None, "uuid": None, "vendor": "nvidia", "bytes": 2000}]
     sites = [s for s in proc["sites"] if s["api"] == "cudaMalloc"]
     assert len({s["stack_id"] for s in sites}) == 1     # one line of code
     assert sorted((s["gpu"], s["current_bytes"], s["current_allocs"]) for s in sites) == \

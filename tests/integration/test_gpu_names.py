@@ -29,9 +29,9 @@ MOCK_NVML = {
 }
 TWO_GPUS_SWAPPED = {"GPUMEM_MOCK_DEVICES": "2", "CUDA_VISIBLE_DEVICES": "1,0"}
 DEVICES = [
-    {"index": 0, "name": "NVIDIA H200", "uuid": UUID0, "pci_bus_id": "00000000:17:00.0",
+    {"vendor": "nvidia", "index": 0, "name": "NVIDIA H200", "uuid": UUID0, "pci_bus_id": "00000000:17:00.0",
      "minor": 0, "free_bytes": TOTAL - 1000, "total_bytes": TOTAL},
-    {"index": 1, "name": "NVIDIA H200", "uuid": UUID1, "pci_bus_id": None,
+    {"vendor": "nvidia", "index": 1, "name": "NVIDIA H200", "uuid": UUID1, "pci_bus_id": None,
      "minor": 1, "free_bytes": TOTAL - 2000, "total_bytes": TOTAL},
 ]
 
@@ -44,7 +44,7 @@ def mock_nvml_built():
 
 def by_gpu(*entries):
     return [{"gpu": gpu, "host_gpu": host, "name": "NVIDIA H200" if uuid else None,
-             "uuid": uuid, "bytes": size} for gpu, host, uuid, size in entries]
+             "uuid": uuid, "vendor": "nvidia", "bytes": size} for gpu, host, uuid, size in entries]
 
 
 def test_snapshot_names_the_host_gpu_of_each_ordinal_through_cuda_visible_devices():
@@ -131,9 +131,9 @@ def test_metrics_carry_uuid_and_name_and_sum_each_host_gpu(pins):
                 (("gpu", host), ("name", "NVIDIA H200"), ("uuid", uuid)): want}
         assert sorted(line for line in body.splitlines()
                       if line.startswith("gpumem_gpu_info{")) == [
-            f'gpumem_gpu_info{{gpu="0",uuid="{UUID0}",name="NVIDIA H200",'
+            f'gpumem_gpu_info{{vendor="nvidia",gpu="0",uuid="{UUID0}",name="NVIDIA H200",'
             'pci_bus_id="00000000:17:00.0",minor="0"} 1',
-            f'gpumem_gpu_info{{gpu="1",uuid="{UUID1}",name="NVIDIA H200",'
+            f'gpumem_gpu_info{{vendor="nvidia",gpu="1",uuid="{UUID1}",name="NVIDIA H200",'
             'pci_bus_id="",minor="1"} 1']
         assert 'gpumem_nvml_up{error="",reason=""} 1' in body.splitlines()
         devices.communicate("\n", timeout=30)

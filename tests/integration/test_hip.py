@@ -2,18 +2,18 @@
 late, as a wheel's copy would be) and allocates every kind. Through the mock runtime
 (tests/mock/hip.c) every call succeeds and each site and kind must hold its exact bytes; through
 AMD's real runtime from Debian (scripts/amd.sh; no AMD GPU here) every allocation fails and must
-be recorded with HIP's own error names. A CUDA program beside it stays exact."""
-import json
-import os
+be recorded with HIP's own error names. PyTorch's ROCm build gives tensors; the device's truth
+comes from a sysfs tree of KFD's and amdgpu's files. A CUDA program beside it stays exact."""
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, GPUMEM, RUN_TIMEOUT, WORKLOAD, run_snapshot_c, run_trace_c
+from conftest import (BUILD, MOCK_NVML_DIR, RUN_TIMEOUT, WORKLOAD, LineReader, SystemWide,
+                      run_snapshot_c, run_trace_c)
 
 HIP = BUILD / "tests" / "hip"
 MOCK_HIP = BUILD / "tests" / "lib-hip" / "libamdhip64.so.5"
+MOCK_C10_HIP = BUILD / "tests" / "lib-hip" / "libc10_hip.so"
 AMD_DIR = BUILD / "amd"
 AMD_LIB_DIR = AMD_DIR / "usr" / "lib" / "x86_64-linux-gnu"
 REAL_HIP = AMD_LIB_DIR / "libamdhip64.so.5"
@@ -72,6 +72,31 @@ def test_every_hip_kind_is_held_exactly_where_it_was_allocated():
     assert run.report["lost"]["unknown_frees"] == 0
 
 
+def test_pytorch_on_rocm_gives_tensors_from_libc10_hip():
+    """PyTorch's ROCm build: the same USDT probes in libc10_hip.so, opened late with dlopen.
+    Its tensors are AMD's, inside the segment its allocator took with hipMalloc."""
+    run = run_snapshot_c([HIP, MOCK_C10_HIP, "tensors"])
+    assert run.returncode == 0, run.stdout + run.stderr
+    p = hip_proc(run.report)
+    # one 2 MiB segment reserved; 2 x 256 KiB weights held, the 1 MiB activation freed
+    assert sites(p) == {("hipMalloc", "device"): (2 * MIB, 1, 0)}, p["sites"]
+    assert (p["tensor_bytes"], p["tensor_allocs"]) == (512 * KIB, 2)
+    assert (p["tensor_alloc_count"], p["tensor_free_count"]) == (3, 1)
+
+    def caller(site):       # the program's function under the allocator's and tensor()'s
+        return next((f["symbol"] for f in site["frames"]
+                     if f["symbol"] in ("load_weights", "activation")), site["frames"])
+
+    tensors = sorted((s["current_bytes"], s["alloc_count"], s["free_count"], s["vendor"],
+                      caller(s)) for s in p["tensor_sites"])
+    # the two weights: one line of load_weights, one site
+    assert tensors == [(0, 1, 1, "amd", "activation"),
+                       (512 * KIB, 2, 0, "amd", "load_weights")], p["tensor_sites"]
+    assert all(s["api"] == "pytorch:malloc" for s in p["tensor_sites"])
+    assert all(s["vendor"] == "amd" for s in p["sites"])
+    assert run.report["lost"]["unknown_tensor_frees"] == 0
+
+
 def test_hip_events_name_their_layer_and_vendor():
     run = run_trace_c([HIP, MOCK_HIP, "kinds"])
     assert run.returncode == 0, run.stderr
@@ -97,12 +122,89 @@ def test_amds_real_runtime_fails_with_hips_own_error_names():
 
 
 def test_an_nvidia_and_an_amd_program_at_once_are_both_exact(tmp_path):
+    """A mixed host: NVML names one NVIDIA GPU, KFD one AMD GPU. Each program's bytes are its
+    own, and the AMD program's ordinal 0 is never taken for NVML's GPU 0."""
+    fake_sysfs(tmp_path / "sys")
+    env = {"LD_LIBRARY_PATH": str(MOCK_NVML_DIR), "GPUMEM_SYSFS_ROOT": str(tmp_path / "sys"),
+           "GPUMEM_MOCK_NVML": "NVIDIA H200,GPU-0001,150000000000,1000,0,00000000:17:00.0"}
     script = (f"{WORKLOAD} leak 3 4096 > {tmp_path}/cuda.out & "
               f"{HIP} {MOCK_HIP} kinds > {tmp_path}/hip.out; wait")
-    run = run_snapshot_c(["/bin/sh", "-c", script])
+    run = run_snapshot_c(["/bin/sh", "-c", script], env=env)
     assert run.returncode == 0, run.stderr
+    assert [(d["vendor"], d["index"]) for d in run.report["devices"]] == [("nvidia", 0),
+                                                                          ("amd", 0)]
     procs = {p["comm"]: p for p in run.report["processes"] if p["comm"] in ("hip", "workload")}
     assert procs["hip"]["current_bytes"] == 8 * MIB + 10240
     assert procs["workload"]["current_bytes"] == 3 * 4096
     assert {s["vendor"] for s in procs["workload"]["sites"]} == {"nvidia"}
     assert {s["vendor"] for s in procs["hip"]["sites"]} == {"amd"}
+    assert [(g["gpu"], g["host_gpu"], g["name"], g["vendor"])
+            for g in procs["workload"]["by_gpu"]] == [(0, 0, "NVIDIA H200", "nvidia")]
+    assert [(g["gpu"], g["host_gpu"], g["name"], g["vendor"])
+            for g in procs["hip"]["by_gpu"]] == [(0, None, None, "amd")]
+
+
+GPU_ID = 43690                      # KFD's id of the first GPU node
+VRAM_TOTAL, VRAM_USED = 64 << 30, 5 << 30
+UNTRACED = 3 * MIB                  # what the program holds that no probe saw (KFD counts it)
+
+
+def fake_sysfs(root):
+    """A host with one CPU node and two AMD GPUs, as KFD's topology and amdgpu's DRM files
+    show them; the second GPU gives no memory (listed by the kernel, not by gpumem)."""
+    nodes = root / "class/kfd/kfd/topology/nodes"
+    for node, gpu_id, name, props in (
+            (0, 0, "", "cpu_cores_count 64\n"),
+            (1, GPU_ID, "gfx90a", "simd_count 440\nlocation_id 49408\ndomain 0\n"
+                                  "drm_render_minor 128\n"),
+            (2, 55555, "gfx942", "location_id 50176\ndrm_render_minor 129\n")):
+        (nodes / str(node)).mkdir(parents=True)
+        (nodes / str(node) / "gpu_id").write_text(f"{gpu_id}\n")
+        (nodes / str(node) / "name").write_text(f"{name}\n")
+        (nodes / str(node) / "properties").write_text(props)
+    dev = root / "class/drm/renderD128/device"
+    dev.mkdir(parents=True)
+    (dev / "mem_info_vram_total").write_text(f"{VRAM_TOTAL}\n")
+    (dev / "mem_info_vram_used").write_text(f"{VRAM_USED}\n")
+    (root / "class/kfd/kfd/proc").mkdir(parents=True)
+
+
+def test_amd_devices_and_each_programs_vram_come_from_kfd_and_amdgpu(tmp_path):
+    """The device's truth on AMD: KFD's topology and amdgpu's DRM files give each GPU and its
+    memory, KFD's per-process file the VRAM a program holds (traced or not), read from the
+    tree GPUMEM_SYSFS_ROOT names (gpumem's environment: no traced process sets it)."""
+    fake_sysfs(tmp_path)
+    env = {"GPUMEM_SYSFS_ROOT": str(tmp_path)}
+    with SystemWide("--lib", MOCK_HIP, env=env) as gpumem:     # attached before it runs
+        hip = subprocess.Popen([HIP, MOCK_HIP, "hold"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+        try:
+            LineReader(hip.stdout).wait_for("holding")
+            kfd = tmp_path / f"class/kfd/kfd/proc/{hip.pid}"
+            kfd.mkdir()
+            (kfd / f"vram_{GPU_ID}").write_text(f"{8 * MIB + 10240 + UNTRACED}\n")
+            gpumem.stop()
+        finally:
+            hip.stdin.write(b"\n")
+            hip.stdin.close()
+            hip.wait(timeout=RUN_TIMEOUT)
+    assert hip.returncode == 0
+    report = gpumem.report
+    assert report["devices"] == [
+        {"vendor": "amd", "index": 0, "name": "gfx90a", "uuid": None,
+         "pci_bus_id": "0000:c1:00.0", "minor": 128, "free_bytes": VRAM_TOTAL - VRAM_USED,
+         "total_bytes": VRAM_TOTAL}]
+    assert report["amdgpu"] == {"present": True, "reason": None}
+    p = hip_proc(report)
+    assert p["current_bytes"] == 8 * MIB + 10240
+    assert p["kfd_vram_bytes"] == 8 * MIB + 10240 + UNTRACED       # the kernel's own count
+    assert all(q["kfd_vram_bytes"] is None for q in report["processes"] if q is not p)
+
+
+def test_without_kfd_the_report_says_why_there_are_no_amd_devices():
+    run = run_snapshot_c([HIP, MOCK_HIP, "kinds"], env={"GPUMEM_SYSFS_ROOT": "/nonexistent"})
+    assert run.returncode == 0, run.stderr
+    assert [d for d in run.report["devices"] if d["vendor"] == "amd"] == []
+    assert run.report["amdgpu"] == {
+        "present": False, "reason": "no /nonexistent/class/kfd: amdgpu's KFD is not loaded"}
+    assert hip_proc(run.report)["kfd_vram_bytes"] is None

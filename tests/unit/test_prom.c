@@ -562,11 +562,11 @@ static void test_gpu_series_name_the_host_device_of_each_ordinal(void **state)
 	text = render(&f->snap, NULL);
 	check_exposition(text);
 	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"0\","
-				    "host_gpu=\"1\",uuid=\"" UUID1 "\",name=\"NVIDIA H200\"} 1000"), 1);
+				    "host_gpu=\"1\",uuid=\"" UUID1 "\",name=\"NVIDIA H200\",vendor=\"nvidia\"} 1000"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"1\","
-				    "host_gpu=\"0\",uuid=\"" UUID0 "\",name=\"NVIDIA H200\"} 230"), 1);
+				    "host_gpu=\"0\",uuid=\"" UUID0 "\",name=\"NVIDIA H200\",vendor=\"nvidia\"} 230"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P300 ",gpu=\"0\","
-				    "host_gpu=\"\",uuid=\"\",name=\"\"} 50"), 1);
+				    "host_gpu=\"\",uuid=\"\",name=\"\",vendor=\"nvidia\"} 50"), 1);
 	/* Who holds each host GPU: the sums over live processes, the unknown apart. */
 	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"0\",uuid=\"" UUID0
 				    "\",name=\"NVIDIA H200\"} 230"), 1);
@@ -574,14 +574,14 @@ static void test_gpu_series_name_the_host_device_of_each_ordinal(void **state)
 				    "\",name=\"NVIDIA H200\"} 1000"), 1);
 	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"\",uuid=\"\","
 				    "name=\"\"} 50"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_info{gpu=\"0\",uuid=\"" UUID0 "\","
+	assert_int_equal(count_line(text, "gpumem_gpu_info{vendor=\"nvidia\",gpu=\"0\",uuid=\"" UUID0 "\","
 				    "name=\"NVIDIA H200\",pci_bus_id=\"00000000:17:00.0\","
 				    "minor=\"0\"} 1"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_info{gpu=\"1\",uuid=\"" UUID1 "\","
+	assert_int_equal(count_line(text, "gpumem_gpu_info{vendor=\"nvidia\",gpu=\"1\",uuid=\"" UUID1 "\","
 				    "name=\"NVIDIA H200\",pci_bus_id=\"\",minor=\"\"} 1"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_memory_used_bytes{gpu=\"1\",uuid=\"" UUID1
+	assert_int_equal(count_line(text, "gpumem_gpu_memory_used_bytes{vendor=\"nvidia\",gpu=\"1\",uuid=\"" UUID1
 				    "\",name=\"NVIDIA H200\"} 2000"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_memory_total_bytes{gpu=\"0\",uuid=\""
+	assert_int_equal(count_line(text, "gpumem_gpu_memory_total_bytes{vendor=\"nvidia\",gpu=\"0\",uuid=\""
 				    UUID0 "\",name=\"NVIDIA H200\"} 150000000000"), 1);
 	free(text);
 	/* Without NVML the integer list still names host GPUs, without uuid or name. */
@@ -590,10 +590,48 @@ static void test_gpu_series_name_the_host_device_of_each_ordinal(void **state)
 	text = render(&f->snap, NULL);
 	check_exposition(text);
 	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"0\","
-				    "host_gpu=\"1\",uuid=\"\",name=\"\"} 1000"), 1);
+				    "host_gpu=\"1\",uuid=\"\",name=\"\",vendor=\"nvidia\"} 1000"), 1);
 	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"1\",uuid=\"\","
 				    "name=\"\"} 1000"), 1);
 	assert_null(strstr(text, "gpumem_gpu_info{"));
+	free(text);
+}
+
+/* AMD's GPUs beside NVIDIA's: the same families, told apart by vendor; KFD's count of each
+ * AMD program's VRAM; and why there are none. */
+static void test_amd_devices_share_the_device_families_by_vendor(void **state)
+{
+	struct fake *f = *state;
+	struct amd_device *d = &f->snap.amd_devices[0];
+	char *text;
+
+	fake_gpus(f);
+	f->snap.wants |= SNAP_DEVICES;
+	snprintf(f->snap.amd.reason, sizeof(f->snap.amd.reason), "KFD lists no GPU");
+	text = render(&f->snap, NULL);
+	assert_int_equal(count_line(text, "gpumem_amdgpu_up{reason=\"KFD lists no GPU\"} 0"), 1);
+	assert_null(strstr(text, "gpumem_process_kfd_vram_bytes"));
+	free(text);
+	f->snap.amd.present = true;
+	f->snap.amd.reason[0] = 0;
+	f->snap.namd_devices = 1;
+	*d = (struct amd_device){ .index = 0, .gpu_id = 43690, .total = 64ull << 30,
+				  .used = 5ull << 30, .render_minor = 128 };
+	snprintf(d->name, sizeof(d->name), "gfx90a");
+	snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "0000:c1:00.0");
+	f->proc[0].kfd_vram = 9000;
+	f->proc[0].valid |= SP_KFD_VRAM;
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	assert_int_equal(count_line(text, "gpumem_amdgpu_up{reason=\"\"} 1"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_info{vendor=\"amd\",gpu=\"0\",uuid=\"\","
+				    "name=\"gfx90a\",pci_bus_id=\"0000:c1:00.0\",minor=\"128\"} 1"),
+			 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_memory_total_bytes{vendor=\"amd\",gpu=\"0\","
+				    "uuid=\"\",name=\"gfx90a\"} 68719476736"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_memory_used_bytes{vendor=\"nvidia\",gpu=\"1\","
+				    "uuid=\"" UUID1 "\",name=\"NVIDIA H200\"} 2000"), 1);
+	assert_int_equal(count_line(text, "gpumem_process_kfd_vram_bytes{" P100 "} 9000"), 1);
 	free(text);
 }
 
@@ -650,6 +688,7 @@ int main(void)
 		FAKE(test_promtool_check_metrics_accepts_the_exposition),
 		FAKE(test_nvml_up_says_why_nvml_gave_no_numbers),
 		FAKE(test_gpu_series_name_the_host_device_of_each_ordinal),
+		FAKE(test_amd_devices_share_the_device_families_by_vendor),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,13 +24,13 @@ unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin s
 	loader/uprobe_multi base/util
 unit_mods_probe_place := discover/probe_place
 unit_mods_state := model/state model/alloc_table model/slot_table model/stacks model/python \
-	symbols/pycode model/publish model/snapshot model/owners model/retention host/cgroups host/nvml host/gpu_map \
+	symbols/pycode model/publish model/snapshot model/owners model/retention host/cgroups host/nvml host/amdgpu host/gpu_map \
 	symbols/symbolize symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
 	loader/attach discover/probe_place loader/pin model/purge loader/uprobe_multi base/untrusted \
 	base/util
 unit_mods_container := host/container
 unit_mods_analysis := analysis/history analysis/leak_verdicts analysis/forecast analysis/trends \
-	analysis/failure_context model/snapshot host/gpu_map host/procs base/util
+	analysis/failure_context model/snapshot host/gpu_map host/procs probes/table base/util
 unit_mods_untrusted := base/untrusted
 unit_mods_site_text := output/site_text output/report model/snapshot model/owners host/gpu_map host/procs probes/table loader/attach \
 	discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi output/units output/json \
@@ -50,7 +50,8 @@ unit_libs_prom_server := -lmicrohttpd -lpthread
 unit_mods_oci := host/oci base/untrusted base/util
 unit_mods_protobuf := export/protobuf base/util
 unit_mods_pickle := export/pickle output/json base/util
-unit_mods_timeline := export/timeline export/intern model/snapshot host/gpu_map host/procs base/util
+unit_mods_timeline := export/timeline export/intern model/snapshot host/gpu_map host/procs probes/table \
+	base/util
 unit_libs_record := -lsqlite3
 
 # A module is named by its path under userspace/, without .c: model/state.

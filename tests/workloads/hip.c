@@ -8,7 +8,12 @@
  *          (hipHostMalloc) + 16 KiB registered; freed: async 4 MiB, host 8 KiB (hipMallocHost),
  *          device 512 KiB.
  *   fail   (AMD's real runtime, no device) hipMalloc 1 MiB, hipHostMalloc 4 KiB,
- *          hipMallocManaged 4 KiB: each fails, 101 (hipErrorInvalidDevice). */
+ *          hipMallocManaged 4 KiB: each fails, 101 (hipErrorInvalidDevice).
+ *   hold   kinds, then prints `holding` and waits for a line on stdin before it exits.
+ *   tensors  (LIB: the mock libc10_hip.so, PyTorch's ROCm allocator over the mock runtime)
+ *          tensors of 256 KiB twice (load_weights) and 1 MiB (activation), the 1 MiB one freed:
+ *          512 KiB of tensors held in one 2 MiB segment from hipMalloc. Prints each tensor as
+ *          `tensor SIZE ADDR`. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -139,12 +144,55 @@ static int run_fail(void)
 	return rc[0] == 101 && rc[1] == 101 && rc[2] == 101 ? 0 : 1;
 }
 
+typedef void *(*tensor_alloc_fn)(size_t);
+typedef void (*tensor_free_fn)(void *);
+
+NOINLINE static void *tensor(size_t size)
+{
+	void *t = ((tensor_alloc_fn)sym("c10_mock_alloc"))(size);
+
+	printf("tensor %zu 0x%" PRIxPTR "\n", size, (uintptr_t)t);
+	return t;
+}
+
+NOINLINE static int load_weights(void)
+{
+	return tensor(256 * KIB) && tensor(256 * KIB) ? 0 : 1;
+}
+
+NOINLINE static int activation(void)
+{
+	void *t = tensor(1 * MIB);
+
+	if (!t)
+		return 1;
+	((tensor_free_fn)sym("c10_mock_free"))(t);
+	return 0;
+}
+
+static int run_tensors(void)
+{
+	return load_weights() || activation();
+}
+
+static int run_hold(void)
+{
+	char line[16];
+
+	if (run_kinds())
+		return 1;
+	printf("holding\n");
+	fflush(stdout);
+	return fgets(line, sizeof(line), stdin) ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	int rc;
 
-	if (argc != 3 || (strcmp(argv[2], "kinds") && strcmp(argv[2], "fail"))) {
-		fprintf(stderr, "usage: hip LIB kinds|fail\n");
+	if (argc != 3 || (strcmp(argv[2], "kinds") && strcmp(argv[2], "fail") &&
+			  strcmp(argv[2], "tensors") && strcmp(argv[2], "hold"))) {
+		fprintf(stderr, "usage: hip LIB kinds|fail|tensors|hold\n");
 		return 2;
 	}
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -152,7 +200,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hip: %s\n", dlerror());
 		return 1;
 	}
-	rc = strcmp(argv[2], "kinds") ? run_fail() : run_kinds();
+	rc = !strcmp(argv[2], "kinds") ? run_kinds() :
+	     !strcmp(argv[2], "fail")  ? run_fail() :
+	     !strcmp(argv[2], "hold")  ? run_hold() : run_tensors();
 	printf("%s\n", rc ? "unexpected result" : "done");
 	return rc;
 }

@@ -2,6 +2,7 @@
 /* A forecast of the out-of-memory: where a process's GPU memory grows with a good fit and NVML
  * says what its device has free, when that device runs out at this rate (analysis.h). */
 #include <math.h>
+#include <string.h>
 #include "analysis/analysis.h"
 #include "host/gpu_map.h"
 
@@ -35,7 +36,9 @@ void oom_forecast_of(const struct snapshot *snap, const struct proc_verdict *pv,
 	bool growing[GM_MAX_GPUS] = { false };
 
 	*out = (struct snap_forecast){ .valid = false, .gpu = -1 };
-	if (!pv->p->alive || !snap->devices_valid)
+	/* NVML's free memory: an AMD program's device is none of NVML's */
+	if (!pv->p->alive || !snap->devices_valid ||
+	    strcmp(snap_proc_gpu_vendor(pv->p), "nvidia"))
 		return;
 	device_growth(snap, pv, growth, growing);
 	for (int g = 0; g < GM_MAX_GPUS; g++) {

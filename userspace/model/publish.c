@@ -135,6 +135,26 @@ static void copy_failures(struct state *s, struct snapshot *snap)
 	snap->nfailures = n;
 }
 
+/* AMD's GPUs and, where KFD lists any, what each live process holds on them by its count. */
+static void read_amd_devices(struct snapshot *snap)
+{
+	snap->namd_devices = amdgpu_devices(snap->amd_devices, AMDGPU_MAX_DEVICES, &snap->amd);
+	for (size_t i = 0; snap->namd_devices && i < snap->nprocs; i++) {
+		struct snap_proc *p = &snap->procs[i];
+
+		if (!p->alive)
+			continue;
+		for (unsigned int d = 0; d < snap->namd_devices; d++) {
+			uint64_t bytes;
+
+			if (amdgpu_process_vram(p->pid, &snap->amd_devices[d], &bytes)) {
+				p->kfd_vram += bytes;
+				p->valid |= SP_KFD_VRAM;
+			}
+		}
+	}
+}
+
 struct snapshot *state_publish(struct state *s, unsigned int wants)
 {
 	struct snapshot *snap = xcalloc(1, sizeof(*snap));
@@ -181,6 +201,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
 		snap->devices_valid = snap->ndevices > 0;
 		nvml_get_status(&snap->nvml);
+		read_amd_devices(snap);
 	}
 	return snap;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "host/gpu_map.h"
 #include "model/snapshot.h"
+#include "probes/table.h"
 
 struct snap_stack *snap_stack_get(struct snap_stack *st)
 {
@@ -165,8 +166,20 @@ bool snap_frame_is_library(const struct snap_frame *f)
 
 /* ---- which host GPU: a process's ordinals through its list variables and NVML ---- */
 
+const char *snap_proc_gpu_vendor(const struct snap_proc *p)
+{
+	for (size_t i = 0; i < p->nsites; i++)
+		if (gm_kind_is_gpu(p->sites[i].kind) &&
+		    !strcmp(probe_api_vendor(p->sites[i].api), "amd"))
+			return "amd";
+	return "nvidia";
+}
+
 int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned int ordinal)
 {
+	/* An AMD program's ordinals are HIP's: never one of NVML's devices on a mixed host. */
+	if (!strcmp(snap_proc_gpu_vendor(p), "amd"))
+		return -1;
 	return gpu_map_host(&p->visible, ordinal, s->devices, s->devices_valid ? s->ndevices : 0);
 }
 

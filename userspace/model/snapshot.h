@@ -13,6 +13,7 @@
 #include "discover/discover.h"
 #include "host/container.h"
 #include "host/gpu_map.h"
+#include "host/amdgpu.h"
 #include "host/nvml.h"
 
 /* What a snapshot carries beyond the counts (each costs a walk or a query). */
@@ -113,6 +114,7 @@ enum snap_proc_valid {
 	SP_EXIT_CODE = 1u << 6,
 	SP_HITS = 1u << 7,	/* st.probe_hits is the kernel's (a live snapshot's) */
 	SP_CPU = 1u << 8,	/* cpu_ns was read (SNAP_COST, alive) */
+	SP_KFD_VRAM = 1u << 9,	/* kfd_vram was read (SNAP_DEVICES, alive, KFD has it) */
 };
 
 struct snap_proc {
@@ -135,6 +137,9 @@ struct snap_proc {
 	size_t nlibraries;
 	struct snap_forecast forecast;	/* SNAP_FORECAST */
 	uint64_t cpu_ns;	/* SP_CPU: its CPU time so far, user and system */
+	/* SP_KFD_VRAM: the VRAM KFD says it holds on the host's AMD GPUs, traced or not (an
+	 * AMD program's own count: what gpumem's sites miss shows as the difference). */
+	uint64_t kfd_vram;
 	/* PyTorch tensors (USDT pytorch:malloc/free): *allocated* bytes, inside the segments
 	 * that st and sites count as held (*reserved*); never added to those. */
 	struct gm_site_stats tensor;	/* the sums of tensor_sites */
@@ -192,6 +197,10 @@ struct snapshot {
 	unsigned int ndevices;
 	bool devices_valid;	/* SNAP_DEVICES and NVML answered */
 	struct nvml_status nvml;	/* SNAP_DEVICES: why not, when it did not */
+	/* SNAP_DEVICES: AMD's GPUs (KFD and amdgpu's sysfs), and why none when none. */
+	struct amd_device amd_devices[AMDGPU_MAX_DEVICES];
+	unsigned int namd_devices;
+	struct amdgpu_status amd;
 	/* SNAP_COST: what a probe hit costs a traced thread (the trap and a program run, measured
 	 * once), and the mean run of gpumem's programs (the kernel's statistics, where on). */
 	bool trap_known, bpf_run_known;
@@ -224,6 +233,10 @@ struct snap_event {
 	uint64_t wall_ns;
 };
 
+/* Whose GPUs the process's memory is on: "amd" where a HIP call allocated some, else
+ * "nvidia". An AMD program's ordinals are HIP's: no NVML device is ever named for them (which
+ * AMD GPU each is would need HIP_VISIBLE_DEVICES, not read yet: host GPU not known). */
+const char *snap_proc_gpu_vendor(const struct snap_proc *p);
 /* Which host GPU (host/gpu_map.h) a process's ordinals are, with the snapshot's devices. */
 /* The device NVML named for p's ordinal in snapshot s, or NULL: not known. */
 const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct snap_proc *p,

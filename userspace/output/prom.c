@@ -155,9 +155,10 @@ static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 	char gpu[16], host_gpu[16];
 
 	prom_family(out, "gpumem_process_gpu_memory_bytes", GAUGE,
-		    "GPU memory the process holds now on each device (gpu: its CUDA ordinal; "
-		    "host_gpu, uuid, name: the host's device, \"\" when not known), every kind of "
-		    "gpumem_process_memory_bytes; devices it holds nothing on have no series.");
+		    "GPU memory the process holds now on each device (gpu: its CUDA or HIP ordinal; "
+		    "host_gpu, uuid, name: the host's device, \"\" when not known; vendor: whose "
+		    "GPU), every kind of gpumem_process_memory_bytes; devices it holds nothing on "
+		    "have no series.");
 	for (size_t i = 0; i < s->nprocs; i++) {
 		const struct snap_proc *p = &s->procs[i];
 
@@ -182,6 +183,7 @@ static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 			prom_label_add(&pl.ls, "host_gpu", host_gpu);
 			prom_label_add(&pl.ls, "uuid", d ? d->uuid : "");
 			prom_label_add(&pl.ls, "name", d ? d->name : "");
+			prom_label_add(&pl.ls, "vendor", snap_proc_gpu_vendor(p));
 			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls, p->st.gpu_bytes[g]);
 			pl.ls.n = n;
 		}
@@ -214,12 +216,35 @@ static void write_forecasts(FILE *out, const struct snapshot *s)
 	}
 }
 
+/* Family name's sample of each shown process whose snapshot has the value (valid). */
+static void proc_samples(FILE *out, const struct snapshot *s, const char *name,
+			 unsigned int valid, uint64_t (*value)(const struct snap_proc *))
+{
+	struct proc_labels pl;
+
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!prom_proc_shown(s, i) || !(s->procs[i].valid & valid))
+			continue;
+		prom_proc_labels(&s->procs[i], &pl);
+		prom_sample(out, name, &pl.ls, value(&s->procs[i]));
+	}
+}
+
+static uint64_t probe_hits_of(const struct snap_proc *p)
+{
+	return p->st.probe_hits;
+}
+
+static uint64_t kfd_vram_of(const struct snap_proc *p)
+{
+	return p->kfd_vram;
+}
+
 /* gpumem's own cost: each process's probe hits (the kernel's count) and what a hit costs
  * (measured once, with the programs' mean run where the kernel keeps it): their product is
  * the time gpumem took from the process. */
 static void write_cost(FILE *out, const struct snapshot *s)
 {
-	struct proc_labels pl;
 	struct prom_labels none = { .n = 0 };
 
 	if (!(s->wants & SNAP_COST))
@@ -228,13 +253,7 @@ static void write_cost(FILE *out, const struct snapshot *s)
 		    "gpumem's probe programs run in the process's threads (entries, returns, context "
 		    "and tensor probes), counted by the kernel; times "
 		    "gpumem_probe_hit_cost_seconds, the time gpumem took from it.");
-	for (size_t i = 0; i < s->nprocs; i++) {
-		if (!prom_proc_shown(s, i) || !(s->procs[i].valid & SP_HITS))
-			continue;
-		prom_proc_labels(&s->procs[i], &pl);
-		prom_sample(out, "gpumem_process_probe_hits_total", &pl.ls,
-			    s->procs[i].st.probe_hits);
-	}
+	proc_samples(out, s, "gpumem_process_probe_hits_total", SP_HITS, probe_hits_of);
 	if (!s->trap_known)
 		return;
 	prom_family(out, "gpumem_probe_hit_cost_seconds", GAUGE,
@@ -539,43 +558,63 @@ static void write_counters(FILE *out, const struct snapshot *s)
 	}
 }
 
-/* NVML's devices: which each is (gpumem_gpu_info) and their memory, by host index. */
-static void write_devices(FILE *out, const struct snapshot *s)
+/* Every device, NVML's and AMD's: the sample of family f for each (info: with its bus and
+ * minor, always 1). */
+enum device_value { DEVICE_INFO, DEVICE_TOTAL, DEVICE_USED };
+
+static void device_samples(FILE *out, const struct snapshot *s, const char *f,
+			   enum device_value what)
 {
+	struct device_row rows[DEVICE_ROWS_MAX];
+	unsigned int n = device_rows(s, rows);
 	struct prom_labels ls;
 	char gpu[16], minor[16];
 
-	prom_family(out, "gpumem_gpu_info", GAUGE,
-		    "Always 1: each GPU NVML lists, by its index (gpu), with its uuid, name, "
-		    "pci_bus_id and minor (/dev/nvidiaN), \"\" when NVML did not say.");
-	for (unsigned int i = 0; i < s->ndevices; i++) {
-		const struct nvml_device *d = &s->devices[i];
+	for (unsigned int i = 0; i < n; i++) {
+		const struct device_row *d = &rows[i];
 
-		host_gpu_labels(&ls, gpu, sizeof(gpu), d, (int)d->index);
-		minor[0] = 0;
-		if (d->minor >= 0)
-			snprintf(minor, sizeof(minor), "%d", d->minor);
-		prom_label_add(&ls, "pci_bus_id", d->pci_bus_id);
-		prom_label_add(&ls, "minor", minor);
-		prom_sample(out, "gpumem_gpu_info", &ls, 1);
-	}
-	prom_family(out, "gpumem_gpu_memory_total_bytes", GAUGE,
-		    "Each GPU's memory, as NVML reports it.");
-	for (unsigned int i = 0; i < s->ndevices; i++) {
-		host_gpu_labels(&ls, gpu, sizeof(gpu), &s->devices[i], (int)s->devices[i].index);
-		prom_sample(out, "gpumem_gpu_memory_total_bytes", &ls, s->devices[i].total);
-	}
-	prom_family(out, "gpumem_gpu_memory_used_bytes", GAUGE,
-		    "Each GPU's memory in use, by every process and the driver, as NVML reports it.");
-	for (unsigned int i = 0; i < s->ndevices; i++) {
-		host_gpu_labels(&ls, gpu, sizeof(gpu), &s->devices[i], (int)s->devices[i].index);
-		prom_sample(out, "gpumem_gpu_memory_used_bytes", &ls, s->devices[i].used);
+		ls.n = 0;
+		snprintf(gpu, sizeof(gpu), "%u", d->index);
+		prom_label_add(&ls, "vendor", d->vendor);
+		prom_label_add(&ls, "gpu", gpu);
+		prom_label_add(&ls, "uuid", d->uuid);
+		prom_label_add(&ls, "name", d->name);
+		if (what == DEVICE_INFO) {
+			minor[0] = 0;
+			if (d->minor >= 0)
+				snprintf(minor, sizeof(minor), "%d", d->minor);
+			prom_label_add(&ls, "pci_bus_id", d->pci_bus_id);
+			prom_label_add(&ls, "minor", minor);
+		}
+		prom_sample(out, f, &ls, what == DEVICE_TOTAL ? d->total :
+					 what == DEVICE_USED ? d->used : 1);
 	}
 }
 
-/* Whether NVML answered with each GPU's memory, and why not: its return code and reason as
- * labels, so that a dashboard shows the cause and never a zero. Only where NVML was asked. */
-static void write_nvml(FILE *out, const struct snapshot *s)
+/* The devices: which each is (gpumem_gpu_info) and their memory. */
+static void write_devices(FILE *out, const struct snapshot *s)
+{
+	if (!s->devices_valid && !s->namd_devices)
+		return;
+	prom_family(out, "gpumem_gpu_info", GAUGE,
+		    "Always 1: each GPU, by vendor and index (gpu: NVML's; AMD's in HIP's order), "
+		    "with its uuid, name, pci_bus_id and minor (/dev/nvidiaN, /dev/dri/renderDN), "
+		    "\"\" when not known.");
+	device_samples(out, s, "gpumem_gpu_info", DEVICE_INFO);
+	prom_family(out, "gpumem_gpu_memory_total_bytes", GAUGE,
+		    "Each GPU's memory, as NVML (NVIDIA) or amdgpu's mem_info_vram_total (AMD) "
+		    "reports it.");
+	device_samples(out, s, "gpumem_gpu_memory_total_bytes", DEVICE_TOTAL);
+	prom_family(out, "gpumem_gpu_memory_used_bytes", GAUGE,
+		    "Each GPU's memory in use, by every process and the driver, as NVML or "
+		    "amdgpu's mem_info_vram_used reports it.");
+	device_samples(out, s, "gpumem_gpu_memory_used_bytes", DEVICE_USED);
+}
+
+/* Whether NVML answered with each GPU's memory and whether KFD listed AMD's, and why not:
+ * return code and reason as labels, so that a dashboard shows the cause and never a zero.
+ * Only where devices were asked for. */
+static void write_device_sources(FILE *out, const struct snapshot *s)
 {
 	struct prom_labels ls = { .n = 0 };
 	char error[16] = "";
@@ -590,9 +629,25 @@ static void write_nvml(FILE *out, const struct snapshot *s)
 		    "1 when NVML answered with each GPU's memory; else 0, with NVML's return code "
 		    "(error, \"\" when none) and the reason (as in snapshot --json \"nvml\").");
 	prom_sample(out, "gpumem_nvml_up", &ls, s->devices_valid);
-	if (!s->devices_valid)
-		return;
+	ls.n = 0;
+	prom_label_add(&ls, "reason", s->namd_devices ? "" : amd_devices_reason(s));
+	prom_family(out, "gpumem_amdgpu_up", GAUGE,
+		    "1 when KFD and amdgpu's sysfs gave AMD GPUs with their memory; else 0, with "
+		    "the reason (as in snapshot --json \"amdgpu\").");
+	prom_sample(out, "gpumem_amdgpu_up", &ls, s->namd_devices > 0);
 	write_devices(out, s);
+}
+
+/* KFD's count of each AMD process's VRAM, traced or not: beside gpumem's own, what its
+ * probes did not see. */
+static void write_kfd_vram(FILE *out, const struct snapshot *s)
+{
+	if (!s->namd_devices)
+		return;
+	prom_family(out, "gpumem_process_kfd_vram_bytes", GAUGE,
+		    "VRAM the process holds on the host's AMD GPUs as KFD counts it "
+		    "(/sys/class/kfd/kfd/proc/PID/vram_*), every allocation, traced or not.");
+	proc_samples(out, s, "gpumem_process_kfd_vram_bytes", SP_KFD_VRAM, kfd_vram_of);
 }
 
 int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
@@ -613,7 +668,8 @@ int prom_write(FILE *out, const struct snapshot *s, const struct prom_opts *o)
 	if (err)
 		return err;
 	write_counters(out, s);
-	write_nvml(out, s);
+	write_device_sources(out, s);
+	write_kfd_vram(out, s);
 	write_forecasts(out, s);
 	write_cost(out, s);
 	return ferror(out) ? -EIO : 0;

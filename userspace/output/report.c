@@ -297,32 +297,74 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 		jw_kv_string(w, "error_name", gpu_error_name(e->layer, e->error));
 }
 
-const char *devices_reason(const struct snapshot *snap)
+/* Why a source gave no devices: its own reason, else whether they were asked for. */
+static const char *source_reason(const struct snapshot *snap, bool have, const char *reason)
 {
-	if (snap->devices_valid)
+	if (have)
 		return NULL;
-	if (snap->nvml.reason[0])
-		return snap->nvml.reason;
+	if (reason[0])
+		return reason;
 	return snap->wants & SNAP_DEVICES ? "no answer" : "not read for this report";
 }
 
+const char *devices_reason(const struct snapshot *snap)
+{
+	return source_reason(snap, snap->devices_valid, snap->nvml.reason);
+}
+
+const char *amd_devices_reason(const struct snapshot *snap)
+{
+	return source_reason(snap, snap->namd_devices > 0, snap->amd.reason);
+}
+
+unsigned int device_rows(const struct snapshot *snap, struct device_row *out)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; snap->devices_valid && i < snap->ndevices; i++) {
+		const struct nvml_device *d = &snap->devices[i];
+
+		out[n++] = (struct device_row){
+			.vendor = "nvidia", .index = d->index, .name = d->name, .uuid = d->uuid,
+			.pci_bus_id = d->pci_bus_id, .minor = d->minor, .total = d->total,
+			.used = d->used, .free = d->free,
+		};
+	}
+	for (unsigned int i = 0; i < snap->namd_devices; i++) {
+		const struct amd_device *d = &snap->amd_devices[i];
+
+		out[n++] = (struct device_row){
+			.vendor = "amd", .index = d->index, .name = d->name, .uuid = "",
+			.pci_bus_id = d->pci_bus_id, .minor = d->render_minor, .total = d->total,
+			.used = d->used, .free = d->free,
+		};
+	}
+	return n;
+}
+
+
 void json_devices(struct json_writer *w, const struct snapshot *snap)
 {
+	struct device_row rows[DEVICE_ROWS_MAX];
+	unsigned int n = device_rows(snap, rows);
+
 	jw_key(w, "devices");
 	jw_array_begin(w);
-	for (unsigned int i = 0; snap->devices_valid && i < snap->ndevices; i++) {
+	for (unsigned int i = 0; i < n; i++) {
+		const struct device_row *d = &rows[i];
+
 		jw_object_begin(w);
-		jw_kv_u64(w, "index", snap->devices[i].index);
-		jw_kv_string(w, "name", snap->devices[i].name);
-		json_kv_known(w, "uuid", snap->devices[i].uuid, snap->devices[i].uuid[0]);
-		json_kv_known(w, "pci_bus_id", snap->devices[i].pci_bus_id,
-			      snap->devices[i].pci_bus_id[0]);
-		if (snap->devices[i].minor >= 0)
-			jw_kv_i64(w, "minor", snap->devices[i].minor);
+		jw_kv_string(w, "vendor", d->vendor);
+		jw_kv_u64(w, "index", d->index);
+		jw_kv_string(w, "name", d->name);
+		json_kv_known(w, "uuid", d->uuid, d->uuid[0]);
+		json_kv_known(w, "pci_bus_id", d->pci_bus_id, d->pci_bus_id[0]);
+		if (d->minor >= 0)
+			jw_kv_i64(w, "minor", d->minor);
 		else
 			jw_kv_null(w, "minor");
-		jw_kv_u64(w, "free_bytes", snap->devices[i].free);
-		jw_kv_u64(w, "total_bytes", snap->devices[i].total);
+		jw_kv_u64(w, "free_bytes", d->free);
+		jw_kv_u64(w, "total_bytes", d->total);
 		jw_object_end(w);
 	}
 	jw_array_end(w);
@@ -335,23 +377,32 @@ void json_devices(struct json_writer *w, const struct snapshot *snap)
 		jw_kv_null(w, "error");
 	jw_kv_string(w, "reason", devices_reason(snap));
 	jw_object_end(w);
+	jw_key(w, "amdgpu");
+	jw_object_begin(w);
+	jw_kv_bool(w, "present", snap->amd.present);
+	jw_kv_string(w, "reason", amd_devices_reason(snap));
+	jw_object_end(w);
 }
 
 void text_devices(FILE *out, const struct snapshot *snap, bool exact)
 {
+	struct device_row rows[DEVICE_ROWS_MAX];
+	unsigned int n = device_rows(snap, rows);
 	char free_b[32], total[32];
 
-	if (!snap->devices_valid) {
+	if (!snap->devices_valid)
 		fprintf(out, "device free - of - (NVML: %s)", devices_reason(snap));
-		return;
-	}
-	for (unsigned int i = 0; i < snap->ndevices; i++) {
-		const struct nvml_device *d = &snap->devices[i];
+	/* AMD's only where the host has them: an NVIDIA host reads no word about KFD. */
+	for (unsigned int i = 0; i < n; i++) {
+		const struct device_row *d = &rows[i];
+		bool amd = !strcmp(d->vendor, "amd");
 
 		fmt_size(free_b, sizeof(free_b), d->free, exact);
 		fmt_size(total, sizeof(total), d->total, exact);
-		fprintf(out, "%sGPU %u %s %s free %s of %s", i ? ", " : "", d->index, d->name,
-			d->uuid[0] ? d->uuid : "-", free_b, total);
+		fprintf(out, "%s%sGPU %u %s %s free %s of %s",
+			!i ? (snap->devices_valid ? "" : "; ") : ", ", amd ? "AMD " : "", d->index,
+			d->name, amd ? (d->pci_bus_id[0] ? d->pci_bus_id : "-") :
+			(d->uuid[0] ? d->uuid : "-"), free_b, total);
 	}
 }
 

@@ -48,12 +48,27 @@ void json_libraries(struct json_writer *w, const struct snap_proc *p);
  * api, layer, kind, size, error and its name. */
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns);
 /* A failure record of the snapshot contract, as one object. */
-/* "devices" (NVML's, [] without it) and "nvml": whether it answered, and why not. */
+/* One device of either vendor, as the outputs show it: NVML's by its index, AMD's in HIP's
+ * order; "" and -1 for what was not given. */
+struct device_row {
+	const char *vendor;	/* "nvidia", "amd" */
+	unsigned int index;
+	const char *name, *uuid, *pci_bus_id;
+	int minor;		/* /dev/nvidiaN, /dev/dri/renderDN */
+	uint64_t total, used, free;
+};
+#define DEVICE_ROWS_MAX (NVML_MAX_DEVICES + AMDGPU_MAX_DEVICES)
+/* The snapshot's devices, NVML's then AMD's: how many (out holds DEVICE_ROWS_MAX). */
+unsigned int device_rows(const struct snapshot *snap, struct device_row *out);
+/* "devices" (NVML's and AMD's, each with its "vendor"; [] without either), "nvml": whether
+ * it answered, and why not, and "amdgpu": whether KFD is there, and why no AMD devices. */
 void json_devices(struct json_writer *w, const struct snapshot *snap);
 /* Why the snapshot has no device numbers (NULL when it has): shown beside the "-". */
 const char *devices_reason(const struct snapshot *snap);
+/* Why it has no AMD devices (NULL when it has). */
+const char *amd_devices_reason(const struct snapshot *snap);
 /* Each GPU's free and total memory ("GPU 0 free 1.0 GiB of 80 GiB, GPU 1 ..."), or
- * "device free - of - (NVML: REASON)". */
+ * "device free - of - (NVML: REASON)"; then AMD's, where the host has them. */
 void text_devices(FILE *out, const struct snapshot *snap, bool exact);
 void json_failure(struct json_writer *w, const struct snapshot *snap, const struct snap_failure *f);
 /* The loss counters, the kernel's and userspace's, in the order json_lost writes them: their

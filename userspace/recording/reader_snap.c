@@ -157,6 +157,7 @@ struct snapshot *rstate_snapshot(struct recording *r, const struct rstate *s,
 	snap->refs = 1;
 	snap->wants = wants & SNAP_FAILURES;
 	snprintf(snap->nvml.reason, sizeof(snap->nvml.reason), "not in recordings");
+	snprintf(snap->amd.reason, sizeof(snap->amd.reason), "not in recordings");
 	snap->time_ns = s->at;
 	snap->procs = xcalloc(s->n ? s->n : 1, sizeof(*snap->procs));
 	snap->nprocs = s->n;

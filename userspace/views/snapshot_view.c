@@ -51,6 +51,7 @@ static void by_gpu_json(struct json_writer *w, const struct snapshot *snap,
 			jw_kv_null(w, "host_gpu");
 		json_kv_known(w, "name", d ? d->name : NULL, d && d->name[0]);
 		json_kv_known(w, "uuid", d ? d->uuid : NULL, d && d->uuid[0]);
+		jw_kv_string(w, "vendor", snap_proc_gpu_vendor(p));
 		jw_kv_u64(w, "bytes", st->gpu_bytes[g]);
 		jw_object_end(w);
 	}
@@ -97,6 +98,8 @@ static void process_json(struct json_writer *w, const struct snapshot *snap,
 	jw_kv_u64(w, "alloc_bytes_total", st->alloc_bytes_total);
 	jw_kv_u64(w, "failed_count", st->failed_count);
 	cost_json(w, snap, p);
+	/* KFD's own count of its VRAM on AMD GPUs (null: not an AMD program, or no KFD) */
+	json_kv_u64_known(w, "kfd_vram_bytes", p->kfd_vram, p->valid & SP_KFD_VRAM);
 	jw_key(w, "by_kind");
 	jw_object_begin(w);
 	for (unsigned int k = 0; k < GM_KIND_MEMORY_COUNT; k++)
