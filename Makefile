@@ -31,7 +31,7 @@ LIBS := -lbpf -ldw -lelf -lz -lncursesw -lmicrohttpd -lsqlite3 -lpthread -ldl -l
 USER_SRCS := $(wildcard userspace/*.c userspace/*/*.c userspace/*/*/*.c)
 USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 
-.PHONY: deploy-check all deps deps-build run test unit-test unit-test-asan integration bench bench-discovery clean \
+.PHONY: deploy-check all deps deps-build run test unit-test unit-test-asan integration bench bench-discovery bench-exit clean \
 	demo docs docs-check layers
 all: $(BUILD)/gpumem
 
@@ -109,6 +109,10 @@ deploy-check:
 bench: deps all test-progs
 	BENCH_SETUP=runtime-only BENCH_TAIL=0 bench/run.sh
 	bench/run.sh
+
+# Stopping alone: how long gpumem takes to exit with every CUDA file attached (bench/exit.sh).
+bench-exit: deps all
+	bench/exit.sh
 
 # Discovery alone: late-attach latency and start-up cost on a busy host (bench/discovery.sh).
 bench-discovery: deps all test-progs bench-progs

@@ -371,6 +371,10 @@ bench/trace_rate.sh
 echo
 bench/discovery.sh
 
+# Stopping: from SIGINT, and from a -c command's start, to gpumem's exit (bench/exit.sh).
+echo
+bench/exit.sh
+
 # The agent: CPU at rest under scrapes, scrape latency, RSS across short-lived processes
 # (bench/serve.sh, about two minutes).
 echo

@@ -71,11 +71,17 @@ struct discovery *discovery_new(const struct discovery_attacher *at, unsigned in
 
 void discovery_free(struct discovery *d)
 {
+	void **handles;
+	size_t n = 0;
+
 	if (!d)
 		return;
+	handles = xcalloc(d->nfiles ? d->nfiles : 1, sizeof(*handles));
 	for (size_t i = 0; i < d->nfiles; i++)
 		if (d->files[i].attached)
-			d->at.detach(d->files[i].attached);
+			handles[n++] = d->files[i].attached;
+	d->at.detach_all(handles, n);
+	free(handles);
 	free(d->files);
 	free(d);
 }

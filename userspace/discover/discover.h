@@ -20,8 +20,9 @@ struct discovery_attacher {
 	int (*attach)(void *ctx, const char *path, void **handle, unsigned int *nprobes);
 	/* Whether probe-table row api is attached in the file of handle. */
 	bool (*has_api)(const void *handle, unsigned int api);
-	/* Lets the file's probes go with the run (an agent's stay pinned for the next one). */
-	void (*detach)(void *handle);
+	/* Lets the files' probes go with the run, all at once (an agent's stay pinned for the
+	 * next one). */
+	void (*detach_all)(void **handles, size_t n);
 	/* Lets them go for good: no process maps the file any more (an agent's pins too). */
 	void (*retire)(void *ctx, void *handle);
 	/* Tells the BPF side a file was examined (kernel device, inode); 0 or -errno. */

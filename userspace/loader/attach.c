@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -355,6 +357,74 @@ void detach_file(struct attached_file *f)
 	free(f->links);
 	free(f->path);
 	free(f);
+}
+
+/* Enough threads that every link's grace periods overlap (a file has PIN_FILE_PROGS links):
+ * small stacks, as each only closes. */
+#define DETACH_THREADS 1024
+#define DETACH_STACK (64 * 1024)
+
+/* The closes one thread makes: every step-th link fd from the first. */
+struct close_share {
+	const int *fds;
+	size_t n, first, step;
+};
+
+static void *close_share_run(void *arg)
+{
+	const struct close_share *sh = arg;
+
+	for (size_t i = sh->first; i < sh->n; i += sh->step)
+		close(sh->fds[i]);
+	return NULL;
+}
+
+/* Closes fds on up to DETACH_THREADS threads, this one among them (and in its place for a
+ * thread that could not start: fewer threads, the same closes). */
+static void close_all(const int *fds, size_t n)
+{
+	size_t nth = n < DETACH_THREADS ? n : DETACH_THREADS;
+	struct close_share *sh = xcalloc(nth ? nth : 1, sizeof(*sh));
+	pthread_t *th = xcalloc(nth ? nth : 1, sizeof(*th));
+	bool *started = xcalloc(nth ? nth : 1, sizeof(*started));
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, DETACH_STACK);
+	for (size_t t = 0; t < nth; t++) {
+		sh[t] = (struct close_share){ .fds = fds, .n = n, .first = t, .step = nth };
+		started[t] = t && !pthread_create(&th[t], &attr, close_share_run, &sh[t]);
+	}
+	pthread_attr_destroy(&attr);
+	for (size_t t = 0; t < nth; t++)
+		if (!started[t])
+			close_share_run(&sh[t]);
+	for (size_t t = 1; t < nth; t++)
+		if (started[t])
+			pthread_join(th[t], NULL);
+	free(started);
+	free(th);
+	free(sh);
+}
+
+void detach_files(struct attached_file **files, size_t n)
+{
+	size_t nfds = 0;
+	int *fds;
+
+	for (size_t i = 0; i < n; i++)
+		nfds += files[i]->nmulti;
+	fds = xcalloc(nfds ? nfds : 1, sizeof(*fds));
+	nfds = 0;
+	for (size_t i = 0; i < n; i++) {
+		for (unsigned int j = 0; j < files[i]->nmulti; j++)
+			fds[nfds++] = files[i]->multi_fds[j];
+		files[i]->nmulti = 0;	/* closed below, not by detach_file */
+	}
+	close_all(fds, nfds);
+	free(fds);
+	for (size_t i = 0; i < n; i++)
+		detach_file(files[i]);
 }
 
 void attached_unpin(const struct attached_file *f)

@@ -29,6 +29,9 @@ struct probe_programs {
  * Returns 0 or -errno. */
 int attach_file(const struct probe_programs *pp, const char *path, struct attached_file **out);
 void detach_file(struct attached_file *f);
+/* Detaches n files at once: the kernel waits for grace periods at each link's close (tens of
+ * milliseconds), which closes on threads of their own let overlap. */
+void detach_files(struct attached_file **files, size_t n);
 /* Removes the agent's pins of f's links: once f is detached too, its probes are off. */
 void attached_unpin(const struct attached_file *f);
 unsigned int attached_probe_count(const struct attached_file *f);

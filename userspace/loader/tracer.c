@@ -715,9 +715,9 @@ static bool found_has_api(const void *handle, unsigned int api)
 	return attached_has_api(handle, api);
 }
 
-static void detach_found(void *handle)
+static void detach_found(void **handles, size_t n)
 {
-	detach_file(handle);
+	detach_files((struct attached_file **)handles, n);
 }
 
 static void retire_found(void *ctx, void *handle)
@@ -760,7 +760,7 @@ int tracer_unpin_stale_files(struct tracer *t, bool (*in_use)(void *ctx, uint64_
 struct discovery_attacher tracer_attacher(struct tracer *t)
 {
 	return (struct discovery_attacher){
-		.ctx = t, .attach = attach_found, .has_api = found_has_api, .detach = detach_found,
+		.ctx = t, .attach = attach_found, .has_api = found_has_api, .detach_all = detach_found,
 		.retire = retire_found, .mark_known = mark_found, .forget = forget_found,
 		.release = release_found,
 	};
