@@ -337,7 +337,8 @@ def test_chrome_trace_has_process_and_site_counters_and_failure_instants(tmp):
     assert len(fails) == 1, fails
     assert fails[0]["pid"] == pid and fails[0]["name"] == "cudaMalloc failed"
     assert fails[0]["args"]["size"] == 5000000 and fails[0]["args"]["error"] == 2
-    assert fails[0]["args"]["error_name"] == "cudaErrorMemoryAllocation"
+    assert (fails[0]["args"]["error_name"], fails[0]["args"]["vendor"]) == \
+        ("cudaErrorMemoryAllocation", "nvidia")
     assert fails[0]["args"]["site"].startswith("drive_alloc <- run_driven")
 
 

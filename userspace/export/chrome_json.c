@@ -146,6 +146,7 @@ static void failure(struct json_writer *w, const struct exporter *x, const struc
 	jw_object_begin(w);
 	jw_kv_string(w, "api", probe_api_name(r->api));
 	jw_kv_string(w, "layer", probe_layer_name(r->layer));
+	jw_kv_string(w, "vendor", probe_api_vendor(r->api));
 	jw_kv_u64(w, "size", r->value);
 	jw_kv_i64(w, "error", r->error);
 	jw_kv_string(w, "error_name", gpu_error_name(r->layer, r->error));
