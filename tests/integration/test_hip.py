@@ -4,12 +4,13 @@ late, as a wheel's copy would be) and allocates every kind. Through the mock run
 AMD's real runtime from Debian (scripts/amd.sh; no AMD GPU here) every allocation fails and must
 be recorded with HIP's own error names. PyTorch's ROCm build gives tensors; the device's truth
 comes from a sysfs tree of KFD's and amdgpu's files. A CUDA program beside it stays exact."""
+import os
 import subprocess
 
 import pytest
 
-from conftest import (BUILD, MOCK_NVML_DIR, RUN_TIMEOUT, WORKLOAD, LineReader, SystemWide,
-                      run_snapshot_c, run_trace_c)
+from conftest import (BUILD, GPUMEM, MOCK_NVML_DIR, RUN_TIMEOUT, WORKLOAD, LineReader,
+                      SystemWide, run_snapshot_c, run_trace_c)
 
 HIP = BUILD / "tests" / "hip"
 MOCK_HIP = BUILD / "tests" / "lib-hip" / "libamdhip64.so.5"
@@ -208,3 +209,15 @@ def test_without_kfd_the_report_says_why_there_are_no_amd_devices():
     assert run.report["amdgpu"] == {
         "present": False, "reason": "no /nonexistent/class/kfd: amdgpu's KFD is not loaded"}
     assert hip_proc(run.report)["kfd_vram_bytes"] is None
+
+
+def test_snapshot_text_names_the_amd_devices_after_nvmls_reason(tmp_path):
+    fake_sysfs(tmp_path)
+    done = subprocess.run([GPUMEM, "snapshot", "-c", HIP, MOCK_HIP, "kinds"], capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT,
+                          env=dict(os.environ, GPUMEM_SYSFS_ROOT=str(tmp_path),
+                                   LD_LIBRARY_PATH=""))
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("device free - of - (NVML: ") and \
+        last.endswith("; AMD GPU 0 gfx90a 0000:c1:00.0 free 59.0 GiB of 64.0 GiB"), last

@@ -261,6 +261,22 @@ static void cost_text(struct sink *s, const struct snapshot *snap, const struct 
 	fputc('\n', s->out);
 }
 
+/* What KFD counts for an AMD program, traced or not, beside what gpumem holds for it (managed
+ * memory counted where it lies now): "KFD counts 11 MiB of VRAM (3.0 MiB more than gpumem)". */
+static void kfd_text(struct sink *s, const struct snap_proc *p)
+{
+	uint64_t seen = p->st.current_bytes;
+	char vram[32], diff[32];
+
+	if (!(p->valid & SP_KFD_VRAM))
+		return;
+	fmt_size(vram, sizeof(vram), p->kfd_vram, s->opt->exact_bytes);
+	fmt_size(diff, sizeof(diff), p->kfd_vram > seen ? p->kfd_vram - seen : seen - p->kfd_vram,
+		 s->opt->exact_bytes);
+	fprintf(s->out, "        KFD counts %s of VRAM (%s %s than gpumem)\n", vram,
+		diff, p->kfd_vram >= seen ? "more" : "less");
+}
+
 static void sites_text(struct sink *s, const struct snap_proc *p)
 {
 	bool exact = s->opt->exact_bytes, gpus = snap_proc_many_gpus(p);
@@ -385,6 +401,7 @@ static void snapshot_text(struct sink *s, const struct snapshot *snap)
 		beside_text(s, p);
 		text_libraries_line(s->out, "        ", p, exact);
 		cost_text(s, snap, p);
+		kfd_text(s, p);
 		sites_text(s, p);
 		tensors_text(s, p);
 	}
