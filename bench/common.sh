@@ -1,4 +1,5 @@
-# Shell helpers the benchmark scripts share (sourced by bench/run.sh, pywalk.sh, tensors.sh).
+# Shell helpers the benchmark scripts share (sourced by bench/run.sh, pywalk.sh, tensors.sh,
+# discovery.sh, exit.sh).
 
 # SIGINT makes a tracer print its report and exit. Sent again every second: bpftrace can miss
 # one that lands just before it sleeps in epoll_wait. Killed after ten. TRACER_PID empty: none.
@@ -60,4 +61,13 @@ for line in sys.stdin:
     if cnt and p.get("name", "").startswith(sys.argv[2]):
         print("  %-16s %-20s %9d runs %8.0f ns/run" % (sys.argv[1], p.get("name", "?"), cnt,
               p.get("run_time_ns", 0) / cnt))' "$label" "$prefix"
+}
+
+# Until file $1 has a line with text $2 (30 s at most); fails then.
+wait_for_line() {
+	for _ in $(seq 600); do
+		grep -q -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
 }

@@ -11,6 +11,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
+. bench/common.sh
 
 BUILD=${BUILD:-build}
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
@@ -46,13 +47,6 @@ for f in "$GPUMEM" "$WORKLOAD_DL" "$IDLE_PROCS" "$MOCK_LIB/libcudart.so.13" \
 	[ -e "$f" ] || die "$f is missing: run 'make bench-discovery' (it builds it)"
 done
 
-wait_for_line() {	# FILE TEXT: until FILE has a line with TEXT (30 s at most)
-	for _ in $(seq 600); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 # ---- (a) late attach: a new runtime file, mapped by a process gpumem must catch ----
 

@@ -15,6 +15,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
+. bench/common.sh
 
 BUILD=${BUILD:-build}
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
@@ -45,13 +46,6 @@ die() {
 
 now() { date +%s.%N; }
 
-wait_for_line() {	# FILE TEXT: until FILE has a line with TEXT (30 s at most)
-	for _ in $(seq 3000); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.01
-	done
-	return 1
-}
 
 # uprobe_multi links of gpumem's programs the kernel holds now (bpftool's view; 0 without it).
 links() {
@@ -106,12 +100,13 @@ for r in $(seq "$ROUNDS"); do
 done
 after=$(links)
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+printf '%s\n' "${sigint[@]}" >"$WORK/sigint"
+printf '%s\n' "${cmd[@]}" >"$WORK/cmd"
 
 printf 'exit: %s CUDA files attached (%s probes) on this host\n' "$files" "$probes"
 printf '  %-44s %6.2f s  (target <= %s s; rounds: %s)\n' "SIGINT to exit, system-wide snapshot" \
-	"$(median "${sigint[@]}")" "$TARGET_S" "${sigint[*]}"
+	"$(median "$WORK/sigint")" "$TARGET_S" "${sigint[*]}"
 printf '  %-44s %6.2f s  (target <= %s s; rounds: %s)\n' "-c true: its start to gpumem's exit" \
-	"$(median "${cmd[@]}")" "$TARGET_S" "${cmd[*]}"
+	"$(median "$WORK/cmd")" "$TARGET_S" "${cmd[*]}"
 printf '  %-44s %6s    (before: %s; every probe gone: %s)\n' "uprobe_multi links after" "$after" \
 	"$before" "$([ "$after" -le "$before" ] && echo yes || echo NO)"
