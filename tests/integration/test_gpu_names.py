@@ -126,9 +126,11 @@ def test_metrics_carry_uuid_and_name_and_sum_each_host_gpu(pins):
         # against the same scrape's per-process series (other programs may hold some too).
         everyone = metric_samples(body, "gpumem_process_gpu_memory_bytes")
         for host, uuid in (("0", UUID0), ("1", UUID1)):
-            want = sum(v for k, v in everyone.items() if dict(k)["host_gpu"] == host)
+            want = sum(v for k, v in everyone.items()
+                       if dict(k)["host_gpu"] == host and dict(k)["vendor"] == "nvidia")
             assert metric_samples(body, "gpumem_gpu_traced_bytes", gpu=host) == {
-                (("gpu", host), ("name", "NVIDIA H200"), ("uuid", uuid)): want}
+                (("gpu", host), ("name", "NVIDIA H200"), ("uuid", uuid), ("vendor", "nvidia")):
+                    want}
         assert sorted(line for line in body.splitlines()
                       if line.startswith("gpumem_gpu_info{")) == [
             f'gpumem_gpu_info{{vendor="nvidia",gpu="0",uuid="{UUID0}",name="NVIDIA H200",'

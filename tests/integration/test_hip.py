@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+import json
+
 from conftest import (BUILD, GPUMEM, MOCK_NVML_DIR, RUN_TIMEOUT, WORKLOAD, LineReader,
                       SystemWide, run_snapshot_c, run_trace_c)
 
@@ -124,12 +126,14 @@ def test_amds_real_runtime_fails_with_hips_own_error_names():
 
 def test_an_nvidia_and_an_amd_program_at_once_are_both_exact(tmp_path):
     """A mixed host: NVML names one NVIDIA GPU, KFD one AMD GPU. Each program's bytes are its
-    own, and the AMD program's ordinal 0 is never taken for NVML's GPU 0."""
+    own, and the AMD program's ordinal 0 is KFD's GPU (named by ROCR_VISIBLE_DEVICES with its
+    UUID), never NVML's GPU 0."""
     fake_sysfs(tmp_path / "sys")
     env = {"LD_LIBRARY_PATH": str(MOCK_NVML_DIR), "GPUMEM_SYSFS_ROOT": str(tmp_path / "sys"),
            "GPUMEM_MOCK_NVML": "NVIDIA H200,GPU-0001,150000000000,1000,0,00000000:17:00.0"}
     script = (f"{WORKLOAD} leak 3 4096 > {tmp_path}/cuda.out & "
-              f"{HIP} {MOCK_HIP} kinds > {tmp_path}/hip.out; wait")
+              f"ROCR_VISIBLE_DEVICES={AMD_UUID} {HIP} {MOCK_HIP} kinds > {tmp_path}/hip.out; "
+              "wait")
     run = run_snapshot_c(["/bin/sh", "-c", script], env=env)
     assert run.returncode == 0, run.stderr
     assert [(d["vendor"], d["index"]) for d in run.report["devices"]] == [("nvidia", 0),
@@ -142,10 +146,12 @@ def test_an_nvidia_and_an_amd_program_at_once_are_both_exact(tmp_path):
     assert [(g["gpu"], g["host_gpu"], g["name"], g["vendor"])
             for g in procs["workload"]["by_gpu"]] == [(0, 0, "NVIDIA H200", "nvidia")]
     assert [(g["gpu"], g["host_gpu"], g["name"], g["vendor"])
-            for g in procs["hip"]["by_gpu"]] == [(0, None, None, "amd")]
+            for g in procs["hip"]["by_gpu"]] == [(0, 0, "gfx90a", "amd")]
+    assert procs["hip"]["by_gpu"][0]["uuid"] == AMD_UUID
 
 
 GPU_ID = 43690                      # KFD's id of the first GPU node
+AMD_UUID = "GPU-4a1b2c3d4e5f6071"   # its unique_id, as ROCr and rocminfo write it
 VRAM_TOTAL, VRAM_USED = 64 << 30, 5 << 30
 UNTRACED = 3 * MIB                  # what the program holds that no probe saw (KFD counts it)
 
@@ -157,6 +163,7 @@ def fake_sysfs(root):
     for node, gpu_id, name, props in (
             (0, 0, "", "cpu_cores_count 64\n"),
             (1, GPU_ID, "gfx90a", "simd_count 440\nlocation_id 49408\ndomain 0\n"
+                                  f"unique_id {int(AMD_UUID[4:], 16)}\n"
                                   "drm_render_minor 128\n"),
             (2, 55555, "gfx942", "location_id 50176\ndrm_render_minor 129\n")):
         (nodes / str(node)).mkdir(parents=True)
@@ -192,7 +199,7 @@ def test_amd_devices_and_each_programs_vram_come_from_kfd_and_amdgpu(tmp_path):
     assert hip.returncode == 0
     report = gpumem.report
     assert report["devices"] == [
-        {"vendor": "amd", "index": 0, "name": "gfx90a", "uuid": None,
+        {"vendor": "amd", "index": 0, "name": "gfx90a", "uuid": AMD_UUID,
          "pci_bus_id": "0000:c1:00.0", "minor": 128, "free_bytes": VRAM_TOTAL - VRAM_USED,
          "total_bytes": VRAM_TOTAL}]
     assert report["amdgpu"] == {"present": True, "reason": None}
@@ -221,3 +228,24 @@ def test_snapshot_text_names_the_amd_devices_after_nvmls_reason(tmp_path):
     last = done.stdout.splitlines()[-1]
     assert last.startswith("device free - of - (NVML: ") and \
         last.endswith("; AMD GPU 0 gfx90a 0000:c1:00.0 free 59.0 GiB of 64.0 GiB"), last
+
+
+def test_an_amd_program_that_grows_gets_a_forecast_from_amdgpus_free_memory(tmp_path):
+    """A HIP loop keeping 1 MiB a step: leaks forecasts when AMD's GPU 0 runs out, from the free
+    memory amdgpu's files give (64 GiB - 5 GiB), the growth a step its own."""
+    fake_sysfs(tmp_path / "sys")
+    out = tmp_path / "leaks.json"
+    done = subprocess.run([GPUMEM, "leaks", "--json", "-i", "1", "-o", out, "-c", HIP, MOCK_HIP,
+                           "leak"], capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                          env=dict(os.environ, GPUMEM_SYSFS_ROOT=str(tmp_path / "sys")))
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    made = [p["oom_forecast"] for r in reports for p in r["processes"]
+            if p["comm"] == "hip" and p["oom_forecast"]]
+    assert made, reports
+    free = VRAM_TOTAL - VRAM_USED
+    for f in made:
+        assert (f["gpu"], f["vendor"], f["device_free_bytes"]) == (0, "amd", free), f
+        assert abs(f["growth_bytes_per_step"] - MIB) <= 0.05 * MIB, f
+        assert abs(f["steps"] * f["growth_bytes_per_step"] - free) \
+            <= 0.01 * free + f["growth_bytes_per_step"] / 2, f

@@ -229,6 +229,81 @@ static void test_reads_own_environ(void **state)
 	assert_false(v.known);
 }
 
+/* ---- AMD: ROCR_VISIBLE_DEVICES first, in its own order; then HIP's list (else CUDA's) ---- */
+
+static struct amd_device amd[3];
+
+static int setup_amd(void **state)
+{
+	(void)state;
+	memset(amd, 0, sizeof(amd));
+	for (unsigned int i = 0; i < 3; i++) {
+		amd[i].index = i;
+		amd[i].gpu_id = 1000 + i;
+		snprintf(amd[i].name, sizeof(amd[i].name), "gfx90a");
+		snprintf(amd[i].uuid, sizeof(amd[i].uuid), "GPU-%016x", 0xa0 + i);
+	}
+	return 0;
+}
+
+static int amd_of(const char *const *vars, size_t n, unsigned int ordinal, unsigned int ndevs)
+{
+	struct gpu_visible v;
+
+	visible_from(&v, vars, n);
+	return gpu_map_amd(&v, ordinal, amd, ndevs);
+}
+
+static void test_amd_unset_is_kfd_order(void **state)
+{
+	const char *none[] = { "PATH=/usr/bin" };
+
+	(void)state;
+	assert_int_equal(amd_of(none, 1, 0, 3), 0);
+	assert_int_equal(amd_of(none, 1, 2, 3), 2);
+	assert_int_equal(amd_of(none, 1, 3, 3), -1);	/* KFD lists three */
+	assert_int_equal(amd_of(none, 1, 5, 0), 5);	/* no KFD: taken as it is */
+}
+
+static void test_amd_rocr_reorders_and_hip_composes(void **state)
+{
+	const char *rocr[] = { "ROCR_VISIBLE_DEVICES=2,0" };
+	const char *both[] = { "ROCR_VISIBLE_DEVICES=2,0", "HIP_VISIBLE_DEVICES=1" };
+	/* HIP_VISIBLE_DEVICES wins over CUDA_VISIBLE_DEVICES, which HIP reads without it */
+	const char *hip_cuda[] = { "CUDA_VISIBLE_DEVICES=0", "HIP_VISIBLE_DEVICES=2" };
+	const char *cuda[] = { "CUDA_VISIBLE_DEVICES=1,2" };
+	/* NVIDIA's container list is not AMD's */
+	const char *nvidia[] = { "NVIDIA_VISIBLE_DEVICES=1" };
+
+	(void)state;
+	assert_int_equal(amd_of(rocr, 1, 0, 3), 2);	/* ROCr's order, not the bus's */
+	assert_int_equal(amd_of(rocr, 1, 1, 3), 0);
+	assert_int_equal(amd_of(rocr, 1, 2, 3), -1);
+	assert_int_equal(amd_of(both, 2, 0, 3), 0);
+	assert_int_equal(amd_of(both, 2, 1, 3), -1);
+	assert_int_equal(amd_of(hip_cuda, 2, 0, 3), 2);
+	assert_int_equal(amd_of(cuda, 1, 1, 3), 2);
+	assert_int_equal(amd_of(nvidia, 1, 0, 3), 0);
+}
+
+static void test_amd_uuid_repeat_and_invalid(void **state)
+{
+	const char *uuid[] = { "ROCR_VISIBLE_DEVICES=GPU-00000000000000a1" };
+	const char *hip_uuid[] = { "HIP_VISIBLE_DEVICES=GPU-00000000000000a2,0" };
+	const char *repeat[] = { "ROCR_VISIBLE_DEVICES=1,1,2" };
+	const char *invalid[] = { "ROCR_VISIBLE_DEVICES=1,x,2" };
+
+	(void)state;
+	assert_int_equal(amd_of(uuid, 1, 0, 3), 1);
+	assert_int_equal(amd_of(uuid, 1, 0, 0), -1);	/* a UUID with no KFD: not known */
+	assert_int_equal(amd_of(hip_uuid, 1, 0, 3), 2);
+	assert_int_equal(amd_of(hip_uuid, 1, 1, 3), 0);
+	assert_int_equal(amd_of(repeat, 1, 0, 3), 1);	/* a repeat ends ROCr's list */
+	assert_int_equal(amd_of(repeat, 1, 1, 3), -1);
+	assert_int_equal(amd_of(invalid, 1, 0, 3), 1);
+	assert_int_equal(amd_of(invalid, 1, 1, 3), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -243,6 +318,9 @@ int main(void)
 		cmocka_unit_test_setup(test_environ_parsing_names_order_and_cut_value, setup),
 		cmocka_unit_test_setup(test_lists_bounded_and_long_names_unknown, setup),
 		cmocka_unit_test_setup(test_reads_own_environ, setup),
+		cmocka_unit_test_setup(test_amd_unset_is_kfd_order, setup_amd),
+		cmocka_unit_test_setup(test_amd_rocr_reorders_and_hip_composes, setup_amd),
+		cmocka_unit_test_setup(test_amd_uuid_repeat_and_invalid, setup_amd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

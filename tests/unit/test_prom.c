@@ -433,11 +433,11 @@ static void test_containers_and_sites_have_their_bytes_per_gpu(void **state)
 	text = render(&f->snap, NULL);
 	check_exposition(text);
 	/* Summed by host device, each process's ordinals mapped first. */
-	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"0\"} 1050", c);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,vendor=\"nvidia\",gpu=\"0\"} 1050", c);
 	assert_int_equal(count_line(text, line), 1);
-	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"1\"} 230", c);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,vendor=\"nvidia\",gpu=\"1\"} 230", c);
 	assert_int_equal(count_line(text, line), 1);
-	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,gpu=\"unknown\"} 7", c);
+	snprintf(line, sizeof(line), "gpumem_container_gpu_memory_bytes{%s,vendor=\"\",gpu=\"unknown\"} 7", c);
 	assert_int_equal(count_line(text, line), 1);
 	assert_int_equal(count_prefix(text, "gpumem_container_gpu_memory_bytes{"), 3);
 	assert_int_equal(count_prefix(text, "gpumem_pod_gpu_memory_bytes{"), 3);
@@ -568,11 +568,11 @@ static void test_gpu_series_name_the_host_device_of_each_ordinal(void **state)
 	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P300 ",gpu=\"0\","
 				    "host_gpu=\"\",uuid=\"\",name=\"\",vendor=\"nvidia\"} 50"), 1);
 	/* Who holds each host GPU: the sums over live processes, the unknown apart. */
-	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"0\",uuid=\"" UUID0
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"nvidia\",gpu=\"0\",uuid=\"" UUID0
 				    "\",name=\"NVIDIA H200\"} 230"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"1\",uuid=\"" UUID1
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"nvidia\",gpu=\"1\",uuid=\"" UUID1
 				    "\",name=\"NVIDIA H200\"} 1000"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"\",uuid=\"\","
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"\",gpu=\"\",uuid=\"\","
 				    "name=\"\"} 50"), 1);
 	assert_int_equal(count_line(text, "gpumem_gpu_info{vendor=\"nvidia\",gpu=\"0\",uuid=\"" UUID0 "\","
 				    "name=\"NVIDIA H200\",pci_bus_id=\"00000000:17:00.0\","
@@ -591,7 +591,7 @@ static void test_gpu_series_name_the_host_device_of_each_ordinal(void **state)
 	check_exposition(text);
 	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P100 ",gpu=\"0\","
 				    "host_gpu=\"1\",uuid=\"\",name=\"\",vendor=\"nvidia\"} 1000"), 1);
-	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{gpu=\"1\",uuid=\"\","
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"nvidia\",gpu=\"1\",uuid=\"\","
 				    "name=\"\"} 1000"), 1);
 	assert_null(strstr(text, "gpumem_gpu_info{"));
 	free(text);
@@ -632,6 +632,26 @@ static void test_amd_devices_share_the_device_families_by_vendor(void **state)
 	assert_int_equal(count_line(text, "gpumem_gpu_memory_used_bytes{vendor=\"nvidia\",gpu=\"1\","
 				    "uuid=\"" UUID1 "\",name=\"NVIDIA H200\"} 2000"), 1);
 	assert_int_equal(count_line(text, "gpumem_process_kfd_vram_bytes{" P100 "} 9000"), 1);
+	free(text);
+	/* A HIP program beside the CUDA one: its ordinal 0 is KFD's GPU 1 through
+	 * ROCR_VISIBLE_DEVICES, never NVML's GPU 0 or 1. */
+	f->snap.namd_devices = 2;
+	f->snap.amd_devices[1] = *d;
+	f->snap.amd_devices[1].index = 1;
+	f->snap.amd_devices[1].gpu_id = 43691;
+	set_site(&f->site300, "hipMalloc", GM_KIND_DEVICE, f->stacks[5], 50);
+	f->proc[2].visible.known = true;
+	gpu_list_parse("1", 1, false, &f->proc[2].visible.rocr);
+	text = render(&f->snap, NULL);
+	check_exposition(text);
+	assert_int_equal(count_line(text, "gpumem_process_gpu_memory_bytes{" P300 ",gpu=\"0\","
+				    "host_gpu=\"1\",uuid=\"\",name=\"gfx90a\",vendor=\"amd\"} 50"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"amd\",gpu=\"1\","
+				    "uuid=\"\",name=\"gfx90a\"} 50"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"amd\",gpu=\"0\","
+				    "uuid=\"\",name=\"gfx90a\"} 0"), 1);
+	assert_int_equal(count_line(text, "gpumem_gpu_traced_bytes{vendor=\"nvidia\",gpu=\"0\","
+				    "uuid=\"" UUID0 "\",name=\"NVIDIA H200\"} 230"), 1);
 	free(text);
 }
 

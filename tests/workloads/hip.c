@@ -13,13 +13,16 @@
  *   tensors  (LIB: the mock libc10_hip.so, PyTorch's ROCm allocator over the mock runtime)
  *          tensors of 256 KiB twice (load_weights) and 1 MiB (activation), the 1 MiB one freed:
  *          512 KiB of tensors held in one 2 MiB segment from hipMalloc. Prints each tensor as
- *          `tensor SIZE ADDR`. */
+ *          `tensor SIZE ADDR`.
+ *   leak   (the mock) 60 steps 50 ms apart, each keeping 1 MiB from hipMalloc (keep_step) and
+ *          taking and freeing 4 MiB of scratch (scratch_step): a loop that grows 1 MiB a step. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
@@ -175,6 +178,32 @@ static int run_tensors(void)
 	return load_weights() || activation();
 }
 
+NOINLINE static int keep_step(void)
+{
+	void *p = NULL;
+
+	return alloc("hipMalloc", &p, MIB);
+}
+
+NOINLINE static int scratch_step(void)
+{
+	void *p = NULL;
+
+	return alloc("hipMalloc", &p, 4 * MIB) || hip_free("hipFree", p, 4 * MIB);
+}
+
+static int run_leak(void)
+{
+	const struct timespec step = { .tv_nsec = 50 * 1000 * 1000 };
+
+	for (int i = 0; i < 60; i++) {
+		if (keep_step() || scratch_step())
+			return 1;
+		nanosleep(&step, NULL);
+	}
+	return 0;
+}
+
 static int run_hold(void)
 {
 	char line[16];
@@ -191,8 +220,9 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 3 || (strcmp(argv[2], "kinds") && strcmp(argv[2], "fail") &&
-			  strcmp(argv[2], "tensors") && strcmp(argv[2], "hold"))) {
-		fprintf(stderr, "usage: hip LIB kinds|fail|tensors|hold\n");
+			  strcmp(argv[2], "tensors") && strcmp(argv[2], "hold") &&
+			  strcmp(argv[2], "leak"))) {
+		fprintf(stderr, "usage: hip LIB kinds|fail|tensors|hold|leak\n");
 		return 2;
 	}
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -202,7 +232,8 @@ int main(int argc, char **argv)
 	}
 	rc = !strcmp(argv[2], "kinds") ? run_kinds() :
 	     !strcmp(argv[2], "fail")  ? run_fail() :
-	     !strcmp(argv[2], "hold")  ? run_hold() : run_tensors();
+	     !strcmp(argv[2], "hold")  ? run_hold() :
+	     !strcmp(argv[2], "leak")  ? run_leak() : run_tensors();
 	printf("%s\n", rc ? "unexpected result" : "done");
 	return rc;
 }

@@ -96,7 +96,7 @@ static unsigned int topology_nodes(const char *root, unsigned int *nodes)
 static bool read_node(const char *root, unsigned int node, struct amd_device *d)
 {
 	char path[512], props[4096];
-	uint64_t minor, location, domain = 0, gpu_id;
+	uint64_t minor, location, domain = 0, gpu_id, unique_id;
 
 	snprintf(path, sizeof(path), "%s/" TOPOLOGY "/%u/gpu_id", root, node);
 	if (!read_u64(path, &gpu_id) || !gpu_id || gpu_id > UINT32_MAX)
@@ -112,6 +112,8 @@ static bool read_node(const char *root, unsigned int node, struct amd_device *d)
 		if (property(props, "drm_render_minor", &minor) && minor < 1u << 20)
 			d->render_minor = (int)minor;
 		property(props, "domain", &domain);
+		if (property(props, "unique_id", &unique_id) && unique_id)
+			snprintf(d->uuid, sizeof(d->uuid), "GPU-%016" PRIx64, unique_id);
 		if (property(props, "location_id", &location))
 			snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%04x:%02x:%02x.%x",
 				 (unsigned int)(domain & 0xffff), (unsigned int)(location >> 8) & 0xff,

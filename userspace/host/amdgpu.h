@@ -17,6 +17,8 @@ struct amd_device {
 	unsigned int index;
 	uint32_t gpu_id;	/* KFD's id: the suffix of /sys/class/kfd/kfd/proc/PID/vram_ID */
 	char name[64];		/* KFD's, e.g. "gfx90a" */
+	char uuid[24];		/* "GPU-" and KFD's unique_id in hex, as ROCR_VISIBLE_DEVICES
+				 * names it; "" when not known */
 	uint64_t total, used, free;	/* mem_info_vram_total and _used */
 	char pci_bus_id[32];	/* "0000:c1:00.0" */
 	int render_minor;	/* /dev/dri/renderDN */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* A process's CUDA ordinals -> the host's devices (NVML's indices), from the environment it
- * started with. The environment is untrusted input: every value is bounded and parsed here. */
+/* A process's CUDA or HIP ordinals -> the host's devices (NVML's indices, KFD's GPU order), from
+ * the environment it started with. The environment is untrusted input: every value is bounded and parsed here. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +110,10 @@ void gpu_visible_parse_environ(const char *data, size_t n, struct gpu_visible *v
 			gpu_list_parse(value, vlen, false, &v->cuda);
 		else if (var_is(s, len, "NVIDIA_VISIBLE_DEVICES", &value, &vlen))
 			gpu_list_parse(value, vlen, true, &v->nvidia);
+		else if (var_is(s, len, "HIP_VISIBLE_DEVICES", &value, &vlen))
+			gpu_list_parse(value, vlen, false, &v->hip);
+		else if (var_is(s, len, "ROCR_VISIBLE_DEVICES", &value, &vlen))
+			gpu_list_parse(value, vlen, false, &v->rocr);
 		else if (var_is(s, len, "CUDA_DEVICE_ORDER", &value, &vlen)) {
 			v->order_set = true;
 			v->pci_order = vlen == 10 && !memcmp(value, "PCI_BUS_ID", 10);
@@ -142,21 +146,29 @@ const struct nvml_device *gpu_device_by_index(const struct nvml_device *devs, un
 	return NULL;
 }
 
-/* The devices a process may see, as host indices, in its ordinals' order before
- * CUDA_VISIBLE_DEVICES: every one (identity), or a container's. */
-struct gpu_set {
-	bool identity;
-	int count;		/* identity: the host's device count, -1 when NVML gave none */
-	int host[GPU_VISIBLE_MAX];	/* !identity: by PCI order (host index), count of them */
+/* A vendor's devices as the list variables name them: each one's host index (NVML's, or KFD's
+ * GPU order) and UUID ("" when not known). */
+struct gpu_ids {
+	unsigned int n;
+	unsigned int index[GPU_VISIBLE_MAX];
+	const char *uuid[GPU_VISIBLE_MAX];
 };
 
-static int host_count(const struct nvml_device *devs, unsigned int ndevs)
+/* The devices a process may see, as host indices, in its ordinals' order before its last
+ * list: every one (identity), or a container's or ROCr's. */
+struct gpu_set {
+	bool identity;
+	int count;		/* identity: the host's device count, -1 when none were listed */
+	int host[GPU_VISIBLE_MAX];	/* !identity: host indices, count of them */
+};
+
+static int host_count(const struct gpu_ids *ids)
 {
 	int count = -1;
 
-	for (unsigned int i = 0; i < ndevs; i++)
-		if ((int)devs[i].index + 1 > count)
-			count = (int)devs[i].index + 1;
+	for (unsigned int i = 0; i < ids->n; i++)
+		if ((int)ids->index[i] + 1 > count)
+			count = (int)ids->index[i] + 1;
 	return count;
 }
 
@@ -172,19 +184,18 @@ static bool set_has(const struct gpu_set *set, int host)
 
 /* The one device in set whose UUID begins with prefix: its host index, -1 when none or more
  * than one (CUDA refuses an ambiguous prefix). */
-static int match_uuid(const struct gpu_set *set, const char *prefix,
-		      const struct nvml_device *devs, unsigned int ndevs)
+static int match_uuid(const struct gpu_set *set, const char *prefix, const struct gpu_ids *ids)
 {
 	size_t len = strlen(prefix);
 	int found = -1;
 
-	for (unsigned int i = 0; i < ndevs; i++) {
-		if (!devs[i].uuid[0] || strncmp(devs[i].uuid, prefix, len) ||
-		    !set_has(set, (int)devs[i].index))
+	for (unsigned int i = 0; i < ids->n; i++) {
+		if (!ids->uuid[i][0] || strncmp(ids->uuid[i], prefix, len) ||
+		    !set_has(set, (int)ids->index[i]))
 			continue;
 		if (found >= 0)
 			return -1;
-		found = (int)devs[i].index;
+		found = (int)ids->index[i];
 	}
 	return found;
 }
@@ -196,13 +207,33 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The container's devices (NVIDIA_VISIBLE_DEVICES): the runtime gives it those device files,
- * and CUDA inside numbers them by PCI order, whatever order the list named them in. False when
- * that set is not known (a UUID without NVML, a MIG device). */
-static bool container_set(const struct gpu_list *l, const struct nvml_device *devs,
-			  unsigned int ndevs, struct gpu_set *out)
+/* Position pos of set: its host index, or -1. */
+static int set_at(const struct gpu_set *set, unsigned int pos)
 {
-	struct gpu_set all = { .identity = true, .count = host_count(devs, ndevs) };
+	if (set->identity)
+		return set->count < 0 || pos < (unsigned int)set->count ? (int)pos : -1;
+	return pos < (unsigned int)set->count ? set->host[pos] : -1;
+}
+
+/* Entry j of a list, within set: its host index, or -1 (not a device of the set). */
+static int entry_host(const struct gpu_entry *e, const struct gpu_set *set,
+		      const struct gpu_ids *ids)
+{
+	if (e->kind == GPU_ENTRY_OTHER)
+		return -1;
+	if (e->kind == GPU_ENTRY_UUID)
+		return ids->n ? match_uuid(set, e->uuid, ids) : -1;
+	return set_at(set, e->index);
+}
+
+/* The set a first list leaves (NVIDIA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES): its entries up to
+ * the first invalid one, in PCI order where sorted (a container's device files, numbered by
+ * bus) or as listed (ROCr's). False when that set is not known (a UUID with no devices
+ * listed, a MIG device). */
+static bool first_set(const struct gpu_list *l, const struct gpu_ids *ids, bool sorted,
+		      struct gpu_set *out)
+{
+	struct gpu_set all = { .identity = true, .count = host_count(ids) };
 	int n = 0;
 
 	if (!l->set || l->all) {
@@ -211,23 +242,18 @@ static bool container_set(const struct gpu_list *l, const struct nvml_device *de
 	}
 	memset(out, 0, sizeof(*out));
 	for (unsigned int i = 0; i < l->n; i++) {
-		const struct gpu_entry *e = &l->e[i];
 		int host;
 
-		if (e->kind == GPU_ENTRY_OTHER)
+		if (l->e[i].kind == GPU_ENTRY_OTHER || (l->e[i].kind == GPU_ENTRY_UUID && !ids->n))
 			return false;
-		if (e->kind == GPU_ENTRY_UUID) {
-			if (!ndevs)
-				return false;
-			host = match_uuid(&all, e->uuid, devs, ndevs);
-		} else {
-			host = set_has(&all, (int)e->index) ? (int)e->index : -1;
-		}
-		if (host < 0)
-			break;	/* an invalid entry ends the list */
+		host = entry_host(&l->e[i], &all, ids);
+		if (host < 0 || (!sorted && set_has(out, host)))
+			break;	/* an invalid entry ends the list; for ROCr a repeat too */
 		out->host[n++] = host;
+		out->count = n;
 	}
-	qsort(out->host, (size_t)n, sizeof(out->host[0]), cmp_int);
+	if (sorted)
+		qsort(out->host, (size_t)n, sizeof(out->host[0]), cmp_int);
 	out->count = 0;
 	for (int i = 0; i < n; i++)
 		if (!i || out->host[i] != out->host[i - 1])
@@ -235,38 +261,21 @@ static bool container_set(const struct gpu_list *l, const struct nvml_device *de
 	return true;
 }
 
-/* Position pos of set (an ordinal before CUDA_VISIBLE_DEVICES): its host index, or -1. */
-static int set_at(const struct gpu_set *set, unsigned int pos)
-{
-	if (set->identity)
-		return set->count < 0 || pos < (unsigned int)set->count ? (int)pos : -1;
-	return pos < (unsigned int)set->count ? set->host[pos] : -1;
-}
-
-int gpu_map_host(const struct gpu_visible *v, unsigned int ordinal,
-		 const struct nvml_device *devs, unsigned int ndevs)
+/* The host index of ordinal through set and then list (CUDA_VISIBLE_DEVICES, HIP's). */
+static int list_pick(const struct gpu_list *l, const struct gpu_set *set,
+		     const struct gpu_ids *ids, unsigned int ordinal)
 {
 	int seen[GPU_VISIBLE_MAX];
-	struct gpu_set set;
 
-	if (!v->known || !container_set(&v->nvidia, devs, ndevs, &set))
-		return -1;
-	if (!v->cuda.set)
-		return set_at(&set, ordinal);
+	if (!l->set)
+		return set_at(set, ordinal);
 	/* Each entry up to the ordinal must be valid: an invalid one ends the list there. */
 	for (unsigned int j = 0; j <= ordinal; j++) {
-		const struct gpu_entry *e;
 		int host;
 
-		if (j >= v->cuda.n)
+		if (j >= l->n)
 			return -1;
-		e = &v->cuda.e[j];
-		if (e->kind == GPU_ENTRY_OTHER)
-			return -1;
-		if (e->kind == GPU_ENTRY_UUID)
-			host = ndevs ? match_uuid(&set, e->uuid, devs, ndevs) : -1;
-		else
-			host = set_at(&set, e->index);
+		host = entry_host(&l->e[j], set, ids);
 		if (host < 0)
 			return -1;
 		for (unsigned int k = 0; k < j; k++)
@@ -275,4 +284,34 @@ int gpu_map_host(const struct gpu_visible *v, unsigned int ordinal,
 		seen[j] = host;
 	}
 	return seen[ordinal];
+}
+
+int gpu_map_host(const struct gpu_visible *v, unsigned int ordinal,
+		 const struct nvml_device *devs, unsigned int ndevs)
+{
+	struct gpu_ids ids = { 0 };
+	struct gpu_set set;
+
+	for (unsigned int i = 0; i < ndevs && ids.n < GPU_VISIBLE_MAX; i++, ids.n++) {
+		ids.index[ids.n] = devs[i].index;
+		ids.uuid[ids.n] = devs[i].uuid;
+	}
+	if (!v->known || !first_set(&v->nvidia, &ids, true, &set))
+		return -1;
+	return list_pick(&v->cuda, &set, &ids, ordinal);
+}
+
+int gpu_map_amd(const struct gpu_visible *v, unsigned int ordinal,
+		const struct amd_device *devs, unsigned int ndevs)
+{
+	struct gpu_ids ids = { 0 };
+	struct gpu_set set;
+
+	for (unsigned int i = 0; i < ndevs && ids.n < GPU_VISIBLE_MAX; i++, ids.n++) {
+		ids.index[ids.n] = devs[i].index;
+		ids.uuid[ids.n] = devs[i].uuid;
+	}
+	if (!v->known || !first_set(&v->rocr, &ids, false, &set))
+		return -1;
+	return list_pick(v->hip.set ? &v->hip : &v->cuda, &set, &ids, ordinal);
 }

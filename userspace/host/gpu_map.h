@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Which physical GPU a process's CUDA ordinal is: its CUDA_VISIBLE_DEVICES, composed with the
- * NVIDIA_VISIBLE_DEVICES a container runtime honoured, as its environment said at start. */
+/* Which physical GPU a process's ordinal is, as its environment said at start. NVIDIA: its
+ * CUDA_VISIBLE_DEVICES, composed with the NVIDIA_VISIBLE_DEVICES a container runtime honoured.
+ * AMD: HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES, which HIP honours too), composed with
+ * ROCR_VISIBLE_DEVICES, which ROCr applies first in the order it lists. */
 #ifndef GPUMEM_GPU_MAP_H
 #define GPUMEM_GPU_MAP_H
 
@@ -9,6 +11,7 @@
 #include <stdint.h>
 
 #include "gpumem.h"
+#include "host/amdgpu.h"
 #include "host/nvml.h"
 
 #define GPU_VISIBLE_MAX NVML_MAX_DEVICES	/* entries kept of each list */
@@ -43,6 +46,8 @@ struct gpu_visible {
 	bool pci_order;		/* ... to PCI_BUS_ID (else FASTEST_FIRST, assumed the same) */
 	struct gpu_list cuda;	/* CUDA_VISIBLE_DEVICES */
 	struct gpu_list nvidia;	/* NVIDIA_VISIBLE_DEVICES */
+	struct gpu_list hip;	/* HIP_VISIBLE_DEVICES */
+	struct gpu_list rocr;	/* ROCR_VISIBLE_DEVICES */
 };
 
 /* Parses one list's value (CUDA_VISIBLE_DEVICES' or NVIDIA_VISIBLE_DEVICES'). */
@@ -58,6 +63,10 @@ int gpu_visible_read(int pid, struct gpu_visible *v);
  * while NVML gave no devices (devs, ndevs: what NVML listed, by host index). */
 int gpu_map_host(const struct gpu_visible *v, unsigned int ordinal,
 		 const struct nvml_device *devs, unsigned int ndevs);
+/* The host index (KFD's GPU order, amd_device's index) of the device an AMD program calls
+ * ordinal, or -1 when not known, as above (devs, ndevs: the GPUs KFD listed). */
+int gpu_map_amd(const struct gpu_visible *v, unsigned int ordinal,
+		const struct amd_device *devs, unsigned int ndevs);
 /* NVML's device of that host index, or NULL. */
 const struct nvml_device *gpu_device_by_index(const struct nvml_device *devs, unsigned int ndevs,
 					      int host);

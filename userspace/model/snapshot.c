@@ -164,47 +164,93 @@ bool snap_frame_is_library(const struct snap_frame *f)
 	return lib && strchr(lib + strlen("/lib/python"), '/');
 }
 
-/* ---- which host GPU: a process's ordinals through its list variables and NVML ---- */
+/* ---- which host GPU: a process's ordinals through its list variables and the devices ---- */
 
-const char *snap_proc_gpu_vendor(const struct snap_proc *p)
+static bool proc_is_amd(const struct snap_proc *p)
 {
 	for (size_t i = 0; i < p->nsites; i++)
 		if (gm_kind_is_gpu(p->sites[i].kind) &&
 		    !strcmp(probe_api_vendor(p->sites[i].api), "amd"))
-			return "amd";
-	return "nvidia";
+			return true;
+	return false;
+}
+
+const char *snap_proc_gpu_vendor(const struct snap_proc *p)
+{
+	return proc_is_amd(p) ? "amd" : "nvidia";
+}
+
+static int slot_of(const struct snapshot *s, const struct snap_proc *p, bool amd,
+		   unsigned int ordinal)
+{
+	int host;
+
+	if (amd)
+		host = gpu_map_amd(&p->visible, ordinal, s->amd_devices, s->namd_devices);
+	else
+		host = gpu_map_host(&p->visible, ordinal, s->devices,
+				    s->devices_valid ? s->ndevices : 0);
+	if (host < 0 || host >= GM_MAX_GPUS)
+		return -1;
+	return amd ? SNAP_AMD_SLOT + host : host;
 }
 
 int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned int ordinal)
 {
-	/* An AMD program's ordinals are HIP's: never one of NVML's devices on a mixed host. */
-	if (!strcmp(snap_proc_gpu_vendor(p), "amd"))
-		return -1;
-	return gpu_map_host(&p->visible, ordinal, s->devices, s->devices_valid ? s->ndevices : 0);
+	return slot_of(s, p, proc_is_amd(p), ordinal);
+}
+
+bool snap_gpu_of_slot(const struct snapshot *s, int slot, struct snap_gpu *out)
+{
+	*out = (struct snap_gpu){ .vendor = "nvidia", .index = slot, .name = "", .uuid = "" };
+	if (slot < 0 || slot >= SNAP_SLOT_UNKNOWN)
+		return false;
+	if (slot >= SNAP_AMD_SLOT) {
+		out->vendor = "amd";
+		out->index = slot - SNAP_AMD_SLOT;
+		for (unsigned int i = 0; i < s->namd_devices; i++) {
+			const struct amd_device *d = &s->amd_devices[i];
+
+			if ((int)d->index != out->index)
+				continue;
+			out->name = d->name;
+			out->uuid = d->uuid;
+			out->memory_known = d->total > 0;
+			out->total = d->total, out->used = d->used, out->free = d->free;
+		}
+		return true;
+	}
+	const struct nvml_device *d = s->devices_valid ?
+		gpu_device_by_index(s->devices, s->ndevices, slot) : NULL;
+
+	if (d) {
+		out->name = d->name;
+		out->uuid = d->uuid;
+		out->memory_known = d->total > 0;
+		out->total = d->total, out->used = d->used, out->free = d->free;
+	}
+	return true;
 }
 
 void snap_host_gpu_add(const struct snapshot *s, const struct snap_proc *p,
-		       uint64_t out[GM_MAX_GPUS + 1])
+		       uint64_t out[SNAP_SLOTS])
 {
-	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
-		int host = g < GM_MAX_GPUS && p->st.gpu_bytes[g] ? snap_gpu_host(s, p, g) : -1;
+	bool amd = proc_is_amd(p);
 
-		out[host >= 0 && host < GM_MAX_GPUS ? host : GM_MAX_GPUS] += p->st.gpu_bytes[g];
+	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
+		int slot;
+
+		if (!p->st.gpu_bytes[g])
+			continue;
+		slot = g < GM_MAX_GPUS ? slot_of(s, p, amd, g) : -1;
+		out[slot >= 0 ? slot : SNAP_SLOT_UNKNOWN] += p->st.gpu_bytes[g];
 	}
 }
 
 int snap_site_host_gpu(const struct snapshot *s, const struct snap_proc *p,
 		       const struct snap_site *ss)
 {
-	int host = ss->gpu ? snap_gpu_host(s, p, ss->gpu - 1) : -1;
-
-	return host >= 0 && host < GM_MAX_GPUS ? host : -1;
-}
-
-const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct snap_proc *p,
-					  unsigned int ordinal)
-{
-	if (!s->devices_valid)
-		return NULL;
-	return gpu_device_by_index(s->devices, s->ndevices, snap_gpu_host(s, p, ordinal));
+	if (!ss->gpu || ss->gpu > GM_MAX_GPUS)
+		return -1;
+	return slot_of(s, p, !strcmp(probe_api_vendor(ss->api), "amd"), ss->gpu - 1u);
 }

@@ -96,8 +96,9 @@ struct snap_library {
  * session for the sinks that ask (SNAP_FORECAST), from the history of the snapshots. */
 struct snap_forecast {
 	bool valid;
-	int gpu;		/* the host device (NVML's index) */
-	uint64_t device_free;	/* NVML's free bytes at the snapshot */
+	int gpu;		/* the host device: its index within its vendor's */
+	const char *vendor;	/* "nvidia" (NVML's free memory), "amd" (amdgpu's) */
+	uint64_t device_free;	/* its free bytes at the snapshot */
 	double growth_per_s;	/* net bytes a second of the process's sites on it */
 	double growth_per_step;	/* NAN: no step */
 	double steps;		/* steps until it runs out; NAN: no step */
@@ -234,21 +235,34 @@ struct snap_event {
 };
 
 /* Whose GPUs the process's memory is on: "amd" where a HIP call allocated some, else
- * "nvidia". An AMD program's ordinals are HIP's: no NVML device is ever named for them (which
- * AMD GPU each is would need HIP_VISIBLE_DEVICES, not read yet: host GPU not known). */
+ * "nvidia". Its ordinals are HIP's then, mapped to KFD's GPUs, never to NVML's. */
 const char *snap_proc_gpu_vendor(const struct snap_proc *p);
-/* Which host GPU (host/gpu_map.h) a process's ordinals are, with the snapshot's devices. */
-/* The device NVML named for p's ordinal in snapshot s, or NULL: not known. */
-const struct nvml_device *snap_gpu_device(const struct snapshot *s, const struct snap_proc *p,
-					  unsigned int ordinal);
-/* p's ordinal as a host index, or -1 (with s's devices when NVML gave them). */
+
+/* A host device as every sum over processes keys it: NVML's device of index i is slot i, KFD's
+ * GPU i (HIP's order) slot SNAP_AMD_SLOT + i, and SNAP_SLOT_UNKNOWN holds what is on a device
+ * not known (an ordinal past its lists, a recording's, or past GM_MAX_GPUS). */
+#define SNAP_AMD_SLOT GM_MAX_GPUS
+#define SNAP_SLOT_UNKNOWN (2 * GM_MAX_GPUS)
+#define SNAP_SLOTS (SNAP_SLOT_UNKNOWN + 1)
+
+/* A host device described for a view, whichever vendor's. */
+struct snap_gpu {
+	const char *vendor;	/* "nvidia", "amd" */
+	int index;		/* within its vendor: NVML's index, KFD's GPU order */
+	const char *name, *uuid;	/* "" when not known */
+	bool memory_known;	/* NVML or amdgpu gave total, used and free */
+	uint64_t total, used, free;
+};
+
+/* The device of slot (below SNAP_SLOT_UNKNOWN) in snapshot s; false for SNAP_SLOT_UNKNOWN. */
+bool snap_gpu_of_slot(const struct snapshot *s, int slot, struct snap_gpu *out);
+/* p's ordinal as a host device's slot, or -1: not known. */
 int snap_gpu_host(const struct snapshot *s, const struct snap_proc *p, unsigned int ordinal);
-/* Adds p's GPU bytes (gm_proc_stats.gpu_bytes, by its ordinals) to out by host device: what
- * every sum over processes adds (processes number devices each their own way); the last slot:
- * a host device not known, or past GM_MAX_GPUS. */
+/* Adds p's GPU bytes (gm_proc_stats.gpu_bytes, by its ordinals) to out by slot: what every
+ * sum over processes adds (processes number devices each their own way). */
 void snap_host_gpu_add(const struct snapshot *s, const struct snap_proc *p,
-		       uint64_t out[GM_MAX_GPUS + 1]);
-/* The host device of a site of p (below GM_MAX_GPUS), or -1: host memory or not known. */
+		       uint64_t out[SNAP_SLOTS]);
+/* The slot of a site of p (below SNAP_SLOT_UNKNOWN), or -1: host memory or not known. */
 int snap_site_host_gpu(const struct snapshot *s, const struct snap_proc *p,
 		       const struct snap_site *ss);
 

@@ -165,25 +165,25 @@ static void write_process_gpu_memory(FILE *out, const struct snapshot *s)
 		if (!prom_proc_shown(s, i))
 			continue;
 		prom_proc_labels(p, &pl);
+		const char *vendor = snap_proc_gpu_vendor(p);
+
 		for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
-			const struct nvml_device *d = NULL;
-			int host = -1;
+			struct snap_gpu d;
+			bool known;
 			size_t n = pl.ls.n;
 
 			if (!p->st.gpu_bytes[g])
 				continue;
+			known = g < GM_MAX_GPUS &&
+				snap_gpu_of_slot(s, snap_gpu_host(s, p, g), &d);
 			host_gpu[0] = 0;
-			if (g < GM_MAX_GPUS) {
-				host = snap_gpu_host(s, p, g);
-				d = snap_gpu_device(s, p, g);
-			}
-			if (host >= 0)
-				snprintf(host_gpu, sizeof(host_gpu), "%d", host);
+			if (known)
+				snprintf(host_gpu, sizeof(host_gpu), "%d", d.index);
 			prom_label_add(&pl.ls, "gpu", prom_gpu_label(g, gpu, sizeof(gpu)));
 			prom_label_add(&pl.ls, "host_gpu", host_gpu);
-			prom_label_add(&pl.ls, "uuid", d ? d->uuid : "");
-			prom_label_add(&pl.ls, "name", d ? d->name : "");
-			prom_label_add(&pl.ls, "vendor", snap_proc_gpu_vendor(p));
+			prom_label_add(&pl.ls, "uuid", known ? d.uuid : "");
+			prom_label_add(&pl.ls, "name", known ? d.name : "");
+			prom_label_add(&pl.ls, "vendor", vendor);
 			prom_sample(out, "gpumem_process_gpu_memory_bytes", &pl.ls, p->st.gpu_bytes[g]);
 			pl.ls.n = n;
 		}
@@ -200,9 +200,10 @@ static void write_forecasts(FILE *out, const struct snapshot *s)
 	if (!(s->wants & SNAP_FORECAST))
 		return;
 	prom_family(out, "gpumem_process_oom_forecast_seconds", GAUGE,
-		    "Seconds until the device (gpu: the host's, NVML's index) runs out of memory at "
-		    "the rate the process's GPU memory grows, fitted over the last 60 s; only "
-		    "processes that grow with a good fit on a device whose free memory NVML gives.");
+		    "Seconds until the device (vendor; gpu: the host's, NVML's index or KFD's GPU "
+		    "order) runs out of memory at the rate the process's GPU memory grows, fitted "
+		    "over the last 60 s; only processes that grow with a good fit on a device whose "
+		    "free memory NVML or amdgpu gives.");
 	for (size_t i = 0; i < s->nprocs; i++) {
 		const struct snap_forecast *f = &s->procs[i].forecast;
 
@@ -210,6 +211,7 @@ static void write_forecasts(FILE *out, const struct snapshot *s)
 			continue;
 		prom_proc_labels(&s->procs[i], &pl);
 		snprintf(gpu, sizeof(gpu), "%d", f->gpu);
+		prom_label_add(&pl.ls, "vendor", f->vendor ? f->vendor : "nvidia");
 		prom_label_add(&pl.ls, "gpu", gpu);
 		prom_sample(out, "gpumem_process_oom_forecast_seconds", &pl.ls,
 			    f->seconds < 1e12 ? (uint64_t)ceil(f->seconds) : UINT64_C(1000000000000));
@@ -264,26 +266,38 @@ static void write_cost(FILE *out, const struct snapshot *s)
 			   (s->trap_ns + (s->bpf_run_known ? s->bpf_run_ns : 0)) / 1e9);
 }
 
-/* The labels of one host device: gpu its index ("" for memory on no device known), uuid and
- * name NVML's ("" when not known). */
+/* The labels of one host device's slot: vendor, gpu its index among that vendor's ("" both for
+ * memory on no device known), uuid and name ("" when not known). */
 static void host_gpu_labels(struct prom_labels *ls, char *gpu, size_t len,
-			    const struct nvml_device *d, int host)
+			    const struct snapshot *s, int slot)
 {
+	struct snap_gpu d;
+	bool known = snap_gpu_of_slot(s, slot, &d);
+
 	ls->n = 0;
 	gpu[0] = 0;
-	if (host >= 0)
-		snprintf(gpu, len, "%d", host);
+	if (known)
+		snprintf(gpu, len, "%d", d.index);
+	prom_label_add(ls, "vendor", known ? d.vendor : "");
 	prom_label_add(ls, "gpu", gpu);
-	prom_label_add(ls, "uuid", d ? d->uuid : "");
-	prom_label_add(ls, "name", d ? d->name : "");
+	prom_label_add(ls, "uuid", known ? d.uuid : "");
+	prom_label_add(ls, "name", known ? d.name : "");
 }
 
-/* Who holds GPU N: the memory every traced process holds on each host device (each NVML
- * device, 0 when none; others where a process's list named them), gpu="" where not known. */
+/* Whether slot is a device the host lists (NVML's or KFD's with its memory). */
+static bool slot_listed(const struct snapshot *s, int slot)
+{
+	struct snap_gpu d;
+
+	return snap_gpu_of_slot(s, slot, &d) && d.memory_known;
+}
+
+/* Who holds GPU N: the memory every traced process holds on each host device (each device
+ * NVML or amdgpu lists, 0 when none; others where a process's list named them), gpu="" where
+ * not known. */
 static void write_gpu_traced(FILE *out, const struct snapshot *s)
 {
-	uint64_t held[GM_MAX_GPUS + 1] = { 0 };
-	unsigned int ndevs = s->devices_valid ? s->ndevices : 0;
+	uint64_t held[SNAP_SLOTS] = { 0 };
 	struct prom_labels ls;
 	char gpu[16];
 
@@ -291,16 +305,13 @@ static void write_gpu_traced(FILE *out, const struct snapshot *s)
 		if (prom_proc_shown(s, i))
 			snap_host_gpu_add(s, &s->procs[i], held);
 	prom_family(out, "gpumem_gpu_traced_bytes", GAUGE,
-		    "GPU memory the traced processes hold now on each of the host's devices (gpu: "
-		    "NVML's index; \"\": a device not known), the sum of their "
-		    "gpumem_process_gpu_memory_bytes.");
-	for (int h = 0; h <= GM_MAX_GPUS; h++) {
-		const struct nvml_device *d = h < GM_MAX_GPUS ?
-			gpu_device_by_index(s->devices, ndevs, h) : NULL;
-
-		if (!d && !held[h])
+		    "GPU memory the traced processes hold now on each of the host's devices (vendor; "
+		    "gpu: NVML's index, or KFD's GPU order on AMD; \"\": a device not known), the "
+		    "sum of their gpumem_process_gpu_memory_bytes.");
+	for (int h = 0; h < SNAP_SLOTS; h++) {
+		if (!held[h] && !slot_listed(s, h))
 			continue;
-		host_gpu_labels(&ls, gpu, sizeof(gpu), d, h < GM_MAX_GPUS ? h : -1);
+		host_gpu_labels(&ls, gpu, sizeof(gpu), s, h);
 		prom_sample(out, "gpumem_gpu_traced_bytes", &ls, held[h]);
 	}
 }
@@ -350,7 +361,7 @@ struct group {
 	const char *key;
 	const char *container, *pod, *ns, *pod_name, *container_name;
 	uint64_t by_kind[GM_KIND_COUNT];
-	uint64_t gpu_bytes[GM_MAX_GPUS + 1];
+	uint64_t gpu_bytes[SNAP_SLOTS];
 	uint64_t procs;
 };
 
@@ -398,7 +409,7 @@ static void group_merge(struct group *into, const struct group *g)
 	into->container_name = first_known(into->container_name, g->container_name);
 	for (unsigned int k = 0; k < GM_KIND_COUNT; k++)
 		into->by_kind[k] += g->by_kind[k];
-	for (unsigned int d = 0; d <= GM_MAX_GPUS; d++)
+	for (unsigned int d = 0; d < SNAP_SLOTS; d++)
 		into->gpu_bytes[d] += g->gpu_bytes[d];
 	into->procs += g->procs;
 }
@@ -467,23 +478,29 @@ static void write_group_memory(FILE *out, const struct scope *sc, const struct g
 	}
 }
 
-static void write_group_gpu_memory(FILE *out, const struct scope *sc, const struct group *g,
-				   size_t n)
+static void write_group_gpu_memory(FILE *out, const struct snapshot *s, const struct scope *sc,
+				   const struct group *g, size_t n)
 {
-	char help[200], gpu[16];
+	char help[240], gpu[16];
 	struct prom_labels ls;
 
 	snprintf(help, sizeof(help), "GPU memory the processes of the %s hold now on each host "
-		 "device (gpu: NVML's index, \"unknown\": not known), every kind.", sc->what);
+		 "device (vendor; gpu: NVML's index or KFD's GPU order, \"unknown\": not known), "
+		 "every kind.", sc->what);
 	prom_family(out, sc->gpu, GAUGE, help);
 	for (size_t i = 0; i < n; i++) {
 		group_labels(&g[i], sc, &ls);
-		ls.n++;
-		for (unsigned int d = 0; d <= GM_MAX_GPUS; d++) {
+		ls.n += 2;
+		for (int d = 0; d < SNAP_SLOTS; d++) {
+			struct snap_gpu dev;
+			bool known = snap_gpu_of_slot(s, d, &dev);
+
 			if (!g[i].gpu_bytes[d])
 				continue;
-			ls.l[ls.n - 1] =
-				(struct prom_label){ "gpu", prom_gpu_label(d, gpu, sizeof(gpu)) };
+			if (known)
+				snprintf(gpu, sizeof(gpu), "%d", dev.index);
+			ls.l[ls.n - 2] = (struct prom_label){ "vendor", known ? dev.vendor : "" };
+			ls.l[ls.n - 1] = (struct prom_label){ "gpu", known ? gpu : "unknown" };
 			prom_sample(out, sc->gpu, &ls, g[i].gpu_bytes[d]);
 		}
 	}
@@ -499,7 +516,7 @@ static int write_scope(FILE *out, const struct snapshot *s, const struct scope *
 	if (n < 0)
 		return (int)n;
 	write_group_memory(out, sc, g, (size_t)n);
-	write_group_gpu_memory(out, sc, g, (size_t)n);
+	write_group_gpu_memory(out, s, sc, g, (size_t)n);
 	snprintf(help, sizeof(help), "Page-locked host memory the processes of the %s hold now.",
 		 sc->what);
 	prom_family(out, sc->host, GAUGE, help);

@@ -334,7 +334,7 @@ unsigned int device_rows(const struct snapshot *snap, struct device_row *out)
 		const struct amd_device *d = &snap->amd_devices[i];
 
 		out[n++] = (struct device_row){
-			.vendor = "amd", .index = d->index, .name = d->name, .uuid = "",
+			.vendor = "amd", .index = d->index, .name = d->name, .uuid = d->uuid,
 			.pci_bus_id = d->pci_bus_id, .minor = d->render_minor, .total = d->total,
 			.used = d->used, .free = d->free,
 		};

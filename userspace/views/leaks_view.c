@@ -91,19 +91,21 @@ static void forecast_text(struct sink *s, const struct snap_forecast *f)
 {
 	bool exact = s->opt->exact_bytes;
 	char growth[40], left[32], free_b[32];
+	const char *amd;
 
 	if (!f->valid)
 		return;
+	amd = f->vendor && !strcmp(f->vendor, "amd") ? "AMD " : "";
 	fmt_age(left, sizeof(left), f->seconds < 1e9 ? (uint64_t)(f->seconds * 1e9) : UINT64_C(1) << 62);
 	fmt_size(free_b, sizeof(free_b), f->device_free, exact);
 	if (!isnan(f->growth_per_step)) {
 		fmt_delta(growth, sizeof(growth), f->growth_per_step, exact);
-		fprintf(s->out, "  at %s a step, GPU %d runs out in ~%.0f steps, ~%s (%s free)\n",
-			growth, f->gpu, f->steps, left, free_b);
+		fprintf(s->out, "  at %s a step, %sGPU %d runs out in ~%.0f steps, ~%s (%s free)\n",
+			growth, amd, f->gpu, f->steps, left, free_b);
 	} else {
 		fmt_delta(growth, sizeof(growth), f->growth_per_s, exact);
-		fprintf(s->out, "  at %s/s, GPU %d runs out in ~%s (%s free)\n", growth, f->gpu,
-			left, free_b);
+		fprintf(s->out, "  at %s/s, %sGPU %d runs out in ~%s (%s free)\n", growth, amd,
+			f->gpu, left, free_b);
 	}
 }
 
@@ -273,6 +275,7 @@ static void forecast_json(struct json_writer *w, const struct snap_forecast *f)
 	}
 	jw_object_begin(w);
 	jw_kv_i64(w, "gpu", f->gpu);
+	jw_kv_string(w, "vendor", f->vendor ? f->vendor : "nvidia");
 	jw_kv_u64(w, "device_free_bytes", f->device_free);
 	jw_kv_i64(w, "growth_bytes_per_s", llround(f->growth_per_s));
 	kv_or_null(w, "growth_bytes_per_step", f->growth_per_step);

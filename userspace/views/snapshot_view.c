@@ -23,35 +23,35 @@ static void site_json(struct json_writer *w, const struct snap_proc *p, const st
 }
 
 /* GPU memory per device, the devices that hold any: "gpu" the ordinal as the process numbers
- * it (null: a device not known), "host_gpu" the host's index of that device and "name",
- * "uuid" NVML's for it (each null when not known). */
+ * it (null: a device not known), "host_gpu" the host's index of that device among its vendor's
+ * (NVML's, KFD's GPU order) and "name", "uuid" the host's for it (each null when not known). */
 static void by_gpu_json(struct json_writer *w, const struct snapshot *snap,
 			const struct snap_proc *p)
 {
 	const struct gm_proc_stats *st = &p->st;
+	const char *vendor = snap_proc_gpu_vendor(p);
 
 	jw_key(w, "by_gpu");
 	jw_array_begin(w);
 	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++) {
-		const struct nvml_device *d;
-		int host;
+		struct snap_gpu d;
+		bool known;
 
 		if (!st->gpu_bytes[g])
 			continue;
-		d = g < GM_MAX_GPUS ? snap_gpu_device(snap, p, g) : NULL;
-		host = g < GM_MAX_GPUS ? snap_gpu_host(snap, p, g) : -1;
+		known = g < GM_MAX_GPUS && snap_gpu_of_slot(snap, snap_gpu_host(snap, p, g), &d);
 		jw_object_begin(w);
 		if (g < GM_MAX_GPUS)
 			jw_kv_u64(w, "gpu", g);
 		else
 			jw_kv_null(w, "gpu");
-		if (host >= 0)
-			jw_kv_i64(w, "host_gpu", host);
+		if (known)
+			jw_kv_i64(w, "host_gpu", d.index);
 		else
 			jw_kv_null(w, "host_gpu");
-		json_kv_known(w, "name", d ? d->name : NULL, d && d->name[0]);
-		json_kv_known(w, "uuid", d ? d->uuid : NULL, d && d->uuid[0]);
-		jw_kv_string(w, "vendor", snap_proc_gpu_vendor(p));
+		json_kv_known(w, "name", known ? d.name : NULL, known && d.name[0]);
+		json_kv_known(w, "uuid", known ? d.uuid : NULL, known && d.uuid[0]);
+		jw_kv_string(w, "vendor", vendor);
 		jw_kv_u64(w, "bytes", st->gpu_bytes[g]);
 		jw_object_end(w);
 	}

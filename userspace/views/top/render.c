@@ -185,17 +185,20 @@ static void fmt_known_size(char *cell, size_t len, uint64_t bytes, bool known, b
 		snprintf(cell, len, "-");
 }
 
-/* "0", "0,1", "?" (a device not known), "-" (none). */
-static void fmt_gpus(char *cell, size_t len, uint32_t gpus)
+/* "0", "0,1", "A0" (AMD's GPU 0), "?" (a device not known), "-" (none). */
+static void fmt_gpus(char *cell, size_t len, uint64_t gpus)
 {
 	size_t o = 0;
 
 	cell[0] = 0;
-	for (unsigned int g = 0; g <= GM_MAX_GPUS && o + 4 < len; g++) {
-		if (!(gpus & (1u << g)))
+	for (unsigned int g = 0; g < SNAP_SLOTS && o + 5 < len; g++) {
+		if (!(gpus & (UINT64_C(1) << g)))
 			continue;
-		if (g < GM_MAX_GPUS)
+		if (g < SNAP_AMD_SLOT)
 			o += (size_t)snprintf(cell + o, len - o, "%s%u", o ? "," : "", g);
+		else if (g < SNAP_SLOT_UNKNOWN)
+			o += (size_t)snprintf(cell + o, len - o, "%sA%u", o ? "," : "",
+					      g - SNAP_AMD_SLOT);
 		else
 			o += (size_t)snprintf(cell + o, len - o, "%s?", o ? "," : "");
 	}
@@ -335,42 +338,40 @@ static void summary_line(struct top_ui *t, char *buf, size_t len)
 		 t->nshown_procs == 1 ? "" : "es", held, host, ar, fr);
 }
 
-/* What the traced processes hold on device g (the last: not known), and NVML's use of it. */
-static size_t device_cell(struct top_ui *t, char *buf, size_t len, unsigned int g,
-			  const struct nvml_device *d)
+/* What the traced processes hold on the device of slot g (SNAP_SLOT_UNKNOWN: not known), and
+ * its vendor's use of it: "0 H100 70.0 GiB/80.0 GiB (traced 1.0 GiB)", "A0 gfx90a ...". */
+static size_t device_cell(struct top_ui *t, char *buf, size_t len, int g)
 {
-	char held[32], used[32], total[32];
+	char held[32], used[32], total[32], id[16];
+	struct snap_gpu d;
 
-	fmt_size(held, sizeof(held), g <= GM_MAX_GPUS ? t->gpu_cur[g] : 0, t->exact);
-	if (!d && g < GM_MAX_GPUS)
-		return (size_t)snprintf(buf, len, "  %u held %s", g, held);
-	if (!d)
+	fmt_size(held, sizeof(held), t->gpu_cur[g], t->exact);
+	if (!snap_gpu_of_slot(t->snap, g, &d))
 		return (size_t)snprintf(buf, len, "  ? held %s", held);
-	fmt_size(used, sizeof(used), d->used, t->exact);
-	fmt_size(total, sizeof(total), d->total, t->exact);
-	if (g >= GM_MAX_GPUS || !t->gpu_cur[g])
-		return (size_t)snprintf(buf, len, "  %u %s %s/%s", d->index, d->name, used, total);
-	return (size_t)snprintf(buf, len, "  %u %s %s/%s (traced %s)", d->index, d->name, used,
-				total, held);
+	snprintf(id, sizeof(id), "%s%d", strcmp(d.vendor, "amd") ? "" : "A", d.index);
+	if (!d.memory_known)
+		return (size_t)snprintf(buf, len, "  %s held %s", id, held);
+	fmt_size(used, sizeof(used), d.used, t->exact);
+	fmt_size(total, sizeof(total), d.total, t->exact);
+	if (!t->gpu_cur[g])
+		return (size_t)snprintf(buf, len, "  %s %s %s/%s", id, d.name, used, total);
+	return (size_t)snprintf(buf, len, "  %s %s %s/%s (traced %s)", id, d.name, used, total,
+				held);
 }
 
-/* Each host device: NVML's name and memory in use, and what the processes shown hold on it
- * (their ordinals mapped to host devices); then what is held on a device not known. */
+/* Each host device: its name and memory in use (NVML's, then amdgpu's), and what the processes
+ * shown hold on it (their ordinals mapped to host devices); then what is held on a device not
+ * listed or not known. */
 static void devices_line(struct top_ui *t, char *buf, size_t len)
 {
 	const struct snapshot *snap = t->snap;
 	bool nvml = snap && snap->devices_valid;
 	size_t o = (size_t)snprintf(buf, len, "GPUs:");
+	struct snap_gpu d;
 
-	for (unsigned int i = 0; nvml && i < snap->ndevices && o < len; i++) {
-		const struct nvml_device *d = &snap->devices[i];
-
-		o += device_cell(t, buf + o, len - o, d->index, d);
-	}
-	for (unsigned int g = 0; g <= GM_MAX_GPUS && o < len; g++)
-		if (t->gpu_cur[g] && !(nvml && g < GM_MAX_GPUS &&
-					gpu_device_by_index(snap->devices, snap->ndevices, (int)g)))
-			o += device_cell(t, buf + o, len - o, g, NULL);
+	for (int g = 0; snap && g < SNAP_SLOTS && o < len; g++)
+		if ((snap_gpu_of_slot(snap, g, &d) && d.memory_known) || t->gpu_cur[g])
+			o += device_cell(t, buf + o, len - o, g);
 	if (o >= len || nvml)
 		return;
 	if (!strcmp(buf, "GPUs:"))

@@ -15,26 +15,26 @@
 
 /* The host devices a process holds GPU memory on (struct row's gpus), its ordinals mapped:
  * top is the host's view. */
-static uint32_t proc_gpus(struct top_ui *t, const struct snap_proc *p)
+static uint64_t proc_gpus(struct top_ui *t, const struct snap_proc *p)
 {
-	uint64_t bytes[GM_MAX_GPUS + 1] = { 0 };
-	uint32_t bits = 0;
+	uint64_t bytes[SNAP_SLOTS] = { 0 }, bits = 0;
 
 	snap_host_gpu_add(t->snap, p, bytes);
-	for (unsigned int g = 0; g <= GM_MAX_GPUS; g++)
+	for (unsigned int g = 0; g < SNAP_SLOTS; g++)
 		if (bytes[g])
-			bits |= 1u << g;
+			bits |= UINT64_C(1) << g;
 	return bits;
 }
 
 /* A site's host device; a site of GPU memory whose device is not known: that bit. */
-static uint32_t site_gpus(struct top_ui *t, const struct snap_proc *p, const struct snap_site *ss)
+static uint64_t site_gpus(struct top_ui *t, const struct snap_proc *p, const struct snap_site *ss)
 {
 	int host = snap_site_host_gpu(t->snap, p, ss);
 
 	if (host >= 0)
-		return 1u << host;
-	return gm_kind_is_gpu(ss->kind) && ss->st.current_bytes ? 1u << GM_MAX_GPUS : 0;
+		return UINT64_C(1) << host;
+	return gm_kind_is_gpu(ss->kind) && ss->st.current_bytes ?
+		UINT64_C(1) << SNAP_SLOT_UNKNOWN : 0;
 }
 
 static struct row *new_row(struct top_ui *t)
@@ -394,7 +394,7 @@ void top_build_rows(struct top_ui *t)
 			snap_host_gpu_add(snap, p, t->gpu_cur);
 		}
 		t->any_tensors |= p->tensor.alloc_count > 0;
-		t->many_gpus |= (proc_gpus(t, p) & ~1u) != 0;	/* an ended one's rows show too */
+		t->many_gpus |= (proc_gpus(t, p) & ~UINT64_C(1)) != 0;	/* an ended one's rows show too */
 		if (by_group) {
 			struct row pr = { .key = hist_key_proc(p) };
 

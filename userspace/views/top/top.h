@@ -47,9 +47,9 @@ struct row {
 	 * cur is then 0: a tensor site reserves nothing). has_tensors: the cell is not "-". */
 	uint64_t tensor;
 	bool has_tensors, tensor_site;
-	/* The host devices it holds GPU memory on: bit g for GPU g (NVML's index), bit
-	 * GM_MAX_GPUS for a device not known. */
-	uint32_t gpus;
+	/* The host devices it holds GPU memory on: bit s for the device of slot s (snapshot.h:
+	 * NVML's, then AMD's), bit SNAP_SLOT_UNKNOWN for a device not known. */
+	uint64_t gpus;
 	double arate, frate, growth_min;
 	double oom_s;		/* seconds until its device runs out at this rate; < 0: none */
 	double cost_share;	/* gpumem's share of its CPU time; < 0: not known */
@@ -88,10 +88,10 @@ struct top_ui {
 	size_t nrows, cap;
 	uint64_t now;
 	uint64_t total_cur, total_host, total_tensor;
-	uint64_t gpu_cur[GM_MAX_GPUS + 1];	/* total_cur per host device (last: not known) */
+	uint64_t gpu_cur[SNAP_SLOTS];	/* total_cur per host device's slot (last: not known) */
 	bool any_forecast;	/* a process shown has an OOM forecast: the OOM IN column is shown */
 	bool any_tensors;	/* a process shown made tensors: the TENSORS column is shown */
-	bool many_gpus;		/* memory is held on a device other than GPU 0: the GPU column
+	bool many_gpus;		/* memory is held on a device other than NVML's GPU 0: the GPU column
 				 * and, in batch, a GPUs line are shown */
 	double total_arate, total_frate;
 	unsigned int nshown_procs;
