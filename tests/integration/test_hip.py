@@ -249,3 +249,22 @@ def test_an_amd_program_that_grows_gets_a_forecast_from_amdgpus_free_memory(tmp_
         assert abs(f["growth_bytes_per_step"] - MIB) <= 0.05 * MIB, f
         assert abs(f["steps"] * f["growth_bytes_per_step"] - free) \
             <= 0.01 * free + f["growth_bytes_per_step"] / 2, f
+
+
+def test_top_names_amds_gpu_in_its_gpu_column_and_devices_line(tmp_path):
+    """top is the host's view: an AMD program's memory is on AMD's GPU 0 (`A0`), and the GPUs
+    line gives amdgpu's memory of that device with what the traced processes hold on it."""
+    fake_sysfs(tmp_path / "sys")
+    out = tmp_path / "top.txt"
+    subprocess.run([GPUMEM, "top", "-b", "-n", "2", "-i", "1", "-o", out, "-c", HIP, MOCK_HIP,
+                    "leak"], capture_output=True, timeout=RUN_TIMEOUT,
+                   env=dict(os.environ, COLUMNS="120", GPUMEM_SYSFS_ROOT=str(tmp_path / "sys"),
+                            LD_LIBRARY_PATH=""))
+    tables = [t.splitlines() for t in out.read_text().split("\n\n") if t.startswith("gpumem top")]
+    shown = [t for t in tables if any("# hip " in l for l in t)]
+    assert shown, tables
+    table = shown[-1]
+    assert table[1].startswith("GPUs:  A0 gfx90a 5.0 GiB/64.0 GiB (traced "), table
+    header = table[2].split()
+    row = next(l for l in table if "# hip " in l).split()
+    assert row[header.index("GPU")] == "A0", table
