@@ -76,6 +76,12 @@ struct py_scratch {
 	/* Bytes of data stack the last walk used, and this walk's bounds: in the map value, where
 	 * the verifier does not follow them from one frame to the next. */
 	__u64 span, want, first_end, lowest;
+	/* The thread's id as its interpreter records it (python_thread_id), found once for the
+	 * process generation tid_gen names (its gen + 1; 0: not yet): a thread keeps its id
+	 * until an exec, which makes another generation. */
+	__u64 tid;
+	__u32 tid_gen;
+	__u32 hash;		/* the stack's id: its process and frames hashed as the walk goes */
 	__u64 win[GM_PY_WINDOW / 8];		/* frames, as read */
 };
 

@@ -113,14 +113,18 @@ static __always_inline __u64 python_thread_id(const struct gm_py_offsets *o)
  * by thread id (the running thread's pointer in _PyRuntime is cleared while ctypes calls out
  * without the GIL). */
 static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, struct py_scratch *sc,
-						 __u64 *cache)
+						 __u64 *cache, __u32 gen)
 {
 	const struct gm_py_offsets *o = &pp->off;
 	__u64 interp = read_user_u64(pp->runtime + o->runtime_interp_head), tstate, tid;
 
 	if (!interp)
 		return 0;	/* not initialised yet, or finalised */
-	tid = python_thread_id(o);
+	if (sc->tid_gen != gen + 1) {
+		sc->tid = python_thread_id(o);
+		sc->tid_gen = gen + 1;
+	}
+	tid = sc->tid;
 	if (!tid)
 		return 0;
 	tstate = *cache;
@@ -162,19 +166,19 @@ static __always_inline __u32 python_instr(const struct gm_py_offsets *o,
 	return o->instr_kind == GM_PY_INSTR_LASTI_BYTES ? (__u32)lasti / 2 : (__u32)lasti;
 }
 
-/* One frame of python_walk, a bpf_loop callback: the verifier checks its body once, not once
- * per frame (the unrolled walk took 1.3 s of verification in each program that walks). */
+/* python_walk's state, the bpf_loop callback's data. */
 struct py_walk {
 	struct gm_py_proc *pp;
 	struct py_scratch *sc;
 	__u64 frame, chunk, top;
+	__u64 h;		/* the id so far: FNV-1a of the process, each frame's code and instruction */
 	__u32 frame_read;
 	bool failed;
 };
 
-static long python_frame(__u64 i, void *data)
+/* Frame i of the walk: 0 to go on, 1 when the chain ends (or cannot be read). */
+static __always_inline long python_frame(struct py_walk *w, __u64 i)
 {
-	struct py_walk *w = data;
 	const struct gm_py_offsets *o = &w->pp->off;
 	struct py_scratch *sc = w->sc;
 	struct gm_py_stack *st = &sc->st;
@@ -204,6 +208,7 @@ static long python_frame(__u64 i, void *data)
 	}
 	if (d >= GM_PY_MAX_FRAMES) {
 		st->truncated = 1;
+		w->h ^= 1ull << 63;	/* the chain went on: another stack than the one it ends */
 		return 1;
 	}
 	idx = python_instr(o, sc, frame, code);
@@ -212,18 +217,41 @@ static long python_frame(__u64 i, void *data)
 	st->code[d & (GM_PY_MAX_FRAMES - 1)] = code;
 	st->instr[d & (GM_PY_MAX_FRAMES - 1)] = idx;
 	st->depth = d + 1;
+	w->h = (w->h ^ code) * 0x100000001b3ull;
+	w->h = (w->h ^ idx) * 0x100000001b3ull;
 	w->frame = frame_word(sc, frame, o->frame_previous);
 	return 0;
 }
 
-/* Walks the frame chain of the thread state in sc into st; false when a frame cannot be read.
- * The code objects are not checked here: a stack seen before was checked when it was first
+/* PY_FRAMES_PER_CALL frames of the walk, a bpf_loop callback: the verifier checks its body
+ * once, not once per frame (the walk unrolled whole took 1.3 s of verification in each program
+ * that walks), and a call returns once for that many frames (each return takes the kernel's
+ * return thunk, a few ns where the CPU needs one). */
+#define PY_FRAMES_PER_CALL 4
+
+static long python_frame_calls(__u64 i, void *data)
+{
+	struct py_walk *w = data;
+
+#pragma unroll
+	for (int k = 0; k < PY_FRAMES_PER_CALL; k++)
+		if (python_frame(w, i * PY_FRAMES_PER_CALL + k))
+			return 1;
+	return 0;
+}
+
+/* Walks the frame chain of the thread state in sc into st, and hashes it into sc->hash as it
+ * goes (the process is part of the hash: a stack checked in one process is never taken as
+ * checked in another with the same addresses); false when a frame cannot be read. The code
+ * objects are not checked here: a stack seen before was checked when it was first
  * recorded (python_checked), which spares two reads a frame on every call of a known line. */
-static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch *sc)
+static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch *sc,
+					__u32 tgid)
 {
 	const struct gm_py_offsets *o = &pp->off;
 	struct gm_py_stack *st = &sc->st;
-	struct py_walk w = { .pp = pp, .sc = sc, .frame_read = o->frame_read };
+	struct py_walk w = { .pp = pp, .sc = sc, .frame_read = o->frame_read,
+			     .h = (0xcbf29ce484222325ull ^ ((__u64)tgid << 1)) * 0x100000001b3ull };
 
 	st->depth = 0;
 	st->truncated = 0;
@@ -242,10 +270,13 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch
 	/* As much data stack as the last walk used, and some: most loops call from one depth. */
 	sc->want = sc->span ? sc->span + GM_PY_WINDOW_SLACK : GM_PY_WINDOW;
 	sc->first_end = sc->lowest = 0;
-	bpf_loop(2 * GM_PY_MAX_FRAMES + 1, python_frame, &w, 0);
+	bpf_loop((2 * GM_PY_MAX_FRAMES + PY_FRAMES_PER_CALL) / PY_FRAMES_PER_CALL, python_frame_calls,
+		 &w, 0);
 	if (w.failed)
 		return false;
 	sc->span = sc->lowest && sc->lowest < sc->first_end ? sc->first_end - sc->lowest : 0;
+	w.h ^= w.h >> 29;
+	sc->hash = (__u32)(w.h ^ (w.h >> 32)) & 0x7fffffff;
 	return true;
 }
 
@@ -261,22 +292,6 @@ static __always_inline bool python_checked(const struct gm_py_proc *pp,
 			return false;
 	}
 	return true;
-}
-
-/* The process is part of the hash: a stack checked in one process is never taken as checked
- * in another that happens to have the same addresses. */
-static __always_inline __u32 python_hash(const struct gm_py_stack *st, __u32 tgid)
-{
-	__u64 h = (0xcbf29ce484222325ull ^ st->truncated ^ ((__u64)tgid << 1)) * 0x100000001b3ull;
-
-	for (int i = 0; i < GM_PY_MAX_FRAMES; i++) {
-		if (i >= st->depth)
-			break;
-		h = (h ^ st->code[i]) * 0x100000001b3ull;
-		h = (h ^ st->instr[i]) * 0x100000001b3ull;
-	}
-	h ^= h >> 29;
-	return (__u32)(h ^ (h >> 32)) & 0x7fffffff;
 }
 
 static __always_inline bool python_same(const struct gm_py_stack *a, const struct gm_py_stack *b)
@@ -337,16 +352,16 @@ static __noinline __s32 python_walked(__u32 tgid, __u32 gen, __u64 *tstate_cache
 		return -1;
 	}
 	st = &sc->st;
-	tstate = python_thread_state(pp, sc, tstate_cache);
+	tstate = python_thread_state(pp, sc, tstate_cache, gen);
 	if (!tstate)
 		return -1;
-	if (!python_walk(pp, sc)) {
+	if (!python_walk(pp, sc, tgid)) {
 		python_mismatch(pp);
 		return -1;
 	}
 	if (!st->depth)
 		return -1;
-	id = python_hash(st, tgid);
+	id = sc->hash;
 	found = bpf_map_lookup_elem(&py_stacks, &id);
 	if (found) {
 		if (python_same(found, st))
