@@ -34,8 +34,8 @@
  * executable mappings (gm_vma_event.at_start). 18: a file record says whether the run traces
  * its process (gm_file_event.traced). 19: a process's probe hits (gm_proc_stats.probe_hits,
  * gm_inflight.hits), the agent's measured cost of a hit (gm_agent.trap_ps), a process's CPU
- * time in its exit record. 20: a thread's Python scratch keeps its interpreter thread id and
- * the walk's hash (py_scratch). */
+ * time in its exit record. 20: a thread's Python scratch keeps its interpreter thread id, the
+ * interpreter its thread state was found in and the walk's hash (py_scratch). */
 #define GM_LAYOUT_VERSION 20
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */

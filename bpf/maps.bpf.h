@@ -80,6 +80,7 @@ struct py_scratch {
 	 * process generation tid_gen names (its gen + 1; 0: not yet): a thread keeps its id
 	 * until an exec, which makes another generation. */
 	__u64 tid;
+	__u64 interp;		/* the interpreter its cached thread state was found in */
 	__u32 tid_gen;
 	__u32 hash;		/* the stack's id: its process and frames hashed as the walk goes */
 	__u64 win[GM_PY_WINDOW / 8];		/* frames, as read */

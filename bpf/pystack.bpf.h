@@ -116,8 +116,18 @@ static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, struct p
 						 __u64 *cache, __u32 gen)
 {
 	const struct gm_py_offsets *o = &pp->off;
-	__u64 interp = read_user_u64(pp->runtime + o->runtime_interp_head), tstate, tid;
+	__u64 interp, tstate = *cache, tid;
 
+	/* The one it found before, still this thread's, of the interpreter it was found in, and
+	 * live: a thread state cleared at its end (at finalisation too) has no data stack (3.11+)
+	 * or no frame (3.9, 3.10: the walk finds none). The interpreter is read only when not. */
+	if (tstate && sc->tid_gen == gen + 1 && tstate_load(sc, tstate) &&
+	    tstate_word(sc, o->tstate_thread_id) == sc->tid &&
+	    tstate_word(sc, o->tstate_interp) == sc->interp &&
+	    (o->tstate_datastack_chunk == GM_PY_OFF_NONE ||
+	     tstate_word(sc, o->tstate_datastack_chunk)))
+		return tstate;
+	interp = read_user_u64(pp->runtime + o->runtime_interp_head);
 	if (!interp)
 		return 0;	/* not initialised yet, or finalised */
 	if (sc->tid_gen != gen + 1) {
@@ -127,10 +137,11 @@ static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, struct p
 	tid = sc->tid;
 	if (!tid)
 		return 0;
-	tstate = *cache;
 	if (tstate && tstate_load(sc, tstate) && tstate_word(sc, o->tstate_thread_id) == tid &&
-	    tstate_word(sc, o->tstate_interp) == interp)
+	    tstate_word(sc, o->tstate_interp) == interp) {
+		sc->interp = interp;
 		return tstate;
+	}
 	tstate = read_user_u64(interp + o->interp_threads_head);
 	for (int i = 0; i < GM_PY_MAX_THREADS && tstate; i++) {
 		if (read_user_u64(tstate + o->tstate_thread_id) == tid) {
@@ -140,6 +151,7 @@ static __always_inline __u64 python_thread_state(struct gm_py_proc *pp, struct p
 				return 0;
 			}
 			*cache = tstate;
+			sc->interp = interp;
 			return tstate;
 		}
 		tstate = read_user_u64(tstate + o->tstate_next);
