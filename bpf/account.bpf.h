@@ -41,6 +41,22 @@ static __always_inline void raise_peak(struct gm_proc_stats *ps, __u64 now_bytes
 	raise_max(&ps->peak_bytes, now_bytes);
 }
 
+/* Whether a call record wakes the reader: the one that finds an eighth of the ring waiting
+ * (within a few records: another CPU's may be counted in between), and each past half of it.
+ * Else each record of a reader that keeps up woke it: an irq_work in the traced thread, and a
+ * wakeup and a poll for one record. The reader polls every 100 ms anyway (tracer_poll), and
+ * nothing waits on a call record (holds come with lifecycle records, which wake it at once). */
+static __always_inline __u64 call_wakeup(void)
+{
+	__u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+
+	if ((waiting >= size / 8 && waiting < size / 8 + 4 * sizeof(struct gm_call_event)) ||
+	    waiting >= size / 2)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /* A call record of the probe-table row cookie names (tensor events: their USDT cookie). */
 static __always_inline void emit_record(__u32 type, __u64 cookie, const struct gm_inflight *rec,
 					__u32 tgid, __u32 tid, __s32 stack_id, __s32 py_stack_id,
@@ -73,7 +89,7 @@ static __always_inline void emit_record(__u32 type, __u64 cookie, const struct g
 	e->tensor_bytes = tensor_bytes;
 	e->gpu = event_gpu(device);
 	e->pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, call_wakeup());
 }
 
 static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec, __u32 tgid,

@@ -798,7 +798,16 @@ int tracer_poll(struct tracer *t, int timeout_ms)
 		return 0;
 	}
 	n = ring_buffer__poll(t->rb, timeout_ms);
-	return n == -EINTR ? 0 : n;
+	if (n == -EINTR)
+		n = 0;
+	/* Call records wake the reader only in batches (call_wakeup()): what came without a
+	 * wakeup is read here, at the latest when the poll's time is up. */
+	if (n >= 0) {
+		int m = ring_buffer__consume(t->rb);
+
+		n = m < 0 ? m : n + m;
+	}
+	return n;
 }
 
 bool tracer_watches_opens(const struct tracer *t)

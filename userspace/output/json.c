@@ -2,27 +2,74 @@
 /* The escaping JSON writer, and the plain-text sanitizer for readable views. */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "output/json.h"
 
+/* What a writer holds before it goes to its FILE in one write: a value's many small pieces
+ * (keys, numbers, strings) cost a stdio call each otherwise, most of what trace --json spent. */
+#define JW_BUF 16384
+
 struct json_writer {
 	FILE *out;
+	size_t len;	/* bytes in buf not written yet */
 	bool *first;	/* per nesting level: no value written yet at this level */
 	size_t depth;
 	size_t cap;
 	size_t untracked;	/* levels opened while out of memory for the stack */
 	bool after_key;	/* a key was written; its value needs no separator */
+	char buf[JW_BUF];
 };
+
+static void jw_flush(struct json_writer *w)
+{
+	if (w->len)
+		fwrite_unlocked(w->buf, 1, w->len, w->out);
+	w->len = 0;
+}
+
+static void jw_put(struct json_writer *w, const void *s, size_t n)
+{
+	if (n > JW_BUF - w->len) {
+		jw_flush(w);
+		if (n > JW_BUF) {
+			fwrite_unlocked(s, 1, n, w->out);
+			return;
+		}
+	}
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+static void jw_putc(struct json_writer *w, char c)
+{
+	if (w->len == JW_BUF)
+		jw_flush(w);
+	w->buf[w->len++] = c;
+}
+
+static void jw_puts(struct json_writer *w, const char *s)
+{
+	jw_put(w, s, strlen(s));
+}
+
+/* A value ended: at the top level, out before anything else the caller writes. */
+static void jw_done(struct json_writer *w)
+{
+	if (!w->depth && !w->untracked)
+		jw_flush(w);
+}
 
 struct json_writer *jw_new(FILE *out)
 {
 	struct json_writer *w;
 
-	w = calloc(1, sizeof(*w));
+	w = malloc(sizeof(*w));	/* not zeroed: buf is written before it is read */
 	if (!w)
 		return NULL;
+	memset(w, 0, offsetof(struct json_writer, buf));
 	w->cap = 16;
 	w->first = calloc(w->cap, sizeof(*w->first));
 	if (!w->first) {
@@ -38,6 +85,7 @@ void jw_free(struct json_writer *w)
 {
 	if (!w)
 		return;
+	jw_flush(w);
 	free(w->first);
 	free(w);
 }
@@ -45,7 +93,7 @@ void jw_free(struct json_writer *w)
 /* Writes the comma that separates this value (or key) from the previous one. */
 /* v in base 10 or 16, as printf's %llu / %llx would write it, in one write (numbers are most
  * of what trace --json writes). */
-static void put_digits(FILE *out, uint64_t v, unsigned int base, bool minus)
+static void put_digits(struct json_writer *w, uint64_t v, unsigned int base, bool minus)
 {
 	static const char digits[] = "0123456789abcdef";
 	char buf[24];
@@ -57,7 +105,7 @@ static void put_digits(FILE *out, uint64_t v, unsigned int base, bool minus)
 	} while (v);
 	if (minus)
 		buf[--i] = '-';
-	fwrite_unlocked(buf + i, 1, sizeof(buf) - i, out);
+	jw_put(w, buf + i, sizeof(buf) - i);
 }
 
 static void jw_separate(struct json_writer *w)
@@ -67,14 +115,14 @@ static void jw_separate(struct json_writer *w)
 		return;
 	}
 	if (w->depth > 0 && !w->first[w->depth])
-		putc_unlocked(',', w->out);
+		jw_putc(w, ',');
 	w->first[w->depth] = false;
 }
 
 static void jw_push(struct json_writer *w, char open)
 {
 	jw_separate(w);
-	putc_unlocked(open, w->out);
+	jw_putc(w, open);
 	if (w->depth + 1 >= w->cap) {
 		size_t cap = w->cap * 2;
 		bool *first = realloc(w->first, cap * sizeof(*first));
@@ -98,7 +146,8 @@ static void jw_pop(struct json_writer *w, char close)
 	else if (w->depth > 0)
 		w->depth--;
 	w->after_key = false;
-	putc_unlocked(close, w->out);
+	jw_putc(w, close);
+	jw_done(w);
 }
 
 void jw_object_begin(struct json_writer *w)
@@ -179,63 +228,67 @@ static size_t plain_run(const unsigned char *s, size_t len)
 }
 
 /* One byte that needs escaping (or is not valid UTF-8); returns the bytes it took. */
-static size_t escape_one(FILE *out, const unsigned char *s)
+static size_t escape_one(struct json_writer *w, const unsigned char *s)
 {
 	switch (*s) {
 	case '"':
-		fputs_unlocked("\\\"", out);
+		jw_puts(w, "\\\"");
 		break;
 	case '\\':
-		fputs_unlocked("\\\\", out);
+		jw_puts(w, "\\\\");
 		break;
 	case '\n':
-		fputs_unlocked("\\n", out);
+		jw_puts(w, "\\n");
 		break;
 	case '\t':
-		fputs_unlocked("\\t", out);
+		jw_puts(w, "\\t");
 		break;
 	case '\r':
-		fputs_unlocked("\\r", out);
+		jw_puts(w, "\\r");
 		break;
 	case '\b':
-		fputs_unlocked("\\b", out);
+		jw_puts(w, "\\b");
 		break;
 	case '\f':
-		fputs_unlocked("\\f", out);
+		jw_puts(w, "\\f");
 		break;
 	default:
-		if (*s < 0x20 || *s == 0x7f)
-			fprintf(out, "\\u%04x", *s);
+		if (*s < 0x20 || *s == 0x7f) {
+			char u[8];
+
+			snprintf(u, sizeof(u), "\\u%04x", *s);
+			jw_puts(w, u);
+		}
 		else
-			fputs_unlocked("\\ufffd", out);	/* not valid UTF-8 */
+			jw_puts(w, "\\ufffd");	/* not valid UTF-8 */
 	}
 	return 1;
 }
 
 /* Plain runs go out in one write each: the writer's hot loop (trace --json) is here. */
-static void jw_escaped(FILE *out, const char *str, size_t len)
+static void jw_escaped(struct json_writer *w, const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0, n;
 
-	putc_unlocked('"', out);
+	jw_putc(w, '"');
 	while (i < len) {
 		n = plain_run(s + i, len - i);
 		if (n) {
-			fwrite_unlocked(s + i, 1, n, out);
+			jw_put(w, s + i, n);
 			i += n;
 		}
 		if (i < len)
-			i += escape_one(out, s + i);
+			i += escape_one(w, s + i);
 	}
-	putc_unlocked('"', out);
+	jw_putc(w, '"');
 }
 
 void jw_key(struct json_writer *w, const char *key)
 {
 	jw_separate(w);
-	jw_escaped(w->out, key ? key : "", key ? strlen(key) : 0);
-	putc_unlocked(':', w->out);
+	jw_escaped(w, key ? key : "", key ? strlen(key) : 0);
+	jw_putc(w, ':');
 	w->after_key = true;
 }
 
@@ -246,7 +299,7 @@ void jw_string_len(struct json_writer *w, const char *s, size_t len)
 		return;
 	}
 	jw_separate(w);
-	jw_escaped(w->out, s, len);
+	jw_escaped(w, s, len);	jw_done(w);
 }
 
 void jw_string(struct json_writer *w, const char *s)
@@ -257,13 +310,13 @@ void jw_string(struct json_writer *w, const char *s)
 void jw_u64(struct json_writer *w, uint64_t v)
 {
 	jw_separate(w);
-	put_digits(w->out, v, 10, false);
+	put_digits(w, v, 10, false);	jw_done(w);
 }
 
 void jw_i64(struct json_writer *w, int64_t v)
 {
 	jw_separate(w);
-	put_digits(w->out, v < 0 ? -(uint64_t)v : (uint64_t)v, 10, v < 0);
+	put_digits(w, v < 0 ? -(uint64_t)v : (uint64_t)v, 10, v < 0);	jw_done(w);
 }
 
 void jw_double(struct json_writer *w, double v)
@@ -286,33 +339,33 @@ void jw_double(struct json_writer *w, double v)
 			break;
 		}
 	}
-	fputs(buf, w->out);
+	jw_puts(w, buf);	jw_done(w);
 }
 
 void jw_bool(struct json_writer *w, bool v)
 {
 	jw_separate(w);
-	fputs(v ? "true" : "false", w->out);
+	jw_puts(w, v ? "true" : "false");	jw_done(w);
 }
 
 void jw_raw(struct json_writer *w, const char *json, size_t len)
 {
 	jw_separate(w);
-	fwrite_unlocked(json, 1, len, w->out);
+	jw_put(w, json, len);	jw_done(w);
 }
 
 void jw_null(struct json_writer *w)
 {
 	jw_separate(w);
-	fputs("null", w->out);
+	jw_puts(w, "null");	jw_done(w);
 }
 
 void jw_hex(struct json_writer *w, uint64_t v)
 {
 	jw_separate(w);
-	fputs_unlocked("\"0x", w->out);
-	put_digits(w->out, v, 16, false);
-	putc_unlocked('"', w->out);
+	jw_puts(w, "\"0x");
+	put_digits(w, v, 16, false);
+	jw_putc(w, '"');	jw_done(w);
 }
 
 void jw_kv_string(struct json_writer *w, const char *key, const char *s)
@@ -359,7 +412,8 @@ void jw_kv_null(struct json_writer *w, const char *key)
 
 void jw_newline(struct json_writer *w)
 {
-	fputc('\n', w->out);
+	jw_putc(w, '\n');
+	jw_flush(w);
 	fflush(w->out);
 	w->after_key = false;
 	w->first[0] = true;
