@@ -108,4 +108,4 @@ fuzz-smoke:
 
 test: fuzz-smoke
 
--include $(wildcard $(FUZZ_OUT)/mod/*.d $(FUZZ_OUT)/obj/*.d)
+-include $(wildcard $(FUZZ_OUT)/mod/*/*.d $(FUZZ_OUT)/obj/*.d)

@@ -90,4 +90,5 @@ unit-test: $(UNIT_BINS) $(UNIT_LIBSYMS)
 	if [ -n "$$failed" ]; then echo "unit tests FAILED:$$failed"; exit 1; fi; \
 	echo "unit tests passed"
 
--include $(wildcard $(UNIT_OUT)/mod/*.d $(UNIT_OUT)/obj/*.d)
+# Modules sit in their layer's folder (mod/output/json.d): their header dependencies too.
+-include $(wildcard $(UNIT_OUT)/mod/*/*.d $(UNIT_OUT)/obj/*.d)
