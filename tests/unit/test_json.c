@@ -176,6 +176,59 @@ static void test_json_keys_are_escaped(void **state)
 	assert_string_equal(output(state), "{\"k\\\"\\n\":1}");
 }
 
+/* The escape of one byte as the writer's contract says (a lone byte of 0x80 and above is
+ * invalid UTF-8). */
+static void expected_escape(unsigned char c, char *out, size_t len)
+{
+	if (c == '"' || c == '\\')
+		snprintf(out, len, "\\%c", c);
+	else if (c == '\n')
+		snprintf(out, len, "\\n");
+	else if (c >= 0x80)
+		snprintf(out, len, "\\ufffd");
+	else if (c < 0x20 || c == 0x7f)
+		snprintf(out, len, "\\u%04x", c);
+	else
+		snprintf(out, len, "%c", c);
+}
+
+/* Plain strings are scanned eight bytes at a time: a byte that needs escaping is found at
+ * every position of every word and of the tail, in values and in keys. */
+static void test_json_escapes_at_every_position_of_a_word(void **state)
+{
+	static const unsigned char specials[] = { '"', '\\', '\n', 0x01, 0x1f, 0x20, 0x7e, 0x7f,
+						  0x80, 0xff };
+	(void)state;
+
+	for (size_t len = 1; len <= 20; len++) {
+		for (size_t pos = 0; pos < len; pos++) {
+			for (size_t k = 0; k < sizeof(specials); k++) {
+				char in[32], want[96], esc[8], *buf = NULL;
+				size_t blen = 0;
+				FILE *f = open_memstream(&buf, &blen);
+				struct json_writer *w = f ? jw_new(f) : NULL;
+
+				assert_non_null(w);
+				memset(in, 'x', len);
+				in[pos] = (char)specials[k];
+				in[len] = '\0';
+				expected_escape(specials[k], esc, sizeof(esc));
+				snprintf(want, sizeof(want), "{\"%.*s%s%.*s\":\"%.*s%s%.*s\"}",
+					 (int)pos, in, esc, (int)(len - pos - 1), in + pos + 1,
+					 (int)pos, in, esc, (int)(len - pos - 1), in + pos + 1);
+				jw_object_begin(w);
+				jw_key(w, in);
+				jw_string_len(w, in, len);
+				jw_object_end(w);
+				jw_free(w);
+				fclose(f);
+				assert_string_equal(buf, want);
+				free(buf);
+			}
+		}
+	}
+}
+
 static void test_json_valid_utf8_passes_through(void **state)
 {
 	/* 2-, 3- and 4-byte sequences: é, €, U+10FFFF, 😀 */
@@ -296,6 +349,7 @@ int main(void)
 		T(test_json_escapes_embedded_nul_with_length),
 		T(test_json_string_len_stops_at_len),
 		T(test_json_keys_are_escaped),
+		cmocka_unit_test(test_json_escapes_at_every_position_of_a_word),
 		T(test_json_valid_utf8_passes_through),
 		T(test_json_invalid_utf8_becomes_replacement_char),
 		T(test_json_null_string_writes_null),

@@ -91,20 +91,33 @@ void jw_free(struct json_writer *w)
 }
 
 /* Writes the comma that separates this value (or key) from the previous one. */
-/* v in base 10 or 16, as printf's %llu / %llx would write it, in one write (numbers are most
- * of what trace --json writes). */
-static void put_digits(struct json_writer *w, uint64_t v, unsigned int base, bool minus)
+/* v in base 10 (a '-' before it when minus) or 16, as printf's %llu / %llx would write it, in
+ * one write (numbers are most of what trace --json writes). The base is a constant in each
+ * loop: a division by a variable is tens of cycles a digit, by 10 a multiplication. */
+static void put_decimal(struct json_writer *w, uint64_t v, bool minus)
 {
-	static const char digits[] = "0123456789abcdef";
 	char buf[24];
 	size_t i = sizeof(buf);
 
 	do {
-		buf[--i] = digits[v % base];
-		v /= base;
+		buf[--i] = (char)('0' + v % 10);
+		v /= 10;
 	} while (v);
 	if (minus)
 		buf[--i] = '-';
+	jw_put(w, buf + i, sizeof(buf) - i);
+}
+
+static void put_hex(struct json_writer *w, uint64_t v)
+{
+	static const char digits[] = "0123456789abcdef";
+	char buf[16];
+	size_t i = sizeof(buf);
+
+	do {
+		buf[--i] = digits[v & 0xf];
+		v >>= 4;
+	} while (v);
 	jw_put(w, buf + i, sizeof(buf) - i);
 }
 
@@ -206,18 +219,44 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
 
 /* The bytes from s on that go out as they are: printable ASCII but '"' and '\\', and whole
  * valid UTF-8 sequences. */
+static const bool ascii_plain[256] = {	/* all but '"' (0x22) and '\\' (0x5c) */
+	[0x20 ... 0x21] = true, [0x23 ... 0x5b] = true, [0x5d ... 0x7e] = true,
+};
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether a byte of x is zero, below 0x20, above 0x7e (each exact as a whole, the classic
+ * word-at-a-time tests); so whether any of eight bytes is not printable ASCII or is '"' or
+ * '\\': the scan of plain strings (keys, names, paths) goes by words. */
+static uint64_t has_zero(uint64_t x)
+{
+	return (x - ONES) & ~x & HIGHS;
+}
+
+static bool word_needs_care(uint64_t x)
+{
+	return ((x - ONES * 0x20) & ~x & HIGHS) | (((x + ONES) | x) & HIGHS) |
+	       has_zero(x ^ (ONES * '"')) | has_zero(x ^ (ONES * '\\'));
+}
+
 static size_t plain_run(const unsigned char *s, size_t len)
 {
 	size_t i = 0, n;
+	uint64_t x;
 
+	while (len - i >= 8) {
+		memcpy(&x, s + i, 8);
+		if (word_needs_care(x))
+			break;
+		i += 8;
+	}
 	while (i < len) {
-		unsigned char c = s[i];
-
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+		if (ascii_plain[s[i]]) {
 			i++;
 			continue;
 		}
-		if (c < 0x80)
+		if (s[i] < 0x80)
 			break;
 		n = utf8_seq_len(s + i, len - i);
 		if (!n)
@@ -271,6 +310,16 @@ static void jw_escaped(struct json_writer *w, const char *str, size_t len)
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0, n;
 
+	if (len + 2 <= JW_BUF - w->len) {	/* most strings: plain, written in one piece */
+		n = plain_run(s, len);
+		if (n == len) {
+			w->buf[w->len] = '"';
+			memcpy(w->buf + w->len + 1, s, len);
+			w->buf[w->len + 1 + len] = '"';
+			w->len += len + 2;
+			return;
+		}
+	}
 	jw_putc(w, '"');
 	while (i < len) {
 		n = plain_run(s + i, len - i);
@@ -284,11 +333,23 @@ static void jw_escaped(struct json_writer *w, const char *str, size_t len)
 	jw_putc(w, '"');
 }
 
-void jw_key(struct json_writer *w, const char *key)
+void jw_key_len(struct json_writer *w, const char *key, size_t n)
 {
+	if (!key)
+		key = "";
 	jw_separate(w);
-	jw_escaped(w, key ? key : "", key ? strlen(key) : 0);
-	jw_putc(w, ':');
+	if (n + 3 <= JW_BUF - w->len && plain_run((const unsigned char *)key, n) == n) {
+		char *p = w->buf + w->len;	/* "key": in one piece, as most keys are */
+
+		p[0] = '"';
+		memcpy(p + 1, key, n);
+		p[n + 1] = '"';
+		p[n + 2] = ':';
+		w->len += n + 3;
+	} else {
+		jw_escaped(w, key, n);
+		jw_putc(w, ':');
+	}
 	w->after_key = true;
 }
 
@@ -310,13 +371,13 @@ void jw_string(struct json_writer *w, const char *s)
 void jw_u64(struct json_writer *w, uint64_t v)
 {
 	jw_separate(w);
-	put_digits(w, v, 10, false);	jw_done(w);
+	put_decimal(w, v, false);	jw_done(w);
 }
 
 void jw_i64(struct json_writer *w, int64_t v)
 {
 	jw_separate(w);
-	put_digits(w, v < 0 ? -(uint64_t)v : (uint64_t)v, 10, v < 0);	jw_done(w);
+	put_decimal(w, v < 0 ? -(uint64_t)v : (uint64_t)v, v < 0);	jw_done(w);
 }
 
 void jw_double(struct json_writer *w, double v)
@@ -364,57 +425,14 @@ void jw_hex(struct json_writer *w, uint64_t v)
 {
 	jw_separate(w);
 	jw_puts(w, "\"0x");
-	put_digits(w, v, 16, false);
+	put_hex(w, v);
 	jw_putc(w, '"');	jw_done(w);
-}
-
-void jw_kv_string(struct json_writer *w, const char *key, const char *s)
-{
-	jw_key(w, key);
-	jw_string(w, s);
-}
-
-void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v)
-{
-	jw_key(w, key);
-	jw_u64(w, v);
-}
-
-void jw_kv_i64(struct json_writer *w, const char *key, int64_t v)
-{
-	jw_key(w, key);
-	jw_i64(w, v);
-}
-
-void jw_kv_double(struct json_writer *w, const char *key, double v)
-{
-	jw_key(w, key);
-	jw_double(w, v);
-}
-
-void jw_kv_bool(struct json_writer *w, const char *key, bool v)
-{
-	jw_key(w, key);
-	jw_bool(w, v);
-}
-
-void jw_kv_hex(struct json_writer *w, const char *key, uint64_t v)
-{
-	jw_key(w, key);
-	jw_hex(w, v);
-}
-
-void jw_kv_null(struct json_writer *w, const char *key)
-{
-	jw_key(w, key);
-	jw_null(w);
 }
 
 void jw_newline(struct json_writer *w)
 {
 	jw_putc(w, '\n');
 	jw_flush(w);
-	fflush(w->out);
 	w->after_key = false;
 	w->first[0] = true;
 }

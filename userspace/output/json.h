@@ -19,8 +19,14 @@ void jw_object_end(struct json_writer *w);
 void jw_array_begin(struct json_writer *w);
 void jw_array_end(struct json_writer *w);
 
-/* The next value belongs to key. */
-void jw_key(struct json_writer *w, const char *key);
+/* The next value belongs to key (escaped like any string; its length is the compiler's
+ * when key is a literal, as most are: jw_key and the jw_kv_ functions are inline). */
+void jw_key_len(struct json_writer *w, const char *key, size_t len);
+
+static inline void jw_key(struct json_writer *w, const char *key)
+{
+	jw_key_len(w, key, key ? __builtin_strlen(key) : 0);
+}
 
 /* NULL writes null. Invalid UTF-8 becomes U+FFFD; control characters are escaped. */
 void jw_string(struct json_writer *w, const char *s);
@@ -36,16 +42,51 @@ void jw_raw(struct json_writer *w, const char *json, size_t len);
 /* A string "0x1a2b". */
 void jw_hex(struct json_writer *w, uint64_t v);
 
-void jw_kv_string(struct json_writer *w, const char *key, const char *s);
-void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v);
-void jw_kv_i64(struct json_writer *w, const char *key, int64_t v);
-void jw_kv_double(struct json_writer *w, const char *key, double v);
-void jw_kv_bool(struct json_writer *w, const char *key, bool v);
-void jw_kv_hex(struct json_writer *w, const char *key, uint64_t v);
-void jw_kv_null(struct json_writer *w, const char *key);
+static inline void jw_kv_string(struct json_writer *w, const char *key, const char *s)
+{
+	jw_key(w, key);
+	jw_string(w, s);
+}
 
-/* Ends the current line ("\n") and flushes: for one-object-per-line output. Only valid at
- * depth 0; the next value then starts a new top-level document. */
+static inline void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	jw_u64(w, v);
+}
+
+static inline void jw_kv_i64(struct json_writer *w, const char *key, int64_t v)
+{
+	jw_key(w, key);
+	jw_i64(w, v);
+}
+
+static inline void jw_kv_double(struct json_writer *w, const char *key, double v)
+{
+	jw_key(w, key);
+	jw_double(w, v);
+}
+
+static inline void jw_kv_bool(struct json_writer *w, const char *key, bool v)
+{
+	jw_key(w, key);
+	jw_bool(w, v);
+}
+
+static inline void jw_kv_hex(struct json_writer *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	jw_hex(w, v);
+}
+
+static inline void jw_kv_null(struct json_writer *w, const char *key)
+{
+	jw_key(w, key);
+	jw_null(w);
+}
+
+/* Ends the current line ("\n") and hands it to the FILE (which the caller flushes when the
+ * line must be out): for one-object-per-line output. Only valid at depth 0; the next value
+ * then starts a new top-level document. */
 void jw_newline(struct json_writer *w);
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes, n > 0), or 0 when it is not

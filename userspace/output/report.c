@@ -279,13 +279,11 @@ void text_libraries(FILE *out, const struct snap_proc *p, unsigned int max, bool
 
 void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint64_t wall_ns)
 {
-	char comm[GM_COMM_LEN + 1];
-
-	snprintf(comm, sizeof(comm), "%.*s", GM_COMM_LEN, e->comm);
 	jw_kv_u64(w, "time_ns", wall_ns);
 	jw_kv_i64(w, "pid", e->pid);
 	jw_kv_i64(w, "tid", e->tid);
-	jw_kv_string(w, "comm", comm);
+	jw_key(w, "comm");
+	jw_string_len(w, e->comm, strnlen(e->comm, GM_COMM_LEN));
 	jw_kv_string(w, "api", event_api_name(e));
 	jw_kv_string(w, "layer", probe_layer_name(e->layer));
 	jw_kv_string(w, "vendor", probe_vendor(e->layer));

@@ -223,18 +223,21 @@ static int finish(struct session *s, int rc)
 	return rc ? rc : err ? 1 : 0;
 }
 
-/* -o FILE (base/outfile.h), fully buffered: the session flushes after each batch of
- * ring-buffer records, so a stream of events costs one write per batch, not one per line.
- * stdout without -o. */
+/* The report's buffer: a stream of events (trace, ~1 KiB of JSON an event) is written in
+ * writes of this size, not of stdio's default (st_blksize, 4 KiB: a write of 4 KiB at an
+ * offset a flush left unaligned costs ext4 the zeroing of two partial blocks). Static: glibc
+ * ignores setvbuf's size without a buffer given, and the FILE may outlive the session (stdout). */
+static char out_buf[1 << 18];
+
+/* -o FILE (base/outfile.h) or stdout, fully buffered unless stdout is a terminal: the session
+ * flushes after each batch of ring-buffer records (a poll, 100 ms at most), so a stream of
+ * events costs a write per batch, not per line. */
 static FILE *open_output(const char *path)
 {
-	FILE *f;
+	FILE *f = path ? outfile_create(path) : stdout;
 
-	if (!path)
-		return stdout;
-	f = outfile_create(path);
-	if (f)
-		setvbuf(f, NULL, _IOFBF, 1 << 16);
+	if (f && (path || !isatty(STDOUT_FILENO)))
+		setvbuf(f, out_buf, _IOFBF, sizeof(out_buf));
 	return f;
 }
 

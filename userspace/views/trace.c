@@ -27,11 +27,30 @@ static const char *event_name(__u32 type)
 	return "unknown";
 }
 
+/* The stream's writer, one for all its lines (s->state), made at the first. */
+static struct json_writer *writer_of(struct sink *s)
+{
+	if (!s->state)
+		s->state = jw_new(s->out);
+	return s->state;
+}
+
+static void trace_end(struct sink *s)
+{
+	jw_free(s->state);
+	s->state = NULL;
+}
+
 static void trace_json(struct sink *s, const struct snap_event *se)
 {
 	const struct gm_call_event *e = se->ev;
-	struct json_writer *w = jw_new(s->out);
+	struct json_writer *w = writer_of(s);
 	char comm[GM_COMM_LEN + 1];
+
+	if (!w) {
+		s->failed = true;
+		return;
+	}
 
 	jw_object_begin(w);
 	if (e->type == GM_REC_PROCESS_EXIT) {
@@ -55,8 +74,7 @@ static void trace_json(struct sink *s, const struct snap_event *se)
 		json_frames(w, se->stack);
 	}
 	jw_object_end(w);
-	jw_free(w);
-	fputc('\n', s->out);
+	jw_newline(w);
 }
 
 static void trace_text(struct sink *s, const struct snap_event *se)
@@ -110,8 +128,12 @@ static bool losses_moved(const struct snapshot *snap)
 static void print_losses(struct sink *s, const struct snapshot *snap, bool final)
 {
 	if (s->opt->json) {
-		struct json_writer *w = jw_new(s->out);
+		struct json_writer *w = writer_of(s);
 
+		if (!w) {
+			s->failed = true;
+			return;
+		}
 		jw_object_begin(w);
 		jw_kv_u64(w, "time_ns", snapshot_wall_ns(snap, snap->time_ns));
 		jw_kv_string(w, "event", "lost");
@@ -120,7 +142,6 @@ static void print_losses(struct sink *s, const struct snapshot *snap, bool final
 		json_lost(w, snap);
 		jw_object_end(w);
 		jw_newline(w);
-		jw_free(w);
 	} else {
 		text_lost(stderr, snap);
 	}
@@ -165,4 +186,5 @@ const struct sink_ops trace_view = {
 	.on_report = trace_report,
 	.on_event = trace_event,
 	.finish = trace_finish,
+	.end = trace_end,
 };
