@@ -2,10 +2,14 @@
 # The event consumer: how many events a second `gpumem trace --json -o FILE` delivers, and how
 # many it drops, at the default ring size, for a workload of two threads that allocate and free
 # as fast as they can (each pair is two events). Prints the rate the file shows (events over
-# the span of their timestamps) and the drops from the stream's final "lost" line.
+# the span of their timestamps) and the drops from the stream's final "lost" line. Then what
+# a consumer costs an event, gpumem's own CPU time with one producing thread
+# (bench/consumer_cpu.sh), for trace --json -o FILE and for record -o FILE.db: under the bare
+# uprobe trap's ~850 ns here, one consumer core keeps up with one producing core.
 # Knobs: TRACE_RATE_PAIRS (per thread, default 200000), TRACE_RATE_ROUNDS (default 3).
 set -u
 cd "$(dirname "$0")/.." || exit 1
+. bench/common.sh
 BUILD=${BUILD:-build}
 PAIRS=${TRACE_RATE_PAIRS:-200000}
 ROUNDS=${TRACE_RATE_ROUNDS:-3}
@@ -32,4 +36,18 @@ print(f"  round {rnd}: {len(times)} of {want} call events delivered, "
       f"{lost['ringbuf_dropped'] if lost else '?'} dropped, {rate:,.0f} events/s "
       f"(target 300,000/s with 0 dropped)")
 PY
+done
+
+echo "CPU per event of the consumer, 1 thread x $PAIRS pairs (median of $ROUNDS rounds)"
+for consumer in "trace --json -o $WORK/c.json" "record -o $WORK/c.db"; do
+	: >"$WORK/cpu"
+	for round in $(seq 1 "$ROUNDS"); do
+		rm -f "$WORK"/c.*
+		# shellcheck disable=SC2086 # the consumer's words
+		"$BUILD/gpumem" $consumer -c bench/consumer_cpu.sh "$WORK/one" "$PAIRS" \
+			>/dev/null 2>"$WORK/err" || { cat "$WORK/err"; exit 1; }
+		cat "$WORK/one" >>"$WORK/cpu"
+	done
+	printf '  %-28s %5s ns an event (rounds: %s; target < 850: the bare trap)\n' \
+		"${consumer%% -o*} -o FILE:" "$(median "$WORK/cpu")" "$(paste -sd, "$WORK/cpu")"
 done
