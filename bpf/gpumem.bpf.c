@@ -103,44 +103,43 @@ int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
 
 /* ---- PyTorch tensors (tensors.bpf.h) ---- */
 
-/* pytorch:malloc(ptr, device, size, stream): the stream is not read (each read looks up the
- * probe's argument spec); the device is read by tensor_alloc. */
+/* pytorch:malloc(ptr, device, size, stream): the stream is not read. */
 SEC("usdt")
 int tensor_malloc(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct gm_inflight *rec;
-	long ptr = 0, size = 0;
+	struct usdt_call c;
 
-	if (bpf_usdt_arg(ctx, 0, &ptr) || bpf_usdt_arg(ctx, 2, &size) || !ptr || size <= 0)
-		return 0;
 	rec = tensor_thread(id >> 32);
-	if (!rec)
+	if (!rec || usdt_call_of(ctx, 3, &c) || !c.arg[0] || c.arg[2] <= 0)
 		return 0;
-	tensor_alloc(ctx, rec, ptr, size, call_stacks(ctx, rec, id >> 32));
+	tensor_alloc(ctx, rec, &c, call_stacks(ctx, rec, id >> 32));
 	return 0;
 }
 
 /* Fired before the allocator takes the tensor back: its entry is deleted here, so only one of
  * two racing frees counts it. */
 SEC("usdt")
-int BPF_USDT(tensor_free, __u64 ptr)
+int tensor_free(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
+	__u64 id = bpf_get_current_pid_tgid(), cookie, ptr;
 	__u32 tgid = id >> 32, type = GM_REC_FREE;
-	struct gm_alloc_key key = { .tgid = tgid, .space = GM_SPACE_TENSOR, .addr = ptr };
+	struct gm_alloc_key key = { .tgid = tgid, .space = GM_SPACE_TENSOR };
 	struct gm_alloc_info info = {};
 	__u32 seen = 0;
 	bool found;
 	int at;
 	__u64 reserved = 0, tensors = 0;
 	struct gm_inflight *rec;
+	struct usdt_call c;
 
-	if (!ptr)
-		return 0;
 	rec = tensor_thread(tgid);
-	if (!rec)
+	if (!rec || usdt_call_of(ctx, 1, &c) || !c.arg[0])
 		return 0;
+	cookie = c.cookie;
+	ptr = c.arg[0];
+	key.addr = ptr;
 	key.gen = rec->gen;
 	at = alloc_find(&key, &seen);
 	found = at >= 0;
