@@ -65,14 +65,18 @@ static void frames_array(struct json_writer *w, const struct snap_stack *st)
 	jw_array_end(w);
 }
 
-/* The JSON of a stack's frames, written once and kept while the cache holds the stack: every
- * event of a site prints the same frames (trace --json writes little else). */
+/* A stack's frames as JSON and as a text view's site, each written once and kept while the
+ * cache holds the stack: every event of a site prints the same frames (trace writes little
+ * else). */
 #define FRAMES_CACHE_SIZE 4096	/* stacks whose text is kept; all go when it is full */
 
 static struct frames_text {
 	struct snap_stack *stack;	/* a reference: the address is never reused meanwhile */
-	char *json;
-	size_t len;
+	struct {
+		char *text;	/* NULL until first asked for */
+		size_t len;
+		unsigned int variant;	/* what the form's text was written with */
+	} form[FRAMES_FORMS];
 } frames_cache[FRAMES_CACHE_SIZE];
 static size_t frames_cached;
 
@@ -80,18 +84,18 @@ static void frames_cache_clear(void)
 {
 	for (size_t i = 0; i < FRAMES_CACHE_SIZE; i++) {
 		snap_stack_put(frames_cache[i].stack);
-		free(frames_cache[i].json);
+		for (size_t f = 0; f < FRAMES_FORMS; f++)
+			free(frames_cache[i].form[f].text);
 		frames_cache[i] = (struct frames_text){ 0 };
 	}
 	frames_cached = 0;
 }
 
-static struct frames_text *frames_text_of(const struct snap_stack *st)
+/* The stack's entry, found or made (empty). */
+static struct frames_text *frames_entry_of(const struct snap_stack *st)
 {
 	size_t h = ((uintptr_t)st >> 4) % FRAMES_CACHE_SIZE, i = h;
 	struct frames_text *e;
-	struct json_writer *w;
-	FILE *f;
 
 	do {
 		e = &frames_cache[i];
@@ -105,33 +109,62 @@ static struct frames_text *frames_text_of(const struct snap_stack *st)
 		frames_cache_clear();
 		e = &frames_cache[h];
 	}
-	f = open_memstream(&e->json, &e->len);
-	if (!f)
-		return NULL;
-	w = jw_new(f);
-	frames_array(w, st);
-	jw_free(w);
-	if (fclose(f)) {
-		free(e->json);
-		e->json = NULL;
-		return NULL;
-	}
 	e->stack = snap_stack_get((struct snap_stack *)st);
 	frames_cached++;
 	return e;
 }
 
+const char *frames_cache_text(const struct snap_stack *st, enum frames_form form,
+			      unsigned int variant, frames_writer write, const void *arg,
+			      size_t *len)
+{
+	struct frames_text *e = st ? frames_entry_of(st) : NULL;
+	FILE *f;
+
+	if (!e)
+		return NULL;
+	if (e->form[form].text && e->form[form].variant != variant) {
+		free(e->form[form].text);
+		e->form[form].text = NULL;
+	}
+	if (!e->form[form].text) {
+		f = open_memstream(&e->form[form].text, &e->form[form].len);
+		if (!f)
+			return NULL;
+		write(f, st, arg);
+		if (fclose(f)) {
+			free(e->form[form].text);
+			e->form[form].text = NULL;
+			return NULL;
+		}
+		e->form[form].variant = variant;
+	}
+	*len = e->form[form].len;
+	return e->form[form].text;
+}
+
+static void write_json_frames(FILE *f, const struct snap_stack *st, const void *arg)
+{
+	struct json_writer *w = jw_new(f);
+
+	(void)arg;
+	if (w)
+		frames_array(w, st);
+	jw_free(w);
+}
+
 void json_frames(struct json_writer *w, const struct snap_stack *st)
 {
-	struct frames_text *t = st ? frames_text_of(st) : NULL;
+	size_t len;
+	const char *json = frames_cache_text(st, FRAMES_JSON, 0, write_json_frames, NULL, &len);
 
-	if (t)
-		jw_raw(w, t->json, t->len);
+	if (json)
+		jw_raw(w, json, len);
 	else
 		frames_array(w, st);
 }
 
-void json_frames_cache_free(void)
+void frames_cache_free(void)
 {
 	frames_cache_clear();
 }
@@ -609,12 +642,16 @@ const char *container_short(const struct container_info *ci, char *buf, size_t l
 
 void text_clock(char *buf, size_t len, uint64_t wall_ns, bool micros)
 {
+	static time_t last_secs = -1;	/* a stream's lines: the same second many times */
+	static char hms[16];
 	time_t secs = (time_t)(wall_ns / 1000000000ull);
-	char hms[16];
 	struct tm tm;
 
-	localtime_r(&secs, &tm);
-	strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
+	if (secs != last_secs) {
+		localtime_r(&secs, &tm);
+		strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
+		last_secs = secs;
+	}
 	if (micros)
 		snprintf(buf, len, "%s.%06" PRIu64, hms, (wall_ns / 1000) % 1000000);
 	else

@@ -29,9 +29,17 @@ void text_libraries_line(FILE *out, const char *indent, const struct snap_proc *
 /* ---- JSON ---- */
 
 /* "frames": an array, innermost first. A NULL stack is an empty array. A stack's text is
- * cached (with a reference to it) until json_frames_cache_free. */
+ * cached (with a reference to it) until frames_cache_free. */
 void json_frames(struct json_writer *w, const struct snap_stack *st);
-void json_frames_cache_free(void);
+/* A stack's text in one form, written by write(f, st, arg) at its first use (and again when
+ * variant, what else it depends on, changes) and kept with the stack until frames_cache_free;
+ * NULL when it could not be (st NULL, out of memory). */
+enum frames_form { FRAMES_JSON, FRAMES_TEXT, FRAMES_FORMS };
+typedef void (*frames_writer)(FILE *f, const struct snap_stack *st, const void *arg);
+const char *frames_cache_text(const struct snap_stack *st, enum frames_form form,
+			      unsigned int variant, frames_writer write, const void *arg,
+			      size_t *len);
+void frames_cache_free(void);
 /* "container", "pod", and the names its OCI bundle gave: "pod_name", "namespace",
  * "container_name" (each null when not known; ci NULL: the process was not seen). */
 void json_container(struct json_writer *w, const struct container_info *ci);

@@ -83,6 +83,31 @@ void text_site(FILE *out, const struct snap_stack *st, unsigned int max, bool al
 		fputs(" <- ...", out);
 }
 
+struct text_site_args {
+	unsigned int max;
+	bool all_frames;
+};
+
+static void write_text_site(FILE *f, const struct snap_stack *st, const void *arg)
+{
+	const struct text_site_args *a = arg;
+
+	text_site(f, st, a->max, a->all_frames);
+}
+
+void text_site_cached(FILE *out, const struct snap_stack *st, unsigned int max, bool all_frames)
+{
+	struct text_site_args a = { .max = max, .all_frames = all_frames };
+	size_t len;
+	const char *text = frames_cache_text(st, FRAMES_TEXT, max << 1 | all_frames,
+					     write_text_site, &a, &len);
+
+	if (text)
+		fwrite(text, 1, len, out);
+	else
+		text_site(out, st, max, all_frames);
+}
+
 /* ---- as many frames as tell the rows apart ---------------------------------------------- */
 
 struct shown_frames {

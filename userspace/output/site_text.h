@@ -21,6 +21,9 @@ unsigned int site_frames(const struct snap_stack *st, uint32_t *idx, unsigned in
 /* `line (file.py:8) <- caller (file.py:20)`: at most max of those frames, " <- ..." when there
  * are more; every frame of the stack when all_frames. */
 void text_site(FILE *out, const struct snap_stack *st, unsigned int max, bool all_frames);
+/* The same, its text written once a stack and kept (frames_cache_text): a stream's line per
+ * event (trace). */
+void text_site_cached(FILE *out, const struct snap_stack *st, unsigned int max, bool all_frames);
 /* For each of n stacks listed together, the frames its row needs so that no two rows read
  * alike where their stacks differ: at least min. */
 void site_text_depths(const struct snap_stack *const *stacks, size_t n, unsigned int min,

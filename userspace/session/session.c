@@ -289,7 +289,7 @@ int session_run(const struct options *o)
 		s.ops->end(&s.sink);
 out:
 	snapshot_put(s.last_failure_snap);
-	json_frames_cache_free();
+	frames_cache_free();
 	s.src->close(&s);
 	history_free(s.hist);
 	if (close_output(s.sink.out, s.sink.out == stdout ? NULL : o->output, s.write_errno))

@@ -101,7 +101,7 @@ static void trace_text(struct sink *s, const struct snap_event *se)
 	if (e->type == GM_REC_ALLOC_FAILED)
 		fprintf(s->out, " = %d %s", e->error, gpu_error_name(e->layer, e->error));
 	fputs(" at ", s->out);
-	text_site(s->out, se->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
+	text_site_cached(s->out, se->stack, SITE_TEXT_FRAMES, s->opt->all_frames);
 	fputc('\n', s->out);
 }
 
