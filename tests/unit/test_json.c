@@ -229,6 +229,19 @@ static void test_json_escapes_at_every_position_of_a_word(void **state)
 	}
 }
 
+/* Members written by the caller take their place among the others: commas before and after. */
+static void test_json_members_in_one_piece_get_commas(void **state)
+{
+	struct json_writer *w = writer(state);
+
+	jw_object_begin(w);
+	jw_members(w, "\"a\":null", 8);
+	jw_kv_u64(w, "b", 1);
+	jw_members(w, "\"c\":2,\"d\":3", 11);
+	jw_object_end(w);
+	assert_string_equal(output(state), "{\"a\":null,\"b\":1,\"c\":2,\"d\":3}");
+}
+
 static void test_json_valid_utf8_passes_through(void **state)
 {
 	/* 2-, 3- and 4-byte sequences: é, €, U+10FFFF, 😀 */
@@ -349,6 +362,7 @@ int main(void)
 		T(test_json_escapes_embedded_nul_with_length),
 		T(test_json_string_len_stops_at_len),
 		T(test_json_keys_are_escaped),
+		T(test_json_members_in_one_piece_get_commas),
 		cmocka_unit_test(test_json_escapes_at_every_position_of_a_word),
 		T(test_json_valid_utf8_passes_through),
 		T(test_json_invalid_utf8_becomes_replacement_char),

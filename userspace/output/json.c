@@ -418,7 +418,13 @@ void jw_raw(struct json_writer *w, const char *json, size_t len)
 void jw_null(struct json_writer *w)
 {
 	jw_separate(w);
-	jw_puts(w, "null");	jw_done(w);
+	jw_put(w, "null", 4);	jw_done(w);
+}
+
+void jw_members(struct json_writer *w, const char *json, size_t len)
+{
+	jw_separate(w);
+	jw_put(w, json, len);
 }
 
 void jw_hex(struct json_writer *w, uint64_t v)

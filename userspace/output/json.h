@@ -39,6 +39,9 @@ void jw_bool(struct json_writer *w, bool v);
 void jw_null(struct json_writer *w);
 /* A value already written as JSON by a writer of its own (one complete value). */
 void jw_raw(struct json_writer *w, const char *json, size_t len);
+/* Members of the object being written, already written as JSON by the caller
+ * ("\"a\":1,\"b\":null": keys and values of its own, never untrusted text), in one piece. */
+void jw_members(struct json_writer *w, const char *json, size_t len);
 /* A string "0x1a2b". */
 void jw_hex(struct json_writer *w, uint64_t v);
 

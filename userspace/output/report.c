@@ -171,6 +171,15 @@ void frames_cache_free(void)
 
 void json_container(struct json_writer *w, const struct container_info *ci)
 {
+	static const char none[] = "\"container\":null,\"pod\":null,\"pod_name\":null,"
+				   "\"namespace\":null,\"container_name\":null";
+
+	/* A process in no container (most, and every event of theirs): in one piece. */
+	if (!ci || (!ci->has_id && !ci->has_pod && !ci->pod_name[0] && !ci->pod_namespace[0] &&
+		    !ci->container_name[0])) {
+		jw_members(w, none, sizeof(none) - 1);
+		return;
+	}
 	jw_kv_string(w, "container", ci && ci->has_id ? ci->id : NULL);
 	jw_kv_string(w, "pod", ci && ci->has_pod ? ci->pod_uid : NULL);
 	jw_kv_string(w, "pod_name", ci && ci->pod_name[0] ? ci->pod_name : NULL);
