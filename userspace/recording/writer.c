@@ -14,9 +14,17 @@
 #define COMMIT_NS 500000000ull	/* a kill loses at most this much (and what the ring held) */
 #define CLOCK_EVERY 256		/* events between looks at the clock */
 
+/* An event's row of parameters, and REC_EVENT_BATCH of them. */
+#define EVENT_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+#define EVENT_ROWS_2 EVENT_ROW ", " EVENT_ROW
+#define EVENT_ROWS_4 EVENT_ROWS_2 ", " EVENT_ROWS_2
+#define EVENT_ROWS_8 EVENT_ROWS_4 ", " EVENT_ROWS_4
+#define EVENT_ROWS_16 EVENT_ROWS_8 ", " EVENT_ROWS_8
+_Static_assert(REC_EVENT_BATCH == 16, "EVENT_ROWS_16 is the batch's insert");
+
 static const char *const stmt_sql[ST_COUNT] = {
-	[ST_EVENT] = "INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-		     " ?12, ?13, ?14, ?15, ?16)",
+	[ST_EVENT] = "INSERT INTO events VALUES " EVENT_ROW,
+	[ST_EVENTS] = "INSERT INTO events VALUES " EVENT_ROWS_16,
 	[ST_PROC_NEW] = "INSERT INTO processes (id, session_id, pid, comm, start_ns)"
 			" VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_PROC_IDENTITY] = "UPDATE processes SET serial = ?2, ns_pid = ?3, comm = ?4,"
@@ -87,6 +95,7 @@ static int exec_or_fail(struct recorder *r, const char *sql, const char *what)
 /* Commits the batch and begins the next one. */
 static int commit(struct recorder *r, bool begin_next)
 {
+	rec_events_flush(r);
 	if (r->err)
 		return -EIO;
 	if (r->in_txn && exec_or_fail(r, "COMMIT", "write"))
@@ -257,51 +266,75 @@ static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap
 	}
 }
 
-static void bind_or_null(sqlite3_stmt *st, int col, uint64_t v)
+/* Binds a waiting row's columns from parameter first on. */
+static void bind_event_row(sqlite3_stmt *st, int first, const struct rec_event_row *row)
 {
-	if (v)
-		sqlite3_bind_int64(st, col, (int64_t)v);
-	else
-		sqlite3_bind_null(st, col);
+	for (int c = 0; c < REC_EVENT_COLS; c++) {
+		if (row->null_mask & (1u << c))
+			sqlite3_bind_null(st, first + c);
+		else
+			sqlite3_bind_int64(st, first + c, row->v[c]);
+	}
+}
+
+void rec_events_flush(struct recorder *r)
+{
+	size_t n = r->npending;
+
+	r->npending = 0;
+	if (r->err || !n)
+		return;
+	if (n == REC_EVENT_BATCH) {
+		for (size_t i = 0; i < n; i++)
+			bind_event_row(r->st[ST_EVENTS], 1 + (int)i * REC_EVENT_COLS,
+				       &r->pending[i]);
+		rec_step(r, ST_EVENTS);
+		return;
+	}
+	for (size_t i = 0; i < n && !r->err; i++) {
+		bind_event_row(r->st[ST_EVENT], 1, &r->pending[i]);
+		rec_step(r, ST_EVENT);
+	}
+}
+
+/* Column col (1-16) of row: v, or NULL. */
+static void event_col(struct rec_event_row *row, int col, bool null, int64_t v)
+{
+	row->v[col - 1] = v;
+	if (null)
+		row->null_mask |= 1u << (col - 1);
 }
 
 static void write_event(struct recorder *r, struct rec_proc *p, const struct snap_event *se)
 {
 	const struct gm_call_event *e = se->ev;
-	sqlite3_stmt *st = r->st[ST_EVENT];
-	uint64_t id = r->next_event_id++, site, alloc;
+	struct rec_event_row *row = &r->pending[r->npending];
+	uint64_t id = r->next_event_id++, site, alloc, stack;
 	bool exit = e->type == RECDB_EV_PROCESS_EXIT;
+	/* A tensor event's or a failure's: what the process's tensors held after it (or at it). */
+	bool tensor = !exit && (e->layer == GM_LAYER_TENSOR || e->type == RECDB_EV_ALLOC_FAILED);
 
 	event_refs(r, p, se, id, &site, &alloc);
-	sqlite3_bind_int64(st, 1, (int64_t)id);
-	sqlite3_bind_int64(st, 2, (int64_t)se->wall_ns);
-	sqlite3_bind_int64(st, 3, (int64_t)p->id);
-	sqlite3_bind_int(st, 4, (int)e->type);
-	sqlite3_bind_int(st, 5, (int)e->tid);
-	for (int col = 6; col <= 10; col++)
-		sqlite3_bind_null(st, col);
-	if (!exit) {
-		sqlite3_bind_int(st, 6, e->api);
-		sqlite3_bind_int(st, 7, e->layer);
-		if (e->type != RECDB_EV_UNKNOWN_FREE)
-			sqlite3_bind_int(st, 8, e->kind);
-		sqlite3_bind_int64(st, 9, (int64_t)e->addr);
-		sqlite3_bind_int64(st, 10, (int64_t)e->size);
-	}
-	sqlite3_bind_int(st, 11, e->error);
-	if (exit)
-		sqlite3_bind_null(st, 12);
-	else
-		sqlite3_bind_int64(st, 12, (int64_t)e->process_bytes);
-	bind_or_null(st, 13, rec_stack_row(r, se->stack));
-	bind_or_null(st, 14, site);
-	bind_or_null(st, 15, alloc);
-	/* A tensor event's or a failure's: what the process's tensors held after it (or at it). */
-	if (!exit && (e->layer == GM_LAYER_TENSOR || e->type == RECDB_EV_ALLOC_FAILED))
-		sqlite3_bind_int64(st, 16, (int64_t)e->tensor_bytes);
-	else
-		sqlite3_bind_null(st, 16);
-	rec_step(r, ST_EVENT);
+	stack = rec_stack_row(r, se->stack);
+	row->null_mask = 0;
+	event_col(row, 1, false, (int64_t)id);
+	event_col(row, 2, false, (int64_t)se->wall_ns);
+	event_col(row, 3, false, (int64_t)p->id);
+	event_col(row, 4, false, e->type);
+	event_col(row, 5, false, e->tid);
+	event_col(row, 6, exit, e->api);
+	event_col(row, 7, exit, e->layer);
+	event_col(row, 8, exit || e->type == RECDB_EV_UNKNOWN_FREE, e->kind);
+	event_col(row, 9, exit, (int64_t)e->addr);
+	event_col(row, 10, exit, (int64_t)e->size);
+	event_col(row, 11, false, e->error);
+	event_col(row, 12, exit, (int64_t)e->process_bytes);
+	event_col(row, 13, !stack, (int64_t)stack);
+	event_col(row, 14, !site, (int64_t)site);
+	event_col(row, 15, !alloc, (int64_t)alloc);
+	event_col(row, 16, !tensor, (int64_t)e->tensor_bytes);
+	if (++r->npending == REC_EVENT_BATCH)
+		rec_events_flush(r);
 }
 
 int recorder_on_event(struct recorder *r, const struct snap_event *se)
@@ -346,6 +379,7 @@ int recorder_tick(struct recorder *r)
 
 		every = every < 1 ? 1 : every > 60 ? 60 : every;
 		r->next_retention_ns = now + (uint64_t)(every * 1e9);
+		rec_events_flush(r);	/* the events it may delete are in the file */
 		rec_retention(r, realtime_ns());
 		if (commit(r, false))
 			return -EIO;
