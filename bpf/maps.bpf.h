@@ -83,6 +83,8 @@ struct py_scratch {
 	__u64 interp;		/* the interpreter its cached thread state was found in */
 	__u32 tid_gen;
 	__u32 hash;		/* the stack's id: its process and frames hashed as the walk goes */
+	__u32 last_id_plus1;	/* the id of last, the thread's stack before (0: none) */
+	struct gm_py_stack last;	/* as py_stacks holds it (an entry never changes) */
 	__u64 win[GM_PY_WINDOW / 8];		/* frames, as read */
 };
 

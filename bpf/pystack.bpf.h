@@ -322,6 +322,13 @@ static __always_inline bool python_same(const struct gm_py_stack *a, const struc
 	return true;
 }
 
+/* The stack just walked, whose id py_stacks gives, as the thread's last. */
+static __always_inline void python_keep_last(struct py_scratch *sc, __u32 id)
+{
+	sc->last = sc->st;
+	sc->last_id_plus1 = id + 1;
+}
+
 /* A new Python stack: userspace reads its code objects while the process lives (held until
  * then, for -c). */
 static __always_inline void emit_python_stack(__u32 tgid, __u32 gen, __s32 id,
@@ -377,12 +384,17 @@ static __noinline __s32 python_walked(__u32 tgid, __u32 gen, __u64 *tstate_cache
 	if (!st->depth)
 		return -1;
 	id = sc->hash;
+	/* The thread's stack before, again (a loop's allocations): its id with no lookup. */
+	if (sc->last_id_plus1 == id + 1 && python_same(&sc->last, st))
+		return (__s32)id;
 	found = bpf_map_lookup_elem(&py_stacks, &id);
 	if (found) {
-		if (python_same(found, st))
-			return (__s32)id;
-		count(GM_CNT_PY_STACK_ERRORS);	/* two stacks, one bucket */
-		return -1;
+		if (!python_same(found, st)) {
+			count(GM_CNT_PY_STACK_ERRORS);	/* two stacks, one bucket */
+			return -1;
+		}
+		python_keep_last(sc, id);
+		return (__s32)id;
 	}
 	if (!python_checked(pp, st)) {
 		python_mismatch(pp);
@@ -390,11 +402,14 @@ static __noinline __s32 python_walked(__u32 tgid, __u32 gen, __u64 *tstate_cache
 	}
 	if (bpf_map_update_elem(&py_stacks, &id, st, BPF_NOEXIST) == 0) {
 		emit_python_stack(tgid, gen, (__s32)id, st);
+		python_keep_last(sc, id);
 		return (__s32)id;
 	}
 	found = bpf_map_lookup_elem(&py_stacks, &id);	/* another CPU's, just made */
-	if (found && python_same(found, st))
+	if (found && python_same(found, st)) {
+		python_keep_last(sc, id);
 		return (__s32)id;
+	}
 	count(GM_CNT_PY_STACK_ERRORS);
 	return -1;
 }
