@@ -90,7 +90,6 @@ void jw_free(struct json_writer *w)
 	free(w);
 }
 
-/* Writes the comma that separates this value (or key) from the previous one. */
 /* v in base 10 (a '-' before it when minus) or 16, as printf's %llu / %llx would write it, in
  * one write (numbers are most of what trace --json writes). The base is a constant in each
  * loop: a division by a variable is tens of cycles a digit, by 10 a multiplication. */
@@ -121,6 +120,7 @@ static void put_hex(struct json_writer *w, uint64_t v)
 	jw_put(w, buf + i, sizeof(buf) - i);
 }
 
+/* Writes the comma that separates this value (or key) from the previous one. */
 static void jw_separate(struct json_writer *w)
 {
 	if (w->after_key) {
@@ -217,29 +217,30 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-/* The bytes from s on that go out as they are: printable ASCII but '"' and '\\', and whole
- * valid UTF-8 sequences. */
-static const bool ascii_plain[256] = {	/* all but '"' (0x22) and '\\' (0x5c) */
+/* Printable ASCII but '"' (0x22) and '\\' (0x5c): the bytes a string's scan passes. */
+static const bool ascii_plain[256] = {
 	[0x20 ... 0x21] = true, [0x23 ... 0x5b] = true, [0x5d ... 0x7e] = true,
 };
 
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* Whether a byte of x is zero, below 0x20, above 0x7e (each exact as a whole, the classic
- * word-at-a-time tests); so whether any of eight bytes is not printable ASCII or is '"' or
- * '\\': the scan of plain strings (keys, names, paths) goes by words. */
+/* Non-zero when a byte of x is zero (the classic word-at-a-time test, exact as a whole). */
 static uint64_t has_zero(uint64_t x)
 {
 	return (x - ONES) & ~x & HIGHS;
 }
 
+/* Whether any of the eight bytes of x is below 0x20, above 0x7e, '"' or '\\': the scan of
+ * plain strings (keys, names, paths) goes a word at a time until one does. */
 static bool word_needs_care(uint64_t x)
 {
 	return ((x - ONES * 0x20) & ~x & HIGHS) | (((x + ONES) | x) & HIGHS) |
 	       has_zero(x ^ (ONES * '"')) | has_zero(x ^ (ONES * '\\'));
 }
 
+/* The bytes from s on that go out as they are: printable ASCII but '"' and '\\', and whole
+ * valid UTF-8 sequences. */
 static size_t plain_run(const unsigned char *s, size_t len)
 {
 	size_t i = 0, n;

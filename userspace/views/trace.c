@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `gpumem trace`: one line per allocation, free, failure, unknown free and process end, as
  * text or as the JSON-lines contract of docs/json.md. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,10 @@ static int trace_finish(struct sink *s, const struct snapshot *snap)
 		print_losses(s, snap, true);
 	snapshot_put(lost_printed);
 	lost_printed = NULL;
+	if (s->failed) {	/* no memory for the writer: said as the report's write error */
+		errno = ENOMEM;
+		return -1;
+	}
 	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
