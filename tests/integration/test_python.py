@@ -227,7 +227,7 @@ def test_python_leak_named_at_the_line_of_the_append(tmp_path, python):
 def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
     """snapshot reads the agent's pinned maps, the Python stacks among them, and names the
     frames from the living process, as the agent would."""
-    from test_serve import Agent, pin_dir, reader_snapshot, reset
+    from test_serve import Agent, pin_dir, reader_snapshot, reset, wait_until
     if not os.access(DEBIAN, os.X_OK):
         pytest.skip(f"{DEBIAN} is not installed")
     pins = pin_dir()
@@ -235,7 +235,20 @@ def test_a_reader_of_a_running_agent_names_python_frames(tmp_path):
     out = tmp_path / "stacks.json"
     proc = subprocess.Popen([DEBIAN, str(SCRIPT), str(CUDART), "shapes-hold", str(out)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def warm_named():
+        """The agent walks the process's Python frames: its warm() pairs have them."""
+        mine = [p for p in reader_snapshot(pins)["processes"] if p["pid"] == proc.pid]
+        return any(f.get("symbol") == "warm" for p in mine for s in p["sites"]
+                   for f in python_frames(s))
+
     try:
+        # The agent examines the interpreter when the process execs; the process does not
+        # wait for it (nothing new is mapped: the runtime is known), so on a loaded host its
+        # first calls can come before. The shapes start once the agent names its lines.
+        wait_until(warm_named, timeout=30, what="the agent to walk the process's Python frames")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
         assert proc.stdout.readline().strip() == "ready"
         expected = {int(k): v for k, v in json.loads(out.read_text())["stacks"].items()}
         report = reader_snapshot(pins)

@@ -4,6 +4,8 @@ pyalloc.py LIB shapes OUT: one cudaMalloc from each shape (nested functions, a m
 comprehension, a generator, a lambda, a second thread, recursion deeper than gpumem's frame
 limit), each of its own size; OUT gets {"version": [major, minor], "stacks": {size:
 traceback.extract_stack() at that call, innermost first, as [file, line, name]}}.
+pyalloc.py LIB shapes-hold OUT: warm()'s pairs until a line on stdin, the shapes, "ready", then
+alive, holding, until another line.
 pyalloc.py LIB native-thread OUT SPAWNLIB: one cudaMalloc from Python, then one from a thread
 CPython never saw (SPAWNLIB's spawn_alloc, tests/workloads/native_thread.c); OUT as for shapes.
 pyalloc.py LIB leak STEPS PERIOD_MS SIZE: a training loop whose model appends each step's
@@ -81,6 +83,20 @@ def shapes(out):
         json.dump({"version": list(sys.version_info[:2]), "stacks": stacks}, f)
 
 
+def warm(size):
+    free(alloc(size))
+
+
+def warm_until_line():
+    """warm()'s cudaMalloc/cudaFree pairs of 0x1000 until a line comes on stdin: a gpumem
+    already running names a process's Python lines only once it has examined the interpreter,
+    which on a loaded host can come after the first calls; the caller says when it has."""
+    import select
+    while not select.select([sys.stdin], [], [], 0.02)[0]:
+        warm(0x1000)
+    sys.stdin.readline()
+
+
 def native_thread(out, spawn_lib):
     outer(0x10000)
     spawn = ctypes.CDLL(spawn_lib)
@@ -100,6 +116,7 @@ if __name__ == "__main__":
     if sys.argv[2] == "shapes":
         shapes(sys.argv[3])
     elif sys.argv[2] == "shapes-hold":     # then alive, holding, until a line on stdin
+        warm_until_line()
         shapes(sys.argv[3])
         sys.stdout.write("ready\n")
         sys.stdout.flush()
