@@ -336,21 +336,9 @@ static void jw_escaped(struct json_writer *w, const char *str, size_t len)
 
 void jw_key_len(struct json_writer *w, const char *key, size_t n)
 {
-	if (!key)
-		key = "";
 	jw_separate(w);
-	if (n + 3 <= JW_BUF - w->len && plain_run((const unsigned char *)key, n) == n) {
-		char *p = w->buf + w->len;	/* "key": in one piece, as most keys are */
-
-		p[0] = '"';
-		memcpy(p + 1, key, n);
-		p[n + 1] = '"';
-		p[n + 2] = ':';
-		w->len += n + 3;
-	} else {
-		jw_escaped(w, key, n);
-		jw_putc(w, ':');
-	}
+	jw_escaped(w, key ? key : "", n);	/* a plain key in one piece, as any plain string */
+	jw_putc(w, ':');
 	w->after_key = true;
 }
 
