@@ -102,9 +102,10 @@ static __always_inline void emit_call(__u32 type, const struct gm_inflight *rec,
 }
 
 /* Subtracts a freed allocation from its site and process; returns the process's bytes. rec:
- * the freeing thread's record, whose probe runs go to the process (NULL: none). */
+ * the freeing thread's record, whose probe runs go to the process (NULL: none); *tensors (a
+ * tensor's free, tensors not NULL): the process's tensor bytes after it. */
 static __always_inline __u64 account_free_by(struct gm_inflight *rec, __u32 tgid, __u32 gen,
-					     const struct gm_alloc_info *info)
+					     const struct gm_alloc_info *info, __u64 *tensors)
 {
 	struct gm_site_stats *ss = site_at(info->site, tgid, gen);
 	struct gm_proc_stats *ps;
@@ -121,7 +122,10 @@ static __always_inline __u64 account_free_by(struct gm_inflight *rec, __u32 tgid
 		flush_hits(rec, ps);
 	/* A tensor's bytes are inside a segment the process holds: never its own. */
 	if (info->layer == GM_LAYER_TENSOR) {
-		__sync_fetch_and_add(&ps->tensor_bytes, -info->size);
+		__u64 left = __sync_fetch_and_add(&ps->tensor_bytes, -info->size) - info->size;
+
+		if (tensors)
+			*tensors = left;
 		return ps->current_bytes;
 	}
 	if (!is_gpu_kind(info->kind))
@@ -137,7 +141,7 @@ static __always_inline __u64 account_free_by(struct gm_inflight *rec, __u32 tgid
 static __always_inline __u64 account_free(__u32 tgid, __u32 gen,
 					  const struct gm_alloc_info *info)
 {
-	return account_free_by(NULL, tgid, gen, info);
+	return account_free_by(NULL, tgid, gen, info, NULL);
 }
 
 static __always_inline bool insert_live(struct gm_alloc_key *akey,

@@ -101,7 +101,7 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 				  0, 0, 0, GM_DEVICE_UNKNOWN);
 		return;
 	}
-	total = account_free_by(rec, tgid, rec->gen, &info);
+	total = account_free_by(rec, tgid, rec->gen, &info, NULL);
 	if (stream)
 		emit_call(GM_REC_FREE, rec, tgid, tid, stack_id, -1, info.kind, rec->addr,
 			  info.size, 0, total, info.device);

@@ -107,14 +107,15 @@ int BPF_KPROBE(session_alloc, void *out_ptr, __u64 size)
 SEC("usdt")
 int tensor_malloc(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 id = task_id(task);
 	struct gm_inflight *rec;
 	struct usdt_call c;
 
-	rec = tensor_thread(id >> 32);
+	rec = tensor_thread(task, id >> 32);
 	if (!rec || usdt_call_of(ctx, 3, &c) || !c.arg[0] || c.arg[2] <= 0)
 		return 0;
-	tensor_alloc(ctx, rec, &c, call_stacks(ctx, rec, id >> 32));
+	tensor_alloc(ctx, rec, &c, call_stacks(ctx, rec, id >> 32), id);
 	return 0;
 }
 
@@ -123,7 +124,8 @@ int tensor_malloc(struct pt_regs *ctx)
 SEC("usdt")
 int tensor_free(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid(), cookie, ptr;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 id = task_id(task), cookie, ptr;
 	__u32 tgid = id >> 32, type = GM_REC_FREE;
 	struct gm_alloc_key key = { .tgid = tgid, .space = GM_SPACE_TENSOR };
 	struct gm_alloc_info info = {};
@@ -134,7 +136,7 @@ int tensor_free(struct pt_regs *ctx)
 	struct gm_inflight *rec;
 	struct usdt_call c;
 
-	rec = tensor_thread(tgid);
+	rec = tensor_thread(task, tgid);
 	if (!rec || usdt_call_of(ctx, 1, &c) || !c.arg[0])
 		return 0;
 	cookie = c.cookie;
@@ -149,7 +151,7 @@ int tensor_free(struct pt_regs *ctx)
 	} else {
 		if (!alloc_take((__u32)at, seen, &info))
 			return 0;
-		tensor_account_free(rec, tgid, key.gen, &info, &reserved, &tensors);
+		reserved = account_free_by(rec, tgid, key.gen, &info, &tensors);
 	}
 	if (stream_calls())
 		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,

@@ -100,11 +100,10 @@ static __always_inline int usdt_call_of(struct pt_regs *ctx, __u32 n, struct usd
  * process's reserved bytes stay as they are (the segment holding it was counted at its
  * cudaMalloc); its tensor bytes and their peak are running totals of their own. */
 static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec,
-				    const struct usdt_call *c, __u64 stacks)
+				    const struct usdt_call *c, __u64 stacks, __u64 id)
 {
 	__s32 stack_id = user_stack_of(stacks), py_stack_id = python_stack_of(stacks);
-	__u64 id = bpf_get_current_pid_tgid(), cookie = c->cookie, ptr = c->arg[0],
-	      size = c->arg[2];
+	__u64 cookie = c->cookie, ptr = c->arg[0], size = c->arg[2];
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u64 now = call_clock(rec), tensors = 0, reserved = 0;	/* as a call's: per tick */
 	struct gm_alloc_key akey = { .tgid = tgid, .gen = rec->gen, .space = GM_SPACE_TENSOR,
@@ -151,38 +150,16 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 			    skey.kind, ptr, size, 0, reserved, tensors, (__s32)device);
 }
 
-/* The thread's record, for its process's generation and its Python thread state only: a
- * USDT probe is no call, and the call in flight (none, here) is left alone. */
-static __always_inline struct gm_inflight *tensor_thread(__u32 tgid)
+/* The thread's record (task: the current one), for its process's generation and its Python
+ * thread state only: a USDT probe is no call, and the call in flight (none, here) is left
+ * alone. */
+static __always_inline struct gm_inflight *tensor_thread(struct task_struct *task, __u32 tgid)
 {
-	struct gm_inflight *rec;
+	struct gm_inflight *rec = thread_record(task, tgid);
 
-	if (!wanted(tgid))
-		return NULL;
-	rec = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
-				   BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!rec) {
-		count(GM_CNT_INFLIGHT_FULL);
-		return NULL;
-	}
-	rec->hits++;
-	identify_process(rec);
+	if (rec)
+		identify_process(rec);
 	return rec;
-}
-
-/* Subtracts a freed tensor from its site and process (account_free); the process's bytes,
- * reserved and tensors, after it. */
-static __always_inline void tensor_account_free(struct gm_inflight *rec, __u32 tgid, __u32 gen,
-						const struct gm_alloc_info *info, __u64 *reserved,
-						__u64 *tensors)
-{
-	struct gm_proc_stats *ps;
-
-	*reserved = account_free(tgid, gen, info);
-	ps = proc_of(tgid, gen);
-	*tensors = ps ? ps->tensor_bytes : 0;
-	if (ps && rec)
-		flush_hits(rec, ps);
 }
 
 #endif /* GPUMEM_TENSORS_BPF_H */
