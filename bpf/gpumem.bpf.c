@@ -120,7 +120,9 @@ int tensor_malloc(struct pt_regs *ctx)
 }
 
 /* Fired before the allocator takes the tensor back: its entry is deleted here, so only one of
- * two racing frees counts it. */
+ * two racing frees counts it. The thread's record only when the free is streamed (the record's
+ * process and the stack's scratch): else its lookup would cost more than the rest of the
+ * free, and the probe's run goes to the process at once. */
 SEC("usdt")
 int tensor_free(struct pt_regs *ctx)
 {
@@ -133,16 +135,25 @@ int tensor_free(struct pt_regs *ctx)
 	bool found;
 	int at;
 	__u64 reserved = 0, tensors = 0;
-	struct gm_inflight *rec;
+	struct gm_inflight *rec = NULL;
 	struct usdt_call c;
 
-	rec = tensor_thread(task, tgid);
-	if (!rec || usdt_call_of(ctx, 1, &c) || !c.arg[0])
+	if (stream_calls()) {
+		rec = tensor_thread(task, tgid);
+		if (!rec)
+			return 0;
+		key.gen = rec->gen;
+	} else {
+		if (!wanted(tgid))
+			return 0;
+		key.gen = task_gen(task);
+		proc_hit(tgid, key.gen);
+	}
+	if (usdt_call_of(ctx, 1, &c) || !c.arg[0])
 		return 0;
 	cookie = c.cookie;
 	ptr = c.arg[0];
 	key.addr = ptr;
-	key.gen = rec->gen;
 	at = alloc_find(&key, &seen);
 	found = at >= 0;
 	if (!found) {
@@ -153,7 +164,7 @@ int tensor_free(struct pt_regs *ctx)
 			return 0;
 		reserved = account_free_by(rec, tgid, key.gen, &info, &tensors);
 	}
-	if (stream_calls())
+	if (rec)
 		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,
 			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors,
 			    found ? info.device : GM_DEVICE_UNKNOWN);

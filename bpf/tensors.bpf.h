@@ -162,4 +162,14 @@ static __always_inline struct gm_inflight *tensor_thread(struct task_struct *tas
 	return rec;
 }
 
+/* A probe's run on a thread whose record it did not look up (its hits), counted to its
+ * process at once. */
+static __always_inline void proc_hit(__u32 tgid, __u32 gen)
+{
+	struct gm_proc_stats *ps = proc_of(tgid, gen);
+
+	if (ps)
+		__sync_fetch_and_add(&ps->probe_hits, 1);
+}
+
 #endif /* GPUMEM_TENSORS_BPF_H */

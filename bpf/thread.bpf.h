@@ -32,6 +32,15 @@ static __always_inline void identify_process(struct gm_inflight *rec)
 	rec->gen = gm_proc_gen(rec->start_ns, BPF_CORE_READ(task, group_leader, self_exec_id));
 }
 
+/* The generation identify_process keeps, read from the current task itself (task), for a
+ * program with no record at hand: three loads, where the record is a task storage lookup. */
+static __always_inline __u32 task_gen(struct task_struct *task)
+{
+	struct task_struct *leader = task->group_leader;
+
+	return gm_proc_gen(leader->start_boottime, leader->self_exec_id);
+}
+
 /* The calling thread's record, made at its first call; NULL for a process not traced. task: the
  * current one. */
 static __always_inline struct gm_inflight *thread_record(struct task_struct *task, __u32 tgid)

@@ -148,3 +148,21 @@ def test_no_tensors_leaves_the_probes_off_and_segments_exact(flags):
         assert p["tensor_alloc_count"] == 0 and p["tensor_sites"] == []
     else:
         assert (p["tensor_bytes"], p["tensor_alloc_count"]) == (1 * MIB, 5)
+
+
+def test_each_tensor_probe_run_is_a_probe_hit_of_its_process():
+    # gpumem's own cost in a process counts its probes' runs; a tensor free's run goes to the
+    # process without the thread's record. The leak loop's step is three tensor events (a kept
+    # activation, a scratch tensor and its free): 100 steps more are 300 hits more, and those
+    # of the cudaMalloc of each segment the allocator takes (an entry, the driver's call inside
+    # it, a return: a few hits each).
+    hits, segments = {}, {}
+    for steps in (100, 200):
+        run = run_snapshot_c([PYTHON, SCRIPT, MOCK_LIB_DIR, "leak", str(steps), "0"])
+        assert run.returncode == 0, run.stderr
+        p = max(run.report["processes"], key=lambda p: p["tensor_alloc_count"])
+        assert (p["tensor_alloc_count"], p["tensor_free_count"]) == (2 * steps, steps), p
+        hits[steps], segments[steps] = p["probe_hits"], p["alloc_count"]
+    more_segments = segments[200] - segments[100]
+    assert 300 + more_segments <= hits[200] - hits[100] <= 300 + 4 * more_segments, (hits,
+                                                                                     segments)
