@@ -16,7 +16,7 @@
 /* A walk's upper bound when the stack mapping is not known now: a variable, not the constant,
  * so that the verifier takes it as it takes a known bound, any value. With the constant, every
  * read's size had two histories and the walk was verified twice over at each frame (with two
- * frames a callback, 26k instructions more in each program that walks). */
+ * frames a callback, about 20k instructions more in each program that walks). */
 __u64 gm_no_bound = ~0ULL;
 
 /*
