@@ -37,6 +37,10 @@ void state_free(struct state *s);
 /* Ring-buffer records. */
 void state_on_process_new(struct state *s, const struct gm_call_event *e);
 void state_on_failure(struct state *s, const struct gm_call_event *e);
+/* Whether the stack of call event e names as well as it will: each native frame in a module,
+ * or its process's end seen (the module map of its exit is the last word). Names it if need
+ * be. */
+bool state_event_named(struct state *s, const struct gm_call_event *e);
 /* A process exec'd: remember where its executable is while it can still be asked. */
 void state_on_exec(struct state *s, const struct gm_file_event *e);
 /* One executable mapping of an ending process (sent before its exit record). */

@@ -286,6 +286,22 @@ struct snap_stack *state_named_stack(struct state *s, struct proc_rec *p, int32_
 	return snap_stack_get(ns->stack);
 }
 
+bool state_event_named(struct state *s, const struct gm_call_event *e)
+{
+	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, e->start_ns);
+	struct snap_stack *st;
+	bool whole = true;
+
+	if (p->exit_known)
+		return true;
+	st = state_named_stack(s, p, e->stack_id, e->py_stack_id);
+	for (uint32_t i = 0; st && i < st->nframes; i++)
+		if (!st->frames[i].python && !st->frames[i].module)
+			whole = false;
+	snap_stack_put(st);
+	return whole;
+}
+
 void state_site_ids(struct state *s, struct proc_rec *p, int32_t *stack_id,
 		    int32_t *py_stack_id)
 {

@@ -21,6 +21,15 @@
 #include "model/model.h"
 #include "session/session_int.h"
 
+/* Failures held until their frames can be named (on_call), at most, and for how long. */
+#define LIVE_MAX_WAITING 256
+#define LIVE_WAIT_NS 500000000ull
+
+struct waiting_failure {
+	struct gm_call_event ev;
+	uint64_t since_ns;
+};
+
 struct live {
 	struct tracer *tracer;
 	struct discovery *disc;
@@ -29,6 +38,8 @@ struct live {
 	pid_t child;
 	int release_fd;		/* -c CMD waits on it until the probes are on */
 	uint64_t next_sweep;	/* reader or agent: the next look for processes gone unseen */
+	struct waiting_failure waiting[LIVE_MAX_WAITING];	/* in their order */
+	unsigned int nwaiting;
 };
 
 static struct live *live_of(struct session *s)
@@ -64,12 +75,51 @@ static void deliver(struct session *s, const struct gm_call_event *e)
 	snap_event_release(&se);
 }
 
-static void on_call(struct session *s, const struct gm_call_event *e)
+static void on_call_now(struct session *s, const struct gm_call_event *e)
 {
 	if (e->type == GM_REC_ALLOC_FAILED)
 		state_on_failure(live_of(s)->state, e);
 	if (sink_wants(s, e->type))
 		deliver(s, e);
+}
+
+/* The failures held so far, in their order, up to the first whose frames cannot be named yet
+ * (all: every one). */
+static void on_waiting_failures(struct session *s, bool all)
+{
+	struct live *l = live_of(s);
+	uint64_t now = now_ns();
+	unsigned int done = 0;
+
+	while (done < l->nwaiting) {
+		struct waiting_failure *w = &l->waiting[done];
+
+		if (!all && now - w->since_ns < LIVE_WAIT_NS &&
+		    !state_event_named(l->state, &w->ev))
+			break;
+		on_call_now(s, &w->ev);
+		done++;
+	}
+	l->nwaiting -= done;
+	memmove(l->waiting, l->waiting + done, l->nwaiting * sizeof(*l->waiting));
+}
+
+/* A failure, where no sink streams every event, waits (half a second at most) until its
+ * frames can be named: a failure often ends its process, whose maps can no longer be read
+ * then, and the frames of a library it loaded since they were read are named only by the
+ * module map of its exit, a few records on. A stream takes each event at once, in order. */
+static void on_call(struct session *s, const struct gm_call_event *e)
+{
+	struct live *l = live_of(s);
+
+	if (e->type == GM_REC_ALLOC_FAILED && !s->ops->on_event) {
+		if (l->nwaiting == LIVE_MAX_WAITING)
+			on_waiting_failures(s, true);
+		l->waiting[l->nwaiting++] = (struct waiting_failure){ .ev = *e,
+								      .since_ns = now_ns() };
+		return;
+	}
+	on_call_now(s, e);
 }
 
 static void on_exit_record(struct session *s, const struct gm_call_event *e)
@@ -392,11 +442,22 @@ static bool file_in_use(void *ctx, uint64_t kdev, uint64_t ino)
 	return discovery_attached(ctx, kdev, ino);
 }
 
-static void drain(struct live *l)
+/* The records that came within timeout_ms, then the failures that can be named now. */
+static int poll_records(struct session *s, int timeout_ms)
 {
-	while (tracer_poll(l->tracer, 0) > 0)
+	int n = tracer_poll(live_of(s)->tracer, timeout_ms);
+
+	on_waiting_failures(s, false);
+	return n;
+}
+
+/* Every record there is, and every failure held. */
+static void drain(struct session *s)
+{
+	while (poll_records(s, 0) > 0)
 		;
-	state_reap(l->state);
+	on_waiting_failures(s, true);
+	state_reap(live_of(s)->state);
 }
 
 /* An agent that adopted pinned state: what queued in the ring buffer while no agent read
@@ -408,7 +469,7 @@ static void adopt(struct session *s)
 	uint64_t orphans;
 	int stale;
 
-	drain(l);
+	drain(s);
 	snapshot_put(state_publish(l->state, 0));
 	state_sweep_vanished(l->state);
 	state_reap(l->state);
@@ -485,7 +546,7 @@ static int live_step(struct session *s)
 	int status = 0, err;
 
 	tracer_heartbeat(l->tracer);
-	err = tracer_poll(l->tracer, 100);
+	err = poll_records(s, 100);
 	if (err < 0) {
 		p_err("reading the ring buffer failed: %s", strerror(-err));
 		return -1;
@@ -499,7 +560,7 @@ static int live_step(struct session *s)
 	s->clock_ns = now_ns();
 	if (l->child > 0 && waitpid(l->child, &status, WNOHANG) == l->child) {
 		l->child = 0;
-		drain(l);
+		drain(s);
 		s->status = exit_status(status);
 		return 1;
 	}
@@ -527,11 +588,11 @@ static int stop_child(struct session *s)
 			break;
 		}
 		tracer_heartbeat(l->tracer);
-		tracer_poll(l->tracer, 100);
+		poll_records(s, 100);
 		state_reap(l->state);
 	}
 	l->child = 0;
-	drain(l);
+	drain(s);
 	return exit_status(status);
 }
 
@@ -541,10 +602,10 @@ static int live_stop(struct session *s, int rc)
 
 	if (l->child > 0)
 		rc = stop_child(s);
-	drain(l);
+	drain(s);
 	/* No process may stay held: stop holding, then answer the holds still queued. */
 	tracer_stop_watching(l->tracer);
-	drain(l);
+	drain(s);
 	return rc;
 }
 
