@@ -19,6 +19,15 @@ static __always_inline struct thread_state *thread_of(struct gm_inflight *rec)
 	return (struct thread_state *)rec;
 }
 
+/* The generation of the current task's process (task), read from the task itself: three
+ * loads, where a thread's record is a task storage lookup. */
+static __always_inline __u32 task_gen(struct task_struct *task)
+{
+	struct task_struct *leader = task->group_leader;
+
+	return gm_proc_gen(leader->start_boottime, leader->self_exec_id);
+}
+
 /* The calling thread's process (start time, generation), read at the thread's first call and
  * kept in its record: one read per thread, not per call (an exec clears it: on_exec). */
 static __always_inline void identify_process(struct gm_inflight *rec)
@@ -28,17 +37,8 @@ static __always_inline void identify_process(struct gm_inflight *rec)
 	if (rec->gen)
 		return;
 	task = bpf_get_current_task_btf();
-	rec->start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
-	rec->gen = gm_proc_gen(rec->start_ns, BPF_CORE_READ(task, group_leader, self_exec_id));
-}
-
-/* The generation identify_process keeps, read from the current task itself (task), for a
- * program with no record at hand: three loads, where the record is a task storage lookup. */
-static __always_inline __u32 task_gen(struct task_struct *task)
-{
-	struct task_struct *leader = task->group_leader;
-
-	return gm_proc_gen(leader->start_boottime, leader->self_exec_id);
+	rec->start_ns = task->group_leader->start_boottime;
+	rec->gen = task_gen(task);
 }
 
 /* The calling thread's record, made at its first call; NULL for a process not traced. task: the

@@ -88,9 +88,12 @@ static void on_call_now(struct session *s, const struct gm_call_event *e)
 static void on_waiting_failures(struct session *s, bool all)
 {
 	struct live *l = live_of(s);
-	uint64_t now = now_ns();
+	uint64_t now;
 	unsigned int done = 0;
 
+	if (!l->nwaiting)
+		return;		/* after every poll: most often none */
+	now = now_ns();
 	while (done < l->nwaiting) {
 		struct waiting_failure *w = &l->waiting[done];
 
