@@ -226,6 +226,8 @@ enum gm_counter {
 	GM_CNT_CTX_RELEASED,		/* allocations released by a context's teardown */
 	GM_CNT_CTX_MAP_FULL,		/* a context's device not recorded: its allocations'
 					 * device unknown */
+	GM_CNT_MODULE_MAPS_BUSY,	/* module map captures the kernel refused: the process's
+					 * memory map was locked (mmap_lock contended) */
 	GM_CNT_COUNT,
 };
 

@@ -63,7 +63,8 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, _
 
 	/* No counter: the iterator bounds the loop, and a counter the verifier must track
 	 * precisely made it explore every count (1.7 s to load). */
-	bpf_iter_task_vma_new(&it, p, 0);
+	if (bpf_iter_task_vma_new(&it, p, 0))
+		count(GM_CNT_MODULE_MAPS_BUSY);	/* its mmap_lock was taken: no walk */
 	while ((vma = bpf_iter_task_vma_next(&it))) {
 		struct gm_vma_event *e;
 		struct file *file = vma->vm_file;

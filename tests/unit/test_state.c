@@ -645,6 +645,62 @@ static void test_proc_reads_after_the_end_are_let_go(void **state)
 	assert_false(p->have_mm);
 }
 
+/* One executable mapping of PID_A's image, as the kernel's walk sends it (at its first call, or
+ * at its end). */
+static void capture_mapping(struct state *s, bool at_start, uint64_t start)
+{
+	struct gm_vma_event e = {
+		.type = GM_REC_EXIT_VMA, .pid = PID_A, .gen = GEN_A, .at_start = at_start,
+		.start = start, .end = start + 0x1000, .ino = 42, .dev = gm_kernel_dev(8, 1),
+		.name = "workload",
+	};
+
+	state_on_exit_vma(s, &e);
+}
+
+/* A process that ended before /proc was read is named from the kernel's walk at its exit,
+ * complete; when that walk was refused (its mmap_lock held), from its first call's walk, and
+ * the loss is counted; with neither, it has no map. */
+static void test_an_unread_process_takes_the_exit_walk_over_the_first_calls(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *p;
+
+	capture_mapping(fx->s, true, 0x400000);
+	capture_mapping(fx->s, false, 0x800000);
+	end_process(fx->s, PID_A, GEN_A, 10, 0);
+	p = state_find(fx->s, PID_A);
+	assert_true(p->have_mm);
+	assert_int_equal(p->mm.count, 1);
+	assert_int_equal(p->mm.maps[0].start, 0x800000);
+	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 0);
+}
+
+static void test_a_refused_exit_walk_falls_back_to_the_first_calls_and_counts(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct proc_rec *p;
+
+	capture_mapping(fx->s, true, 0x400000);
+	end_process(fx->s, PID_A, GEN_A, 10, 0);
+	p = state_find(fx->s, PID_A);
+	assert_true(p->have_mm);
+	assert_int_equal(p->mm.count, 1);
+	assert_int_equal(p->mm.maps[0].start, 0x400000);
+	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 1);
+}
+
+static void test_two_refused_walks_leave_no_map_and_count(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_call_event first = { .type = GM_REC_PROCESS_NEW, .pid = PID_A, .gen = GEN_A };
+
+	state_on_process_new(fx->s, &first);
+	end_process(fx->s, PID_A, GEN_A, 10, 0);
+	assert_false(state_find(fx->s, PID_A)->have_mm);
+	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 1);
+}
+
 static void test_proc_reads_before_the_end_are_kept(void **state)
 {
 	struct fixture *fx = fixture_or_skip(state);
@@ -914,6 +970,14 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_proc_reads_before_the_end_are_kept, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_an_unread_process_takes_the_exit_walk_over_the_first_calls, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_a_refused_exit_walk_falls_back_to_the_first_calls_and_counts, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_two_refused_walks_leave_no_map_and_count,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

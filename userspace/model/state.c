@@ -766,8 +766,17 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	p->exit_cpu_ns = e->size;	/* its CPU time, as the kernel had it at its end */
 	if (!p->comm[0])	/* gone before /proc told: the kernel's word at its exit */
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
+	if (p->exit_mm.count) {
+		module_map_free(&p->start_mm);
+		adopt_kernel_map(s, p, &p->exit_mm);
+	} else if (!p->have_mm) {
+		/* A process always has its executable mapped: the kernel's walk was refused
+		 * (another task held its mmap_lock). Its first call's capture stands in, without
+		 * the libraries loaded since. */
+		s->lost[SNAP_LOST_MODULE_MAPS_MISSED]++;
+		adopt_kernel_map(s, p, &p->start_mm);
+	}
 	module_map_free(&p->start_mm);
-	adopt_kernel_map(s, p, &p->exit_mm);
 }
 
 void state_on_process_exec(struct state *s, const struct gm_call_event *e)
@@ -786,6 +795,8 @@ void state_on_process_exec(struct state *s, const struct gm_call_event *e)
 		p->unwinder = NULL;
 		adopt_kernel_map(s, p, &p->start_mm);
 	}
+	if (!p->have_mm)	/* and its first call's walk was refused */
+		s->lost[SNAP_LOST_MODULE_MAPS_MISSED]++;
 	module_map_free(&p->start_mm);
 }
 

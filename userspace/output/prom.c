@@ -546,6 +546,7 @@ static const struct {
 	{ GM_CNT_FAILED_FREES, "failed_frees" },
 	{ GM_CNT_HOLDS, "holds" },
 	{ GM_CNT_CTX_RELEASED, "ctx_released_allocs" },
+	{ GM_CNT_MODULE_MAPS_BUSY, "module_maps_busy" },
 };
 
 static void write_counters(FILE *out, const struct snapshot *s)

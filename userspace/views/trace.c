@@ -157,7 +157,7 @@ static void trace_report(struct sink *s, const struct snapshot *snap)
 
 	for (size_t i = 0; i < GM_CNT_COUNT && !any; i++)
 		any = snap->counters[i] && i != GM_CNT_NESTED_CALLS && i != GM_CNT_STALE_INFLIGHT &&
-		      i != GM_CNT_FAILED_FREES;
+		      i != GM_CNT_FAILED_FREES && i != GM_CNT_MODULE_MAPS_BUSY;
 	for (size_t i = 0; i < SNAP_LOST_COUNT && !any; i++)
 		any = snap->lost[i];
 	if (any && losses_moved(snap))
