@@ -661,33 +661,34 @@ static void capture_mapping(struct state *s, bool at_start, uint64_t start)
 /* A process that ended before /proc was read is named from the kernel's walk at its exit,
  * complete; when that walk was refused (its mmap_lock held), from its first call's walk, and
  * the loss is counted; with neither, it has no map. */
+/* PID_A, ended: its map is the one mapping at start, and module_maps_missed is lost. */
+static void assert_ended_with_map_at(struct state *s, uint64_t start, uint64_t lost)
+{
+	struct proc_rec *p;
+
+	end_process(s, PID_A, GEN_A, 10, 0);
+	p = state_find(s, PID_A);
+	assert_true(p->have_mm);
+	assert_int_equal(p->mm.count, 1);
+	assert_int_equal(p->mm.maps[0].start, start);
+	assert_int_equal(s->lost[SNAP_LOST_MODULE_MAPS_MISSED], lost);
+}
+
 static void test_an_unread_process_takes_the_exit_walk_over_the_first_calls(void **state)
 {
 	struct fixture *fx = fixture_or_skip(state);
-	struct proc_rec *p;
 
 	capture_mapping(fx->s, true, 0x400000);
 	capture_mapping(fx->s, false, 0x800000);
-	end_process(fx->s, PID_A, GEN_A, 10, 0);
-	p = state_find(fx->s, PID_A);
-	assert_true(p->have_mm);
-	assert_int_equal(p->mm.count, 1);
-	assert_int_equal(p->mm.maps[0].start, 0x800000);
-	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 0);
+	assert_ended_with_map_at(fx->s, 0x800000, 0);
 }
 
 static void test_a_refused_exit_walk_falls_back_to_the_first_calls_and_counts(void **state)
 {
 	struct fixture *fx = fixture_or_skip(state);
-	struct proc_rec *p;
 
 	capture_mapping(fx->s, true, 0x400000);
-	end_process(fx->s, PID_A, GEN_A, 10, 0);
-	p = state_find(fx->s, PID_A);
-	assert_true(p->have_mm);
-	assert_int_equal(p->mm.count, 1);
-	assert_int_equal(p->mm.maps[0].start, 0x400000);
-	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 1);
+	assert_ended_with_map_at(fx->s, 0x400000, 1);
 }
 
 static void test_two_refused_walks_leave_no_map_and_count(void **state)
