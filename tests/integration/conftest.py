@@ -311,6 +311,17 @@ def site_by_symbol(proc, name):
     return found[0]
 
 
+def skip_if_end_map_refused(report):
+    """Skips when the kernel refused its walk of a process's map at the process's end (another
+    task held its mmap_lock; a host's other tracers make it happen now and then): frames in
+    libraries loaded after gpumem last read the maps then show addresses, counted in
+    lost.module_maps_missed, and what a test asserts of their names cannot hold."""
+    missed = report["lost"]["module_maps_missed"]
+    if missed:
+        pytest.skip(f"the kernel refused the walk of {missed} ended process(es)' maps "
+                    f"(mmap_lock held by another task): module_maps_missed {missed}")
+
+
 def assert_nothing_lost(report):
     """Every loss counter is zero (unknown frees included).
 

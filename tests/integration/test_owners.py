@@ -10,7 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from conftest import BUILD, GPUMEM, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, find_proc, run_snapshot_c
+from conftest import (BUILD, GPUMEM, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, find_proc, run_snapshot_c,
+                      skip_if_end_map_refused)
 
 OWNERS = BUILD / "tests" / "owners"
 KIB, MIB = 1 << 10, 1 << 20
@@ -32,6 +33,7 @@ def owners_args():
 
 
 def owners_proc(report):
+    skip_if_end_map_refused(report)
     procs = [p for p in report["processes"] if p["comm"] == "owners"]
     assert len(procs) == 1, report["processes"]
     return procs[0]

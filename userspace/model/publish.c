@@ -196,7 +196,11 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 		    !proc_cpu_time(p->pid, p->st.start_ns, &p->cpu_ns))
 			p->valid |= SP_CPU;
 	}
-	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);	/* with this one's lookups */
+	/* With this one's lookups and the names it gave its frames: */
+	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
+	snap->lost[SNAP_LOST_MODULE_MAPS_MISSED] = s->lost[SNAP_LOST_MODULE_MAPS_MISSED];
+	symbolizer_get_stats(s->sym, &sym);
+	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
 	if (wants & SNAP_DEVICES) {
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
 		snap->devices_valid = snap->ndevices > 0;

@@ -174,8 +174,9 @@ enum snap_loss {
 	SNAP_LOST_FILES_NOT_ATTACHED,	/* CUDA files in use left without probes (discovery) */
 	SNAP_LOST_UNHELD_LATE,		/* processes a new file was attached for while they ran */
 	SNAP_LOST_NAMES_DROPPED,	/* function and file names past the symbolizer's bound */
-	SNAP_LOST_MODULE_MAPS_MISSED,	/* processes ended or exec'd unread whose module map the
-					 * kernel could not walk then (GM_CNT_MODULE_MAPS_BUSY) */
+	SNAP_LOST_MODULE_MAPS_MISSED,	/* processes ended (or exec'd) whose map the kernel could
+					 * not walk then (GM_CNT_MODULE_MAPS_BUSY), a frame of
+					 * theirs found in no module */
 	SNAP_LOST_COUNT,
 };
 

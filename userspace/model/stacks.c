@@ -59,6 +59,7 @@ static unsigned int name_address(struct state *s, struct proc_rec *p, uint64_t i
 		got = symbolize_frames(s->sym, p->pid, &p->mm, ip, true, f, SYM_MAX_INLINE);
 	}
 	if (got <= 0) {
+		state_frame_unmapped(s, p);
 		memset(out, 0, sizeof(*out));
 		out->addr = out->offset = ip;
 		*complete = false;

@@ -769,14 +769,24 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	if (p->exit_mm.count) {
 		module_map_free(&p->start_mm);
 		adopt_kernel_map(s, p, &p->exit_mm);
-	} else if (!p->have_mm) {
+	} else {
 		/* A process always has its executable mapped: the kernel's walk was refused
-		 * (another task held its mmap_lock). Its first call's capture stands in, without
-		 * the libraries loaded since. */
-		s->lost[SNAP_LOST_MODULE_MAPS_MISSED]++;
-		adopt_kernel_map(s, p, &p->start_mm);
+		 * (another task held its mmap_lock). The map read from /proc, or else its first
+		 * call's capture, stands in, without the libraries loaded since: a frame in one
+		 * of those is a loss (state_frame_unmapped). */
+		p->end_map_refused = true;
+		if (!p->have_mm)
+			adopt_kernel_map(s, p, &p->start_mm);
 	}
 	module_map_free(&p->start_mm);
+}
+
+void state_frame_unmapped(struct state *s, struct proc_rec *p)
+{
+	if (p->end_map_refused && !p->end_map_loss_counted) {
+		p->end_map_loss_counted = true;
+		s->lost[SNAP_LOST_MODULE_MAPS_MISSED]++;
+	}
 }
 
 void state_on_process_exec(struct state *s, const struct gm_call_event *e)
@@ -796,7 +806,7 @@ void state_on_process_exec(struct state *s, const struct gm_call_event *e)
 		adopt_kernel_map(s, p, &p->start_mm);
 	}
 	if (!p->have_mm)	/* and its first call's walk was refused */
-		s->lost[SNAP_LOST_MODULE_MAPS_MISSED]++;
+		p->end_map_refused = true;
 	module_map_free(&p->start_mm);
 }
 

@@ -82,6 +82,9 @@ struct proc_rec {
 	/* ... and at its first call: kept until a read of its maps proves to be of this image
 	 * (an exec may end it before userspace reads them; its map then stands in). */
 	struct module_map start_mm;
+	/* Its end came with no map of the kernel's (the walk refused: its mmap_lock was held),
+	 * and once a frame then found no module, that loss was counted. */
+	bool end_map_refused, end_map_loss_counted;
 	struct unwinder *unwinder;	/* DWARF unwinding over mm, made at its first new site */
 	struct dwarf_stack *dwarf_stacks;	/* sites whose stack was unwound with CFI */
 	size_t ndwarf_stacks;
@@ -201,6 +204,9 @@ uint32_t state_stack_ips(struct state *s, const struct proc_rec *p, int32_t stac
 /* Reads a living process's maps again (code loaded since); false if it cannot, and then its
  * captured map stays. */
 bool state_reread_maps(struct state *s, struct proc_rec *p);
+/* A frame of p found no module: a loss (module_maps_missed, once for p) where the kernel's
+ * walk at p's end was refused. */
+void state_frame_unmapped(struct state *s, struct proc_rec *p);
 /* The kernel's loss and health counters, summed over CPUs. */
 void state_counters(struct state *s, uint64_t out[GM_CNT_COUNT]);
 

@@ -507,9 +507,9 @@ static const struct {
 	  "function and file names past what gpumem keeps (SYM_NAMES_MAX_BYTES): those frames "
 	  "show addresses" },
 	{ true, SNAP_LOST_MODULE_MAPS_MISSED, "module_maps_missed",
-	  "a process ended or exec'd before gpumem read its maps, and the kernel could not walk "
-	  "its map then (another task held its mmap_lock): its frames are named from its first "
-	  "call's map, or show addresses" },
+	  "a process ended (or exec'd) and the kernel could not walk its map then (another task "
+	  "held its mmap_lock): its frames in libraries loaded after gpumem last read its maps "
+	  "show addresses" },
 };
 
 size_t loss_count(void)
