@@ -155,10 +155,21 @@ static void read_amd_devices(struct snapshot *snap)
 	}
 }
 
+/* The loss counters that naming and container lookups move (the OCI cache's, the
+ * symbolizer's and Python's names, the maps a frame missed), as they stand. */
+static void naming_losses(struct state *s, struct snapshot *snap)
+{
+	struct symbolizer_stats sym;
+
+	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
+	snap->lost[SNAP_LOST_MODULE_MAPS_MISSED] = s->lost[SNAP_LOST_MODULE_MAPS_MISSED];
+	symbolizer_get_stats(s->sym, &sym);
+	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
+}
+
 struct snapshot *state_publish(struct state *s, unsigned int wants)
 {
 	struct snapshot *snap = xcalloc(1, sizeof(*snap));
-	struct symbolizer_stats sym;
 
 	snap->refs = 1;
 	snap->wants = wants;
@@ -166,9 +177,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 	snap->mono_to_real_ns = realtime_ns() - snap->time_ns;
 	state_counters(s, snap->counters);
 	memcpy(snap->lost, s->lost, sizeof(snap->lost));
-	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
-	symbolizer_get_stats(s->sym, &sym);
-	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
+	naming_losses(s, snap);
 	if (wants & SNAP_LOSSES_ONLY)
 		return snap;	/* a stream's loss line: no walk, no processes */
 	state_refresh(s, wants);
@@ -196,11 +205,7 @@ struct snapshot *state_publish(struct state *s, unsigned int wants)
 		    !proc_cpu_time(p->pid, p->st.start_ns, &p->cpu_ns))
 			p->valid |= SP_CPU;
 	}
-	/* With this one's lookups and the names it gave its frames: */
-	snap->lost[SNAP_LOST_OCI_REJECTED] = oci_rejected(s->oci);
-	snap->lost[SNAP_LOST_MODULE_MAPS_MISSED] = s->lost[SNAP_LOST_MODULE_MAPS_MISSED];
-	symbolizer_get_stats(s->sym, &sym);
-	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
+	naming_losses(s, snap);	/* with this one's lookups and the names it gave its frames */
 	if (wants & SNAP_DEVICES) {
 		snap->ndevices = nvml_devices(snap->devices, NVML_MAX_DEVICES);
 		snap->devices_valid = snap->ndevices > 0;

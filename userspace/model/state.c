@@ -767,7 +767,6 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	if (!p->comm[0])	/* gone before /proc told: the kernel's word at its exit */
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 	if (p->exit_mm.count) {
-		module_map_free(&p->start_mm);
 		adopt_kernel_map(s, p, &p->exit_mm);
 	} else {
 		/* A process always has its executable mapped: the kernel's walk was refused
