@@ -41,13 +41,14 @@ def one_error(done):
 
 
 @pytest.mark.parametrize("table", ["samples", "events", "sessions", "meta", "processes",
-                                   "frames"])
+                                   "frames", "event_spans"])
 def test_a_recording_whose_table_is_an_endless_view_is_refused_at_once(tmp, table):
     """F1: every view and every export spun at 100% CPU for ever."""
     db = recording(tmp)
     cols = {"samples": "time_ns, session_id", "events": "id, time_ns",
             "sessions": "id, start_ns", "meta": "key, value", "processes": "id, pid",
-            "frames": "stack_id, idx"}[table]
+            "frames": "stack_id, idx",
+            "event_spans": "first_id, last_id, min_time_ns, max_time_ns"}[table]
     with sqlite3.connect(db) as c:
         c.executescript(f"drop table {table}; create view {table}({cols}) as {ENDLESS};")
     for args in (["report", db], ["report", db, "leaks"], ["report", db, "oom"],
@@ -60,7 +61,8 @@ def test_a_recording_whose_table_is_an_endless_view_is_refused_at_once(tmp, tabl
         assert f"'{table}' is a view, not a table" in line, line
 
 
-@pytest.mark.parametrize("table", ["frames", "stacks", "meta", "samples", "processes"])
+@pytest.mark.parametrize("table", ["frames", "stacks", "meta", "samples", "processes",
+                                   "event_spans"])
 def test_a_recording_missing_a_table_is_an_error_not_an_answer(tmp, table):
     """F10: "cannot read X: no such table" and exit 0, the answer without its frames."""
     db = recording(tmp)

@@ -72,6 +72,15 @@ def gpumem_errors(stderr):
             not line.startswith("gpumem: tracing:")]
 
 
+def assert_spans_cover_every_event(db):
+    """Each event lies in one row of event_spans, by id and by time (what a window's query
+    relies on, the events having no index on time)."""
+    outside = query(db, "SELECT count(*) FROM events e WHERE (SELECT count(*) FROM"
+                    " event_spans s WHERE e.id BETWEEN s.first_id AND s.last_id AND"
+                    " e.time_ns BETWEEN s.min_time_ns AND s.max_time_ns) != 1")
+    assert outside == [(0,)]
+
+
 class Recorder:
     """A system-wide `gpumem record` in the background, ready once it says it is tracing."""
 
@@ -235,6 +244,7 @@ def test_kill_9_leaves_an_intact_file_with_the_rows_up_to_a_second_before(tmp):
     assert rows == {4096: 100, 7777: 1}
     last_sample = query(db, "SELECT max(time_ns) FROM samples")[0][0]
     assert last_sample >= killed_at - int(1.5 * NS), (killed_at - last_sample) / NS
+    assert_spans_cover_every_event(db)
     assert query(db, "SELECT count(*) FROM sessions WHERE end_ns IS NULL") == [(1,)]
     p = find_proc(report_json(db, "snapshot"), w.pid)
     assert (p["current_bytes"], p["current_allocs"], p["alive"]) == (100 * 4096 + 7777, 101,
@@ -361,8 +371,44 @@ def test_retention_keeps_the_file_from_growing(tmp):
     assert sizes[-1] > 0 and sizes[2] < sizes[6], sizes      # it did grow at first
     span = query(db, "SELECT (max(time_ns) - min(time_ns)) / 1e9, count(*) FROM events")[0]
     assert span[0] < 4 + 3 and span[1] > 2000, span
+    assert_spans_cover_every_event(db)
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
     assert query(db, "PRAGMA auto_vacuum") == [(2,)]            # incremental
+
+
+def test_event_spans_find_a_window_of_time_without_an_index_on_it(tmp):
+    """2 threads x 20,000 pairs: ~20 spans of 4,096 events. The events' only index is the
+    failures'; the spans cover every event, and the window query of docs/recording.md gives
+    the rows a scan of every event gives, for windows across the recording."""
+    db = tmp / "spans.db"
+    done = record_c(db, WORKLOAD, "threads", 2, 20000, 4096)
+    assert done.returncode == 0, done.stderr
+    indexes = [row[1] for row in query(db, "PRAGMA index_list(events)")]
+    assert indexes == ["events_failures"], indexes
+    spans = query(db, "SELECT first_id, last_id FROM event_spans ORDER BY first_id")
+    assert len(spans) >= 10 and spans[0][0] == 1, spans
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:])), spans
+    assert spans[-1][1] == query(db, "SELECT max(id) FROM events")[0][0]
+    assert_spans_cover_every_event(db)
+    lo, hi = query(db, "SELECT min(time_ns), max(time_ns) FROM events")[0]
+    window = ("SELECT e.id FROM events e WHERE e.time_ns BETWEEN :from AND :to AND e.id BETWEEN"
+              " (SELECT min(first_id) FROM event_spans WHERE max_time_ns >= :from AND"
+              " min_time_ns <= :to) AND (SELECT max(last_id) FROM event_spans WHERE"
+              " max_time_ns >= :from AND min_time_ns <= :to) ORDER BY e.id")
+    for a, b in ((0, 0.01), (0.3, 0.35), (0.5, 0.9), (0, 1), (0.999, 1)):
+        t0, t1 = lo + int((hi - lo) * a), lo + int((hi - lo) * b)
+        with sqlite3.connect(db) as c:
+            found = c.execute(window, {"from": t0, "to": t1}).fetchall()
+        scanned = query(db, "SELECT id FROM events WHERE time_ns BETWEEN ? AND ? ORDER BY id",
+                        t0, t1)
+        assert found == scanned and found, (a, b, len(found), len(scanned))
+    # report's replay reads the rows in id order: a process's bytes are its latest event's
+    # by time, its peak the largest
+    p = [p for p in report_json(db, "snapshot")["processes"] if p["comm"] == "workload"]
+    last, peak = query(db, "SELECT (SELECT process_bytes FROM events WHERE type IN (1, 2, 3)"
+                       " ORDER BY time_ns DESC, id DESC LIMIT 1), max(process_bytes) FROM events"
+                       " WHERE type IN (1, 2, 3)")[0]
+    assert len(p) == 1 and (p[0]["current_bytes"], p[0]["peak_bytes"]) == (last, peak), p
 
 
 def test_nsight_shaped_view_answers_a_query(tmp):

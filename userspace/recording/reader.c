@@ -31,13 +31,39 @@ uint64_t rec_query_u64(struct recording *r, const char *sql, uint64_t arg, uint6
 	return v;
 }
 
+/* A time as SQLite holds it: recordings' times are below 2^63. */
+static int64_t sql_time(uint64_t t)
+{
+	return t > INT64_MAX ? INT64_MAX : (int64_t)t;
+}
+
+void rec_bind_event_ids(struct recording *r, sqlite3_stmt *st, int param, uint64_t since,
+			uint64_t until)
+{
+	int64_t lo = 1, hi = 0;
+	sqlite3_stmt *q;
+
+	if (!rec_prepare(r, &q, "SELECT min(first_id), max(last_id) FROM event_spans WHERE"
+			 " max_time_ns >= ?1 AND min_time_ns <= ?2")) {
+		sqlite3_bind_int64(q, 1, sql_time(since));
+		sqlite3_bind_int64(q, 2, sql_time(until));
+		if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) {
+			lo = sqlite3_column_int64(q, 0);
+			hi = sqlite3_column_int64(q, 1);
+		}
+		sqlite3_finalize(q);
+	}
+	sqlite3_bind_int64(st, param, lo);
+	sqlite3_bind_int64(st, param + 1, hi);
+}
+
 static void read_span(struct recording *r)
 {
 	uint64_t cut = rec_query_u64(r, "SELECT value FROM meta WHERE key = 'retained_from_ns'",
 				     0, 0);
 	uint64_t ends[3] = {
 		rec_query_u64(r, "SELECT max(time_ns) FROM samples", 0, 0),
-		rec_query_u64(r, "SELECT max(time_ns) FROM events", 0, 0),
+		rec_query_u64(r, "SELECT max(max_time_ns) FROM event_spans", 0, 0),
 		rec_query_u64(r, "SELECT max(end_ns) FROM sessions", 0, 0),
 	};
 

@@ -44,14 +44,18 @@ static int prepare_events(struct recording *r, sqlite3_stmt **st, uint64_t since
 {
 	char sql[512];
 
-	/* Failures alone: the partial index on them, not a scan of every event. */
+	bool failures = types == 1u << RECDB_EV_ALLOC_FAILED;
+
+	/* Failures alone: the partial index on them; else the ids of the time's spans. */
 	snprintf(sql, sizeof(sql), "SELECT " EVENT_COLUMNS EVENT_FROM " WHERE e.time_ns >= ?1 AND"
 		 " e.time_ns <= ?2%s ORDER BY e.time_ns, e.id",
-		 types == 1u << RECDB_EV_ALLOC_FAILED ? " AND e.type = 3" : "");
+		 failures ? " AND e.type = 3" : " AND e.id BETWEEN ?3 AND ?4");
 	if (rec_prepare(r, st, sql))
 		return -EIO;
 	sqlite3_bind_int64(*st, 1, (int64_t)since);
 	sqlite3_bind_int64(*st, 2, (int64_t)until);
+	if (!failures)
+		rec_bind_event_ids(r, *st, 3, since, until);
 	return 0;
 }
 

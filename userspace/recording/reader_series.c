@@ -106,10 +106,12 @@ static void event_peaks(struct recording *r, uint64_t since, uint64_t until, str
 	if (rec_prepare(r, &st, "SELECT time_ns, 0, site_id, current_bytes FROM"
 			" site_samples WHERE time_ns > ?1 AND time_ns <= ?2 UNION ALL SELECT"
 			" time_ns, type, site_id, size FROM events WHERE time_ns > ?1 AND"
-			" time_ns <= ?2 AND type IN (1, 2) AND site_id IS NOT NULL ORDER BY 1, 2"))
+			" time_ns <= ?2 AND type IN (1, 2) AND site_id IS NOT NULL AND id BETWEEN ?3"
+			" AND ?4 ORDER BY 1, 2"))
 		return;
 	sqlite3_bind_int64(st, 1, (int64_t)since);
 	sqlite3_bind_int64(st, 2, (int64_t)until);
+	rec_bind_event_ids(r, st, 3, since, until);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		uint64_t site = (uint64_t)sqlite3_column_int64(st, 2);
 		uint64_t n = (uint64_t)sqlite3_column_int64(st, 3);

@@ -26,10 +26,13 @@ static const char sites_sql[] =
 	" ss.time_ns = (SELECT max(time_ns) FROM site_samples WHERE site_id = s.id AND"
 	" time_ns <= ?2) WHERE s.process_id = ?1 ORDER BY s.id";
 
+/* In the order of the rows (the ring's, the times' nearly so: no sort of the window); a
+ * process's current numbers are its latest event's by time, then id, as in the order of time. */
 static const char replay_sql[] =
-	"SELECT process_id, type, kind, size, process_bytes, site_id, layer, process_tensor_bytes"
-	" FROM events"
-	" WHERE time_ns > ?1 AND time_ns <= ?2 AND type IN (1, 2, 3) ORDER BY time_ns, id";
+	"SELECT process_id, type, kind, size, process_bytes, site_id, layer, process_tensor_bytes,"
+	" time_ns, id FROM events"
+	" WHERE time_ns > ?1 AND time_ns <= ?2 AND type IN (1, 2, 3) AND id BETWEEN ?3 AND ?4"
+	" ORDER BY id";
 
 static uint64_t col_u64(sqlite3_stmt *st, int col)
 {
@@ -133,27 +136,37 @@ static uint64_t sub_floor(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
 static void replay_one(struct rstate *s, sqlite3_stmt *st)
 {
 	struct idmap_slot *ps = idmap_find(&s->by_row, col_u64(st, 0), 0);
 	struct idmap_slot *ss = idmap_find(&s->site_rows, col_u64(st, 5), 0);
 	int type = sqlite3_column_int(st, 1);
-	uint64_t size = col_u64(st, 3);
+	uint64_t size = col_u64(st, 3), t = col_u64(st, 8), id = col_u64(st, 9), bytes;
 	struct rsite *site;
 	struct rproc *p;
+	bool tensor;
 
 	if (!ps)
 		return;		/* a process the filter leaves out */
 	p = &s->procs[ps->v - 1];
 	site = ss && ss->v == ps->v - 1 ? &p->sites[ss->v2] : NULL;
 	p->replayed = p->has_stats = true;
-	p->st.current_bytes = col_u64(st, 4);
-	if (p->st.current_bytes > p->st.peak_bytes)
-		p->st.peak_bytes = p->st.current_bytes;
-	if (sqlite3_column_int(st, 6) == GM_LAYER_TENSOR) {
-		p->st.tensor_bytes = col_u64(st, 7);
-		if (p->st.tensor_bytes > p->st.tensor_peak_bytes)
-			p->st.tensor_peak_bytes = p->st.tensor_bytes;
+	bytes = col_u64(st, 4);
+	tensor = sqlite3_column_int(st, 6) == GM_LAYER_TENSOR;
+	p->st.peak_bytes = max_u64(p->st.peak_bytes, bytes);
+	if (tensor)
+		p->st.tensor_peak_bytes = max_u64(p->st.tensor_peak_bytes, col_u64(st, 7));
+	if (t > p->last_ns || (t == p->last_ns && id > p->last_id)) {
+		p->last_ns = t;
+		p->last_id = id;
+		p->st.current_bytes = bytes;
+		if (tensor)
+			p->st.tensor_bytes = col_u64(st, 7);
 	}
 	if (type == RECDB_EV_ALLOC_FAILED)
 		p->st.failed_count++;
@@ -207,6 +220,7 @@ static int replay(struct recording *r, struct rstate *s, uint64_t from, uint64_t
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (int64_t)from);
 	sqlite3_bind_int64(st, 2, (int64_t)to);
+	rec_bind_event_ids(r, st, 3, from, to);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		replay_one(s, st);
 	sqlite3_finalize(st);
@@ -281,8 +295,21 @@ static uint64_t stale_after(struct recording *r, const struct rstate *s)
 
 static uint64_t next_event(struct recording *r, uint64_t after)
 {
-	return rec_query_u64(r, "SELECT min(time_ns) FROM events WHERE time_ns > ?1", after,
-			     UINT64_MAX);
+	/* No later than the earliest end of a span that ends after it. */
+	uint64_t bound = rec_query_u64(r, "SELECT min(max_time_ns) FROM event_spans WHERE"
+				       " max_time_ns > ?1", after, 0);
+	sqlite3_stmt *st;
+	uint64_t t = UINT64_MAX;
+
+	if (!bound || rec_prepare(r, &st, "SELECT min(time_ns) FROM events WHERE time_ns > ?1"
+				  " AND id BETWEEN ?3 AND ?4"))
+		return UINT64_MAX;
+	sqlite3_bind_int64(st, 1, (int64_t)after);
+	rec_bind_event_ids(r, st, 3, after, bound);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		t = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return t;
 }
 
 const struct rstate *rec_cursor_move(struct recording *r, struct rec_cursor **cp,

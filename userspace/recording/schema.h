@@ -14,7 +14,7 @@
 #define RECDB_APPLICATION_ID 0x67706d72
 /* 2: PyTorch tensors (process_samples' tensor_*, events' process_tensor_bytes), sites keyed by
  * their Python stack too (sites.py_stack_id), frames that say they are Python's. */
-#define RECDB_SCHEMA_VERSION 3
+#define RECDB_SCHEMA_VERSION 4
 
 /* Event types in the events table: the ring buffer's record types (gpumem.h). */
 enum recdb_event {

@@ -46,6 +46,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 			   " ?7, ?8)",
 	[ST_LOSS] = "INSERT OR REPLACE INTO losses VALUES (?1, ?2, ?3)",
 	[ST_TRACER_STAT] = "INSERT OR REPLACE INTO tracer_stats VALUES (?1, ?2, ?3)",
+	[ST_SPAN] = "INSERT OR REPLACE INTO event_spans VALUES (?1, ?2, ?3, ?4)",
 };
 
 void rec_fail(struct recorder *r, const char *what)
@@ -95,7 +96,7 @@ static int exec_or_fail(struct recorder *r, const char *sql, const char *what)
 /* Commits the batch and begins the next one. */
 static int commit(struct recorder *r, bool begin_next)
 {
-	rec_events_flush(r);
+	rec_events_settle(r);
 	if (r->err)
 		return -EIO;
 	if (r->in_txn && exec_or_fail(r, "COMMIT", "write"))
@@ -132,7 +133,8 @@ static int close_old_sessions(struct recorder *r)
 		"UPDATE sessions SET end_ns = max(start_ns, coalesce((SELECT max(time_ns) FROM"
 		" samples WHERE session_id = sessions.id), start_ns),"
 		" CASE WHEN id = (SELECT max(id) FROM sessions) THEN coalesce((SELECT"
-		" max(time_ns) FROM events), start_ns) ELSE start_ns END) WHERE end_ns IS NULL;"
+		" max(max_time_ns) FROM event_spans), start_ns) ELSE start_ns END)"
+		" WHERE end_ns IS NULL;"
 		"UPDATE processes SET end_ns = (SELECT end_ns FROM sessions WHERE sessions.id ="
 		" processes.session_id) WHERE end_ns IS NULL;", "open");
 }
@@ -297,6 +299,43 @@ void rec_events_flush(struct recorder *r)
 	}
 }
 
+static void span_write(struct recorder *r)
+{
+	sqlite3_stmt *st = r->st[ST_SPAN];
+
+	if (!r->span.unwritten || r->err)
+		return;
+	sqlite3_bind_int64(st, 1, (int64_t)r->span.first);
+	sqlite3_bind_int64(st, 2, (int64_t)r->span.last);
+	sqlite3_bind_int64(st, 3, (int64_t)r->span.min_ns);
+	sqlite3_bind_int64(st, 4, (int64_t)r->span.max_ns);
+	if (rec_step(r, ST_SPAN))
+		r->span.unwritten = false;
+}
+
+void rec_events_settle(struct recorder *r)
+{
+	rec_events_flush(r);
+	span_write(r);
+}
+
+/* Event id, of time t, joins the open span; a full one is written and closed. */
+static void span_add(struct recorder *r, uint64_t id, uint64_t t)
+{
+	struct rec_span *s = &r->span;
+
+	if (!s->first)
+		*s = (struct rec_span){ .first = id, .min_ns = t, .max_ns = t };
+	s->last = id;
+	s->min_ns = t < s->min_ns ? t : s->min_ns;
+	s->max_ns = t > s->max_ns ? t : s->max_ns;
+	s->unwritten = true;
+	if (id - s->first + 1 >= REC_SPAN_EVENTS) {
+		span_write(r);
+		s->first = 0;
+	}
+}
+
 /* Column col (1-16) of row: v, or NULL. */
 static void event_col(struct rec_event_row *row, int col, bool null, int64_t v)
 {
@@ -333,6 +372,7 @@ static void write_event(struct recorder *r, struct rec_proc *p, const struct sna
 	event_col(row, 14, !site, (int64_t)site);
 	event_col(row, 15, !alloc, (int64_t)alloc);
 	event_col(row, 16, !tensor, (int64_t)e->tensor_bytes);
+	span_add(r, id, se->wall_ns);
 	if (++r->npending == REC_EVENT_BATCH)
 		rec_events_flush(r);
 }
@@ -379,7 +419,7 @@ int recorder_tick(struct recorder *r)
 
 		every = every < 1 ? 1 : every > 60 ? 60 : every;
 		r->next_retention_ns = now + (uint64_t)(every * 1e9);
-		rec_events_flush(r);	/* the events it may delete are in the file */
+		rec_events_settle(r);	/* the events it may delete are in the file */
 		rec_retention(r, realtime_ns());
 		if (commit(r, false))
 			return -EIO;

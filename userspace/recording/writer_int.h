@@ -25,6 +25,7 @@ enum rec_stmt {
 	ST_SITE_SAMPLE,
 	ST_LOSS,
 	ST_TRACER_STAT,
+	ST_SPAN,
 	ST_COUNT,
 };
 
@@ -37,6 +38,14 @@ enum rec_stmt {
 struct rec_event_row {
 	int64_t v[REC_EVENT_COLS];
 	uint32_t null_mask;
+};
+
+/* The events of ids first..last and their times: a row of event_spans, written (again) at each
+ * commit while open, closed at REC_SPAN_EVENTS events. A time's events are found through them. */
+#define REC_SPAN_EVENTS 4096
+struct rec_span {
+	uint64_t first, last, min_ns, max_ns;
+	bool unwritten;		/* holds events its row does not cover yet */
 };
 
 struct rec_site {
@@ -100,6 +109,7 @@ struct recorder {
 	bool loss_written;
 	struct rec_event_row pending[REC_EVENT_BATCH];	/* events not inserted yet */
 	size_t npending;
+	struct rec_span span;	/* first == 0: none open */
 };
 
 /* sqlite.c */
@@ -107,6 +117,8 @@ bool rec_step(struct recorder *r, enum rec_stmt which);	/* runs and resets; fals
 /* Inserts the events waiting for their batch: before a commit and before anything that reads
  * or deletes events. */
 void rec_events_flush(struct recorder *r);
+/* Flushes the events and writes the open span's row: the file then has every event so far. */
+void rec_events_settle(struct recorder *r);
 void rec_fail(struct recorder *r, const char *what);
 void rec_bind_text(sqlite3_stmt *st, int col, const char *s);	/* NULL (or "") binds NULL */
 /* sqlite_rows.c: the rows every event and sample refers to */

@@ -8,7 +8,10 @@
 #include "recording/writer_int.h"
 
 static const char retention_sql[] =
-	"DELETE FROM events WHERE time_ns < ?1;"
+	/* The events before the cut: among the ids of the spans that began before it. */
+	"DELETE FROM events WHERE id <= (SELECT max(last_id) FROM event_spans WHERE"
+	" min_time_ns < ?1) AND time_ns < ?1;"
+	"DELETE FROM event_spans WHERE max_time_ns < ?1;"
 	"DELETE FROM samples WHERE time_ns < (SELECT max(time_ns) FROM samples WHERE"
 	" time_ns < ?1);"
 	"DELETE FROM process_samples WHERE time_ns < ?1 AND (process_id, time_ns) NOT IN"
