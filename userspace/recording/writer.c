@@ -187,6 +187,9 @@ int recorder_open(const struct recorder_opts *o, struct recorder **out)
 	int err = recdb_open_write(o->path, o->replace, &r->db);
 
 	r->opt = *o;
+	for (size_t i = 0; i < REC_EVENT_BATCH; i++)
+		r->held[i].null_mask = REC_ROW_ALL_NULL;
+	r->held_one.null_mask = REC_ROW_ALL_NULL;
 	r->path = xstrdup(o->path);
 	r->command = o->command ? xstrdup(o->command) : NULL;
 	r->opt.path = r->path;
@@ -268,15 +271,22 @@ static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap
 	}
 }
 
-/* Binds a waiting row's columns from parameter first on. */
-static void bind_event_row(sqlite3_stmt *st, int first, const struct rec_event_row *row)
+/* Binds a waiting row's columns from parameter first on, those whose value differs from the
+ * one the statement holds (held), which then holds the row. */
+static void bind_event_row(sqlite3_stmt *st, int first, const struct rec_event_row *row,
+			   struct rec_event_row *held)
 {
 	for (int c = 0; c < REC_EVENT_COLS; c++) {
-		if (row->null_mask & (1u << c))
+		bool null = row->null_mask & (1u << c);
+
+		if (null == !!(held->null_mask & (1u << c)) && (null || row->v[c] == held->v[c]))
+			continue;
+		if (null)
 			sqlite3_bind_null(st, first + c);
 		else
 			sqlite3_bind_int64(st, first + c, row->v[c]);
 	}
+	*held = *row;
 }
 
 void rec_events_flush(struct recorder *r)
@@ -289,12 +299,12 @@ void rec_events_flush(struct recorder *r)
 	if (n == REC_EVENT_BATCH) {
 		for (size_t i = 0; i < n; i++)
 			bind_event_row(r->st[ST_EVENTS], 1 + (int)i * REC_EVENT_COLS,
-				       &r->pending[i]);
+				       &r->pending[i], &r->held[i]);
 		rec_step(r, ST_EVENTS);
 		return;
 	}
 	for (size_t i = 0; i < n && !r->err; i++) {
-		bind_event_row(r->st[ST_EVENT], 1, &r->pending[i]);
+		bind_event_row(r->st[ST_EVENT], 1, &r->pending[i], &r->held_one);
 		rec_step(r, ST_EVENT);
 	}
 }

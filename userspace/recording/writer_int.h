@@ -39,6 +39,7 @@ struct rec_event_row {
 	int64_t v[REC_EVENT_COLS];
 	uint32_t null_mask;
 };
+#define REC_ROW_ALL_NULL ((1u << REC_EVENT_COLS) - 1)	/* a statement's parameters at first */
 
 /* The events of ids first..last and their times: a row of event_spans, written (again) at each
  * commit while open, closed at REC_SPAN_EVENTS events. A time's events are found through them. */
@@ -109,6 +110,10 @@ struct recorder {
 	bool loss_written;
 	struct rec_event_row pending[REC_EVENT_BATCH];	/* events not inserted yet */
 	size_t npending;
+	/* What ST_EVENTS's parameters and ST_EVENT's hold from their last run: bindings outlive
+	 * sqlite3_reset, and only the columns that differ are bound again (half or more of an
+	 * event's, in a loop: a bind costs about as much as a column's part of the insert). */
+	struct rec_event_row held[REC_EVENT_BATCH], held_one;
 	struct rec_span span;	/* first == 0: none open */
 };
 
