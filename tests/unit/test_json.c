@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -174,6 +175,25 @@ static void test_json_keys_are_escaped(void **state)
 	jw_kv_u64(w, "k\"\n", 1);
 	jw_object_end(w);
 	assert_string_equal(output(state), "{\"k\\\"\\n\":1}");
+}
+
+/* A key the compiler knows to be plain goes out unscanned; one it does not know (text that came
+ * from outside, in a buffer) is escaped however it is spelled. */
+static void test_json_only_plain_literal_keys_skip_the_escape(void **state)
+{
+	struct json_writer *w = writer(state);
+	const char *env = getenv("GPUMEM_UNIT_NO_SUCH_VARIABLE");
+	char outside[8];
+
+	snprintf(outside, sizeof(outside), "%s", env ? env : "k\"\x01");
+	jw_object_begin(w);
+	jw_kv_u64(w, "time_ns", 1);
+	jw_kv_u64(w, outside, 2);
+	jw_key(w, "api");
+	jw_string_spelled(w, "cudaMalloc");
+	jw_object_end(w);
+	assert_string_equal(output(state),
+			    "{\"time_ns\":1,\"k\\\"\\u0001\":2,\"api\":\"cudaMalloc\"}");
 }
 
 /* The escape of one byte as the writer's contract says (a lone byte of 0x80 and above is
@@ -362,6 +382,7 @@ int main(void)
 		T(test_json_escapes_embedded_nul_with_length),
 		T(test_json_string_len_stops_at_len),
 		T(test_json_keys_are_escaped),
+		T(test_json_only_plain_literal_keys_skip_the_escape),
 		T(test_json_members_in_one_piece_get_commas),
 		cmocka_unit_test(test_json_escapes_at_every_position_of_a_word),
 		T(test_json_valid_utf8_passes_through),

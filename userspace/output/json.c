@@ -342,6 +342,40 @@ void jw_key_len(struct json_writer *w, const char *key, size_t n)
 	w->after_key = true;
 }
 
+void jw_key_spelled(struct json_writer *w, const char *key, size_t n)
+{
+	if (n + 3 > JW_BUF) {
+		jw_key_len(w, key, n);
+		return;
+	}
+	jw_separate(w);
+	if (n + 3 > JW_BUF - w->len)
+		jw_flush(w);
+	w->buf[w->len] = '"';
+	memcpy(w->buf + w->len + 1, key, n);
+	w->buf[w->len + 1 + n] = '"';
+	w->buf[w->len + 2 + n] = ':';
+	w->len += n + 3;
+	w->after_key = true;
+}
+
+void jw_string_spelled(struct json_writer *w, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!s || n + 2 > JW_BUF) {
+		jw_string(w, s);
+		return;
+	}
+	jw_separate(w);
+	if (n + 2 > JW_BUF - w->len)
+		jw_flush(w);
+	w->buf[w->len] = '"';
+	memcpy(w->buf + w->len + 1, s, n);
+	w->buf[w->len + 1 + n] = '"';
+	w->len += n + 2;	jw_done(w);
+}
+
 void jw_string_len(struct json_writer *w, const char *s, size_t len)
 {
 	if (!s) {

@@ -22,10 +22,33 @@ void jw_array_end(struct json_writer *w);
 /* The next value belongs to key (escaped like any string; its length is the compiler's
  * when key is a literal, as most are: jw_key and the jw_kv_ functions are inline). */
 void jw_key_len(struct json_writer *w, const char *key, size_t len);
+/* A string gpumem's own source spells (a key, a name from its tables): plain JSON text by
+ * construction, written without the scan for bytes to escape; never text from outside. */
+void jw_key_spelled(struct json_writer *w, const char *key, size_t len);
+void jw_string_spelled(struct json_writer *w, const char *s);
 
+/* The bytes a JSON string cannot hold as they are (or that need a look at their UTF-8). */
+#define JW_NOT_PLAIN "\"\\\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f" \
+	"\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f" \
+	"\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x8e\x8f" \
+	"\x90\x91\x92\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f" \
+	"\xa0\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8\xa9\xaa\xab\xac\xad\xae\xaf" \
+	"\xb0\xb1\xb2\xb3\xb4\xb5\xb6\xb7\xb8\xb9\xba\xbb\xbc\xbd\xbe\xbf" \
+	"\xc0\xc1\xc2\xc3\xc4\xc5\xc6\xc7\xc8\xc9\xca\xcb\xcc\xcd\xce\xcf" \
+	"\xd0\xd1\xd2\xd3\xd4\xd5\xd6\xd7\xd8\xd9\xda\xdb\xdc\xdd\xde\xdf" \
+	"\xe0\xe1\xe2\xe3\xe4\xe5\xe6\xe7\xe8\xe9\xea\xeb\xec\xed\xee\xef" \
+	"\xf0\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8\xf9\xfa\xfb\xfc\xfd\xfe\xff"
+
+/* A key whose text the compiler knows and finds plain (a literal of gpumem's: both fold) goes
+ * out without the scan; any other is escaped. */
 static inline void jw_key(struct json_writer *w, const char *key)
 {
-	jw_key_len(w, key, key ? __builtin_strlen(key) : 0);
+	if (key && __builtin_constant_p(__builtin_strcspn(key, JW_NOT_PLAIN) ==
+					__builtin_strlen(key)) &&
+	    __builtin_strcspn(key, JW_NOT_PLAIN) == __builtin_strlen(key))
+		jw_key_spelled(w, key, __builtin_strlen(key));
+	else
+		jw_key_len(w, key, key ? __builtin_strlen(key) : 0);
 }
 
 /* NULL writes null. Invalid UTF-8 becomes U+FFFD; control characters are escaped. */

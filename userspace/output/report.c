@@ -326,10 +326,15 @@ void json_call_fields(struct json_writer *w, const struct gm_call_event *e, uint
 	jw_kv_i64(w, "tid", e->tid);
 	jw_key(w, "comm");
 	jw_string_len(w, e->comm, strnlen(e->comm, GM_COMM_LEN));
-	jw_kv_string(w, "api", event_api_name(e));
-	jw_kv_string(w, "layer", probe_layer_name(e->layer));
-	jw_kv_string(w, "vendor", probe_vendor(e->layer));
-	jw_kv_string(w, "kind", event_kind_name(e));
+	/* Names from gpumem's tables. */
+	jw_key(w, "api");
+	jw_string_spelled(w, event_api_name(e));
+	jw_key(w, "layer");
+	jw_string_spelled(w, probe_layer_name(e->layer));
+	jw_key(w, "vendor");
+	jw_string_spelled(w, probe_vendor(e->layer));
+	jw_key(w, "kind");
+	jw_string_spelled(w, event_kind_name(e));
 	jw_kv_u64(w, "size", e->size);
 	json_kv_gpu(w, e->gpu);
 	jw_kv_i64(w, "error", e->error);

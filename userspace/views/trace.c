@@ -64,7 +64,8 @@ static void trace_json(struct sink *s, const struct snap_event *se)
 		json_container(w, se->container);
 		jw_kv_i64(w, "exit_code", e->error);
 	} else {
-		jw_kv_string(w, "event", event_name(e->type));
+		jw_key(w, "event");
+		jw_string_spelled(w, event_name(e->type));
 		json_call_fields(w, e, se->wall_ns);
 		json_container(w, se->container);
 		jw_kv_hex(w, "addr", e->addr);
