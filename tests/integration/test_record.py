@@ -411,6 +411,41 @@ def test_event_spans_find_a_window_of_time_without_an_index_on_it(tmp):
     assert len(p) == 1 and (p[0]["current_bytes"], p[0]["peak_bytes"]) == (last, peak), p
 
 
+def test_an_appended_session_numbers_its_events_past_every_span(tmp):
+    """A span can outlast its last events (the retention deletes by time, and times cross):
+    the agent's next session on the file numbers its events past it, so no two spans share
+    an id."""
+    pins = pin_dir()
+    db = tmp / "append.db"
+    try:
+        for size in (4096, 8192):
+            agent = Agent(pins, "--record", db, "-i", "0.5")
+            w = Driven()
+            try:
+                for _ in range(20):
+                    w.do(f"a {size}")
+                time.sleep(1.5)
+                w.quit()
+                time.sleep(0.5)
+            finally:
+                w.kill()
+            assert agent.term() == 0, agent.stderr.lines
+            if size == 4096:    # the first session's last 10 events gone, not their span
+                with sqlite3.connect(db) as c:
+                    c.execute("DELETE FROM events WHERE id > (SELECT max(id) - 10 FROM"
+                              " events)")
+                (gone_to,) = query(db, "SELECT max(last_id) FROM event_spans")[0]
+                assert query(db, "SELECT max(id) FROM events")[0][0] == gone_to - 10
+    finally:
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)
+    assert query(db, "SELECT min(e.id) FROM events e JOIN processes p ON p.id = e.process_id"
+                 " WHERE p.session_id = 2")[0][0] == gone_to + 1
+    spans = query(db, "SELECT first_id, last_id FROM event_spans ORDER BY first_id")
+    assert len(spans) >= 2 and all(b[0] > a[1] for a, b in zip(spans, spans[1:])), spans
+    assert_spans_cover_every_event(db)
+
+
 def test_nsight_shaped_view_answers_a_query(tmp):
     """The query Nsight Systems users run on CUDA_GPU_MEMORY_USAGE_EVENTS: bytes held per
     process and memory kind, allocations minus deallocations, the kinds by their names."""

@@ -37,24 +37,29 @@ static int64_t sql_time(uint64_t t)
 	return t > INT64_MAX ? INT64_MAX : (int64_t)t;
 }
 
-void rec_bind_event_ids(struct recording *r, sqlite3_stmt *st, int param, uint64_t since,
-			uint64_t until)
+int rec_bind_event_ids(struct recording *r, sqlite3_stmt *st, int param, uint64_t since,
+		       uint64_t until)
 {
 	int64_t lo = 1, hi = 0;
 	sqlite3_stmt *q;
+	int rc;
 
-	if (!rec_prepare(r, &q, "SELECT min(first_id), max(last_id) FROM event_spans WHERE"
-			 " max_time_ns >= ?1 AND min_time_ns <= ?2")) {
-		sqlite3_bind_int64(q, 1, sql_time(since));
-		sqlite3_bind_int64(q, 2, sql_time(until));
-		if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) {
-			lo = sqlite3_column_int64(q, 0);
-			hi = sqlite3_column_int64(q, 1);
-		}
-		sqlite3_finalize(q);
+	if (rec_prepare(r, &q, "SELECT min(first_id), max(last_id) FROM event_spans WHERE"
+			" max_time_ns >= ?1 AND min_time_ns <= ?2"))
+		return -EIO;
+	sqlite3_bind_int64(q, 1, sql_time(since));
+	sqlite3_bind_int64(q, 2, sql_time(until));
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) {
+		lo = sqlite3_column_int64(q, 0);
+		hi = sqlite3_column_int64(q, 1);
 	}
+	if (rc != SQLITE_ROW)	/* interrupted, or a damaged file: not "no events" */
+		recdb_error(r->db, "read", r->path);
+	sqlite3_finalize(q);
 	sqlite3_bind_int64(st, param, lo);
 	sqlite3_bind_int64(st, param + 1, hi);
+	return rc == SQLITE_ROW ? 0 : -EIO;
 }
 
 static void read_span(struct recording *r)

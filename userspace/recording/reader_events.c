@@ -54,8 +54,10 @@ static int prepare_events(struct recording *r, sqlite3_stmt **st, uint64_t since
 		return -EIO;
 	sqlite3_bind_int64(*st, 1, (int64_t)since);
 	sqlite3_bind_int64(*st, 2, (int64_t)until);
-	if (!failures)
-		rec_bind_event_ids(r, *st, 3, since, until);
+	if (!failures && rec_bind_event_ids(r, *st, 3, since, until)) {
+		sqlite3_finalize(*st);
+		return -EIO;
+	}
 	return 0;
 }
 

@@ -50,7 +50,8 @@ struct rproc {
 	struct rec_ident *ident;	/* owned by the recording's idents */
 	struct gm_proc_stats st;
 	bool has_stats, replayed;
-	uint64_t last_ns, last_id;	/* the replayed event its current numbers are of */
+	/* The replayed events its current bytes and tensor bytes are of: the latest by time. */
+	uint64_t last_ns, last_id, tensor_ns, tensor_id;
 	struct rsite *sites;
 	size_t nsites;
 };
@@ -101,9 +102,10 @@ struct rec_cursor {
 uint64_t rec_query_u64(struct recording *r, const char *sql, uint64_t arg, uint64_t deflt);
 /* Binds parameters param and param + 1 of st to the first and last ids of the events of
  * [since, until] (a superset: the spans that hold them), for "id BETWEEN ?n AND ?n+1"; the
- * events table has no index on time (docs/recording.md, event_spans). */
-void rec_bind_event_ids(struct recording *r, sqlite3_stmt *st, int param, uint64_t since,
-			uint64_t until);
+ * events table has no index on time (docs/recording.md, event_spans). -EIO: the spans could
+ * not be read (said), and st is bound to no events. */
+int rec_bind_event_ids(struct recording *r, sqlite3_stmt *st, int param, uint64_t since,
+		       uint64_t until);
 /* recording_state.c */
 int rstate_load(struct recording *r, uint64_t since, uint64_t at, struct rstate *out);
 void rstate_free(struct rstate *s);

@@ -111,7 +111,10 @@ static void event_peaks(struct recording *r, uint64_t since, uint64_t until, str
 		return;
 	sqlite3_bind_int64(st, 1, (int64_t)since);
 	sqlite3_bind_int64(st, 2, (int64_t)until);
-	rec_bind_event_ids(r, st, 3, since, until);
+	if (rec_bind_event_ids(r, st, 3, since, until)) {
+		sqlite3_finalize(st);
+		return;
+	}
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		uint64_t site = (uint64_t)sqlite3_column_int64(st, 2);
 		uint64_t n = (uint64_t)sqlite3_column_int64(st, 3);

@@ -165,8 +165,11 @@ static void replay_one(struct rstate *s, sqlite3_stmt *st)
 		p->last_ns = t;
 		p->last_id = id;
 		p->st.current_bytes = bytes;
-		if (tensor)
-			p->st.tensor_bytes = col_u64(st, 7);
+	}
+	if (tensor && (t > p->tensor_ns || (t == p->tensor_ns && id > p->tensor_id))) {
+		p->tensor_ns = t;
+		p->tensor_id = id;
+		p->st.tensor_bytes = col_u64(st, 7);
 	}
 	if (type == RECDB_EV_ALLOC_FAILED)
 		p->st.failed_count++;
@@ -220,7 +223,10 @@ static int replay(struct recording *r, struct rstate *s, uint64_t from, uint64_t
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (int64_t)from);
 	sqlite3_bind_int64(st, 2, (int64_t)to);
-	rec_bind_event_ids(r, st, 3, from, to);
+	if (rec_bind_event_ids(r, st, 3, from, to)) {
+		sqlite3_finalize(st);
+		return -EIO;
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		replay_one(s, st);
 	sqlite3_finalize(st);
@@ -305,8 +311,8 @@ static uint64_t next_event(struct recording *r, uint64_t after)
 				  " AND id BETWEEN ?3 AND ?4"))
 		return UINT64_MAX;
 	sqlite3_bind_int64(st, 1, (int64_t)after);
-	rec_bind_event_ids(r, st, 3, after, bound);
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+	if (!rec_bind_event_ids(r, st, 3, after, bound) && sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL)
 		t = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return t;

@@ -109,18 +109,24 @@ static int commit(struct recorder *r, bool begin_next)
 	return 0;
 }
 
-static uint64_t next_id(struct recorder *r, const char *table)
+/* One past the largest of column in table (each a rowid, or a table of few rows). */
+static uint64_t next_id_of(struct recorder *r, const char *column, const char *table)
 {
 	char sql[96];
 	sqlite3_stmt *st;
 	uint64_t id = 1;
 
-	snprintf(sql, sizeof(sql), "SELECT coalesce(max(id), 0) + 1 FROM %s", table);
+	snprintf(sql, sizeof(sql), "SELECT coalesce(max(%s), 0) + 1 FROM %s", column, table);
 	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) == SQLITE_OK &&
 	    sqlite3_step(st) == SQLITE_ROW)
 		id = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return id;
+}
+
+static uint64_t next_id(struct recorder *r, const char *table)
+{
+	return next_id_of(r, "id", table);
 }
 
 /* An appended recording: what an earlier session left open (its agent was killed) ends at the
@@ -203,7 +209,12 @@ int recorder_open(const struct recorder_opts *o, struct recorder **out)
 	if (!err)
 		err = start_session(r);
 	if (!err) {
+		/* Past every span's too (retention may have deleted a span's last events). */
+		uint64_t past_spans = next_id_of(r, "last_id", "event_spans");
+
 		r->next_event_id = next_id(r, "events");
+		if (past_spans > r->next_event_id)
+			r->next_event_id = past_spans;
 		r->next_proc_id = next_id(r, "processes");
 		r->next_site_id = next_id(r, "sites");
 		r->next_stack_id = next_id(r, "stacks");
