@@ -342,6 +342,18 @@ void jw_key_len(struct json_writer *w, const char *key, size_t n)
 	w->after_key = true;
 }
 
+/* Plain text s (n bytes) quoted into the buffer, with room left for extra bytes after it
+ * (n + 2 + extra <= JW_BUF). */
+static void put_quoted(struct json_writer *w, const char *s, size_t n, size_t extra)
+{
+	if (n + 2 + extra > JW_BUF - w->len)
+		jw_flush(w);
+	w->buf[w->len] = '"';
+	memcpy(w->buf + w->len + 1, s, n);
+	w->buf[w->len + 1 + n] = '"';
+	w->len += n + 2;
+}
+
 void jw_key_spelled(struct json_writer *w, const char *key, size_t n)
 {
 	if (n + 3 > JW_BUF) {
@@ -349,13 +361,8 @@ void jw_key_spelled(struct json_writer *w, const char *key, size_t n)
 		return;
 	}
 	jw_separate(w);
-	if (n + 3 > JW_BUF - w->len)
-		jw_flush(w);
-	w->buf[w->len] = '"';
-	memcpy(w->buf + w->len + 1, key, n);
-	w->buf[w->len + 1 + n] = '"';
-	w->buf[w->len + 2 + n] = ':';
-	w->len += n + 3;
+	put_quoted(w, key, n, 1);
+	w->buf[w->len++] = ':';
 	w->after_key = true;
 }
 
@@ -368,12 +375,7 @@ void jw_string_spelled(struct json_writer *w, const char *s)
 		return;
 	}
 	jw_separate(w);
-	if (n + 2 > JW_BUF - w->len)
-		jw_flush(w);
-	w->buf[w->len] = '"';
-	memcpy(w->buf + w->len + 1, s, n);
-	w->buf[w->len + 1 + n] = '"';
-	w->len += n + 2;	jw_done(w);
+	put_quoted(w, s, n, 0);	jw_done(w);
 }
 
 void jw_string_len(struct json_writer *w, const char *s, size_t len)
