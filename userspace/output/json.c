@@ -305,6 +305,18 @@ static size_t escape_one(struct json_writer *w, const unsigned char *s)
 	return 1;
 }
 
+/* Plain text s (n bytes) quoted into the buffer, with room left for extra bytes after it
+ * (n + 2 + extra <= JW_BUF). */
+static void put_quoted(struct json_writer *w, const char *s, size_t n, size_t extra)
+{
+	if (n + 2 + extra > JW_BUF - w->len)
+		jw_flush(w);
+	w->buf[w->len] = '"';
+	memcpy(w->buf + w->len + 1, s, n);
+	w->buf[w->len + 1 + n] = '"';
+	w->len += n + 2;
+}
+
 /* Plain runs go out in one write each: the writer's hot loop (trace --json) is here. */
 static void jw_escaped(struct json_writer *w, const char *str, size_t len)
 {
@@ -314,10 +326,7 @@ static void jw_escaped(struct json_writer *w, const char *str, size_t len)
 	if (len + 2 <= JW_BUF - w->len) {	/* most strings: plain, written in one piece */
 		n = plain_run(s, len);
 		if (n == len) {
-			w->buf[w->len] = '"';
-			memcpy(w->buf + w->len + 1, s, len);
-			w->buf[w->len + 1 + len] = '"';
-			w->len += len + 2;
+			put_quoted(w, str, len, 0);
 			return;
 		}
 	}
@@ -340,18 +349,6 @@ void jw_key_len(struct json_writer *w, const char *key, size_t n)
 	jw_escaped(w, key ? key : "", n);	/* a plain key in one piece, as any plain string */
 	jw_putc(w, ':');
 	w->after_key = true;
-}
-
-/* Plain text s (n bytes) quoted into the buffer, with room left for extra bytes after it
- * (n + 2 + extra <= JW_BUF). */
-static void put_quoted(struct json_writer *w, const char *s, size_t n, size_t extra)
-{
-	if (n + 2 + extra > JW_BUF - w->len)
-		jw_flush(w);
-	w->buf[w->len] = '"';
-	memcpy(w->buf + w->len + 1, s, n);
-	w->buf[w->len + 1 + n] = '"';
-	w->len += n + 2;
 }
 
 void jw_key_spelled(struct json_writer *w, const char *key, size_t n)

@@ -141,6 +141,11 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 static void replay_one(struct rstate *s, sqlite3_stmt *st)
 {
 	struct idmap_slot *ps = idmap_find(&s->by_row, col_u64(st, 0), 0);
@@ -273,11 +278,6 @@ void rstate_free(struct rstate *s)
 }
 
 /* ---- a cursor: one window's states at instants that only go forward ---- */
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
 
 /* The next instant after the state where loading it again is needed. */
 static uint64_t stale_after(struct recording *r, const struct rstate *s)
