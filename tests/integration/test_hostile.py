@@ -72,6 +72,29 @@ def test_a_recording_missing_a_table_is_an_error_not_an_answer(tmp, table):
     assert f"its table '{table}' is missing" in line
 
 
+@pytest.mark.parametrize("damage, said", [
+    ("update event_spans set min_time_ns = 'abc'", "holds what is not a whole number"),
+    ("update event_spans set last_id = first_id - 1", "is reversed"),
+    ("insert into event_spans select last_id, last_id + 5, min_time_ns, max_time_ns"
+     " from event_spans", "overlaps the row before"),
+    ("update event_spans set first_id = first_id + 1", "leaves events before it in no row"),
+    ("update event_spans set last_id = last_id - 1", "events lie past the last row"),
+])
+def test_a_recording_whose_event_spans_miss_events_is_damaged_not_an_answer(tmp, damage, said):
+    """event_spans is the events' only index by time: with a span edited, a window's query left
+    events out and said nothing (a site's peak 0 B where it was 16 KiB, exit 0). Read or
+    appended to, the file is refused at open, in one line."""
+    db = recording(tmp)
+    with sqlite3.connect(db) as c:
+        assert c.execute("select count(*) from event_spans").fetchone()[0] == 1
+        c.execute(damage)
+    for args in (["report", db, "sites", "--since", "+0s"],
+                 ["export", "--format", "pprof", "-o", tmp / "o.pb.gz", db],
+                 ["record", "-o", db, "-d", "1"]):
+        line = one_error(run(*args))
+        assert "is a damaged recording" in line and said in line, line
+
+
 def test_serve_refuses_to_append_to_a_recording_with_a_trigger(tmp):
     """F2: the trigger's endless query held the agent's loop, SIGTERM could not stop it, and
     /healthz said 200."""

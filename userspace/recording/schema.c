@@ -358,6 +358,49 @@ static int check_recording(sqlite3 *db, const char *path)
 	return 0;
 }
 
+/* event_spans is the events' only index by time: a span whose numbers are not whole numbers
+ * or are reversed, two that overlap, or an event in no span would have every window query (and
+ * the retention's delete) leave events out without a word. One query per span boundary, each
+ * an index probe of events, not a scan. */
+static const char spans_sql[] =
+	"WITH s AS (SELECT first_id, last_id, min_time_ns, max_time_ns,"
+	" lag(last_id) OVER (ORDER BY first_id) AS prev FROM event_spans)"
+	" SELECT first_id, EXISTS (SELECT 1 FROM events WHERE id < first_id AND"
+	" id > coalesce(prev, -9223372036854775808)) FROM s WHERE"
+	" typeof(last_id) != 'integer' OR typeof(min_time_ns) != 'integer' OR"
+	" typeof(max_time_ns) != 'integer' OR last_id < first_id OR max_time_ns < min_time_ns OR"
+	" first_id <= prev OR EXISTS (SELECT 1 FROM events WHERE id < first_id AND"
+	" id > coalesce(prev, -9223372036854775808))"
+	" UNION ALL SELECT NULL, 1 WHERE EXISTS (SELECT 1 FROM events WHERE id >"
+	" (SELECT coalesce(max(last_id), -9223372036854775808) FROM event_spans))"
+	" LIMIT 1";
+
+/* Why db's event_spans does not index its events (into why), or NULL. */
+static const char *spans_mismatch(sqlite3 *db, char *why, size_t len)
+{
+	const char *bad = NULL;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, spans_sql, -1, &st, NULL))
+		return "its table 'event_spans' cannot be read";
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL) {
+		bad = "events lie past the last row of its table 'event_spans'";
+	} else if (rc == SQLITE_ROW) {
+		snprintf(why, len, "the row of its table 'event_spans' with first_id %lld %s",
+			 (long long)sqlite3_column_int64(st, 0),
+			 sqlite3_column_int(st, 1) ? "leaves events before it in no row"
+						    : "is reversed, overlaps the row before, or holds"
+						      " what is not a whole number");
+		bad = why;
+	} else if (rc != SQLITE_DONE) {
+		bad = "its table 'event_spans' cannot be read";
+	}
+	sqlite3_finalize(st);
+	return bad;
+}
+
 /* A recording of this schema, whose tables are tables and which holds no trigger. */
 static int check_recording_schema(sqlite3 *db, const char *path)
 {
@@ -370,6 +413,11 @@ static int check_recording_schema(sqlite3 *db, const char *path)
 	bad = schema_mismatch(db, why, sizeof(why));
 	if (bad) {
 		p_err("%s is not a gpumem recording: %s", path, bad);
+		return -EINVAL;
+	}
+	bad = spans_mismatch(db, why, sizeof(why));
+	if (bad) {
+		p_err("%s is a damaged recording: %s", path, bad);
 		return -EINVAL;
 	}
 	sqlite3_progress_handler(db, 10000, interruptible, NULL);
