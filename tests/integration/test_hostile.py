@@ -315,7 +315,7 @@ def test_files_past_max_files_are_counted_and_logged_never_silent(pins, public_t
     agent = Agent(pins, "-v", "--max-files", base + 2)
     workers = []
     try:
-        # More than the bound even if every file of a neighbour counted in base is let go.
+        # More than the bound even if every file counted in base is let go meanwhile.
         libs = runtime_copies(public_tmp, max(10, base + 4))
         for lib in libs:
             w = Dlopened(lib, 12345)
@@ -356,8 +356,9 @@ def test_a_live_snapshot_past_max_files_names_the_loss(public_tmp):
     """The same bound without an agent: snapshot --json's "lost" and the text's loss line."""
     base = json.loads(run("snapshot", "--no-agent", "--json", "-d", "0.1").stdout)
     base = base["tracer"]["files_attached"]
-    # More copies mapped at once than the bound itself: on a shared host, every file of a
-    # neighbour counted in base may be let go before the copies map, and its slot taken.
+    # More copies mapped at once than the bound itself: every file counted in base (a
+    # neighbour's, or a copy the test before still had mapped) may be let go before the
+    # copies map, and its slot taken.
     libs = runtime_copies(public_tmp, base + 2)
     for args, check in ((["--json"], lambda out: json.loads(out)["lost"]["files_not_attached"]),
                         ([], lambda out: "files_not_attached" in out)):
