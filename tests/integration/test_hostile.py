@@ -95,6 +95,22 @@ def test_a_recording_whose_event_spans_miss_events_is_damaged_not_an_answer(tmp,
         assert "is a damaged recording" in line and said in line, line
 
 
+def test_a_recording_that_claims_decades_is_exported_in_bounded_samples(tmp):
+    """A session's start edited to 0 made the recording's window 57 years: chrome's export
+    replayed a sample each second of it and never ended. The samples are 20,000 at most over
+    any window, the wider interval said."""
+    db = recording(tmp)
+    with sqlite3.connect(db) as c:
+        c.execute("update sessions set start_ns = 0")
+    t0 = time.monotonic()
+    done = run("export", "--format", "chrome", "-o", tmp / "o.json", db, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - t0 < 20
+    assert "a sample every" in done.stderr and "(20000 at most), not every 1.000 s" in \
+        done.stderr, done.stderr
+    json.loads((tmp / "o.json").read_text())
+
+
 def test_serve_refuses_to_append_to_a_recording_with_a_trigger(tmp):
     """F2: the trigger's endless query held the agent's loop, SIGTERM could not stop it, and
     /healthz said 200."""
