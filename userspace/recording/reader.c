@@ -25,7 +25,9 @@ uint64_t rec_query_u64(struct recording *r, const char *sql, uint64_t arg, uint6
 	if (rec_prepare(r, &st, sql))
 		return deflt;
 	sqlite3_bind_int64(st, 1, (int64_t)arg);
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+	/* Only a whole number: text where a time belongs (an edited file) is no time; read as 0,
+	 * it made every replayed sample read the state again (7,000 samples a second). */
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER)
 		v = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return v;

@@ -131,11 +131,11 @@ void session_advance(struct session *s, uint64_t now)
 	}
 }
 
-/* A recording's reports are replayed at each interval of its window (an export's samples): at
- * most this many, so that the work follows what the file holds, not the dates it claims (a
- * session's start edited to 0 made 57 years of one-second samples, an export that never
- * ended). At one a second, a window of five and a half hours. */
-#define REPLAYED_REPORTS_MAX 20000
+/* A recording's reports are replayed at each interval of its window (an export's samples), an
+ * idle stretch at about a million a second: past this many the run is long (a day at -i 0.001,
+ * or a file whose session claims to start in 1970), which is said at once with the way to
+ * shorten it; Ctrl-C ends it with what was reached written. */
+#define REPLAYED_REPORTS_SAID 1000000
 
 /* Starts the clocks of samples and reports, from the source's start. */
 static void start_clocks(struct session *s)
@@ -147,12 +147,10 @@ static void start_clocks(struct session *s)
 	s->report_s = interval_of(v->report_interval, s->opt);
 	span_s = (s->sink.until_ns - s->sink.since_ns) / 1e9;
 	if (!s->src->live && v->replays_reports && s->report_s > 0 &&
-	    span_s / s->report_s > REPLAYED_REPORTS_MAX) {
-		p_info("the recording's window is %.0f s long: a sample every %.3f s (%d at most), "
-		       "not every %.3f s (--since and --until narrow it)", span_s,
-		       span_s / REPLAYED_REPORTS_MAX, REPLAYED_REPORTS_MAX, s->report_s);
-		s->report_s = span_s / REPLAYED_REPORTS_MAX;
-	}
+	    span_s / s->report_s > REPLAYED_REPORTS_SAID)
+		p_info("the recording's window is %.0f s long: %.0f samples, one every %.3f s "
+		       "(-i, --since and --until make fewer; Ctrl-C ends the export there)", span_s,
+		       span_s / s->report_s, s->report_s);
 	first = v->report_at_start ? v->tick_s : s->report_s;
 	/* At start: after one tick, as a screen starts (what CMD prints first is not drawn over). */
 	s->next_report = s->start_ns + (uint64_t)(first * 1e9);
