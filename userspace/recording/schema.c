@@ -364,13 +364,12 @@ static int check_recording(sqlite3 *db, const char *path)
  * an index probe of events, not a scan. */
 static const char spans_sql[] =
 	"WITH s AS (SELECT first_id, last_id, min_time_ns, max_time_ns,"
-	" lag(last_id) OVER (ORDER BY first_id) AS prev FROM event_spans)"
-	" SELECT first_id, EXISTS (SELECT 1 FROM events WHERE id < first_id AND"
-	" id > coalesce(prev, -9223372036854775808)) FROM s WHERE"
+	" coalesce(lag(last_id) OVER (ORDER BY first_id), -9223372036854775808) AS prev"
+	" FROM event_spans), c AS (SELECT *, EXISTS (SELECT 1 FROM events WHERE id > prev AND"
+	" id < first_id) AS uncovered FROM s)"
+	" SELECT first_id, uncovered FROM c WHERE uncovered OR first_id <= prev OR"
 	" typeof(last_id) != 'integer' OR typeof(min_time_ns) != 'integer' OR"
-	" typeof(max_time_ns) != 'integer' OR last_id < first_id OR max_time_ns < min_time_ns OR"
-	" first_id <= prev OR EXISTS (SELECT 1 FROM events WHERE id < first_id AND"
-	" id > coalesce(prev, -9223372036854775808))"
+	" typeof(max_time_ns) != 'integer' OR last_id < first_id OR max_time_ns < min_time_ns"
 	" UNION ALL SELECT NULL, 1 WHERE EXISTS (SELECT 1 FROM events WHERE id >"
 	" (SELECT coalesce(max(last_id), -9223372036854775808) FROM event_spans))"
 	" LIMIT 1";
