@@ -101,8 +101,8 @@ def test_a_recording_that_claims_decades_says_so_and_ctrl_c_ends_its_export(tmp)
     export replays a sample each second of it, said at once, with what makes fewer; SIGINT ends
     it with what was reached written. Text where a time belongs reads as no time, not as 0 (the
     state was read again at every sample: 7,000 a second, against millions)."""
-    for start in (0, "'x'"):
-        db = recording(tmp, f"decades{start!r}.db".replace("'", ""))
+    for i, start in enumerate((0, "'x'")):
+        db = recording(tmp, f"decades{i}.db")
         with sqlite3.connect(db) as c:
             c.execute(f"update sessions set start_ns = {start}")
         out = tmp / "o.json"

@@ -141,11 +141,10 @@ void session_advance(struct session *s, uint64_t now)
 static void start_clocks(struct session *s)
 {
 	const struct sink_ops *v = s->ops;
-	double first, span_s;
+	double first, span_s = (s->sink.until_ns - s->sink.since_ns) / 1e9;	/* a recording's */
 
 	s->start_ns = s->clock_ns;
 	s->report_s = interval_of(v->report_interval, s->opt);
-	span_s = (s->sink.until_ns - s->sink.since_ns) / 1e9;
 	if (!s->src->live && v->replays_reports && s->report_s > 0 &&
 	    span_s / s->report_s > REPLAYED_REPORTS_SAID)
 		p_info("the recording's window is %.0f s long: %.0f samples, one every %.3f s "
