@@ -322,6 +322,14 @@ def skip_if_end_map_refused(report):
                     f"(mmap_lock held by another task): module_maps_missed {missed}")
 
 
+def oom_lines(text):
+    """oom --json's stream: its failures, and the loss line that must end it (final)."""
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert lines and lines[-1]["event"] == "lost" and lines[-1]["final"] is True, lines[-1:]
+    assert all(l["event"] in ("alloc_failed", "lost") for l in lines), lines
+    return [l for l in lines if l["event"] == "alloc_failed"], lines[-1]
+
+
 def assert_nothing_lost(report):
     """Every loss counter is zero (unknown frees included).
 

@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 
-from conftest import GPUMEM, WORKLOAD, MOCK_LIB_DIR, run_snapshot_c
+from conftest import GPUMEM, WORKLOAD, MOCK_LIB_DIR, oom_lines, run_snapshot_c
 
 TIMEOUT = 60
 
@@ -53,6 +53,22 @@ def test_trace_json_ends_with_its_loss_counters(tmp_path):
     # is in the stream or counted lost.
     assert calls + losses[-1]["lost"]["ringbuf_dropped"] >= 2 * 2 * 20000 + 2
     assert calls <= 2 * 2 * 20000 + 2
+
+
+def test_oom_json_ends_with_its_loss_counters_and_text_with_its_loss_line(tmp_path):
+    """--max-allocs 64 (128 slots) for 200 kept allocations: no failure, but the stream says
+    what its tables could not keep, in JSON as its last line, in text after the count."""
+    out = tmp_path / "oom.json"
+    rc, stderr = run("oom", "--json", "-o", out, "--max-allocs", 64, "-c", WORKLOAD, "leak", 200,
+                     4096)
+    assert rc == 0, stderr
+    failures, lost = oom_lines(out.read_text())
+    assert failures == [] and lost["lost"]["alloc_map_full"] > 0, lost
+    text = tmp_path / "oom.txt"
+    rc, stderr = run("oom", "-o", text, "--max-allocs", 64, "-c", WORKLOAD, "leak", 200, 4096)
+    assert rc == 0, stderr
+    tail = text.read_text().splitlines()[-2:]
+    assert tail[0] == "0 failed allocations" and tail[1].startswith("lost: alloc_map_full="), tail
 
 
 def test_corrupt_lib_is_called_corrupt(tmp_path):

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import GPUMEM, RUN_TIMEOUT, run_snapshot_c
+from conftest import GPUMEM, RUN_TIMEOUT, oom_lines, run_snapshot_c
 from test_apis import APIS, MIB, TWO_GPUS, held_apis
 from test_serve import Agent, pins, wait_until  # noqa: F401 (pins: a fixture)
 
@@ -110,7 +110,7 @@ def test_oom_on_gpu_1_names_it_and_only_the_sites_holding_it(tmp_path):
     done = gpumem("oom", "--json", "-o", out, "-c", APIS, "devices",
                   env={"GPUMEM_MOCK_FAIL_SIZE": "8000"}, check=False)
     assert done.returncode == 1, done.stderr      # apis says its last allocation failed
-    (failure,) = [json.loads(line) for line in out.read_text().splitlines()]
+    (failure,), _ = oom_lines(out.read_text())
     assert failure["gpu"] == 1 and failure["size"] == 8000
     assert [(s["gpu"], s["current_bytes"]) for s in failure["top_sites"]] == \
         [(1, 7000), (1, 5000), (1, 3000), (1, 1000)]

@@ -3,7 +3,6 @@ known to produce, with named frames; a kill -9 leaves an intact file; reports fr
 (snapshot at a time, leaks, oom, sites) answer as the live views do; sampling keeps what it
 must; retention keeps the file from growing; the Nsight-shaped view answers its queries; bad
 input is one line and a non-zero exit."""
-import calendar
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (GPUMEM, MOCK_LIB_ARGS, RUN_TIMEOUT, TRACING_LINE, WORKLOAD, LineReader,
-                      find_proc, site_by_symbol)
+                      assert_nothing_lost, find_proc, oom_lines, site_by_symbol)
 from test_serve import Agent, Driven, pin_dir, reset
 from test_views import asan_gpumem  # noqa: F401 (a fixture)
 
@@ -275,8 +274,9 @@ def test_oom_from_a_recording_shows_the_failure_with_its_context(tmp):
                     stdin="a 4096\nb 8192\na 2000000\nq\n")
     assert done.returncode == 0, done.stderr
     _, pid = process_row(db, "workload driven")
-    lines = [json.loads(line) for line in report(db, "oom", "--json").stdout.splitlines()]
+    lines, lost = oom_lines(report(db, "oom", "--json").stdout)
     assert len(lines) == 1, lines
+    assert_nothing_lost(lost)
     f = lines[0]
     assert (f["pid"], f["size"], f["error"], f["error_name"]) == (pid, 2000000, 2,
                                                                   "cudaErrorMemoryAllocation")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPUMEM, MOCK_LIB_DIR,
+from conftest import (GPUMEM, MOCK_LIB_DIR, oom_lines,
                       C10_LIB, TENSOR_PYTHON, TENSOR_SCRIPT, TENSOR_SKIPS)
 
 PYTHON, SCRIPT, C10 = TENSOR_PYTHON, TENSOR_SCRIPT, C10_LIB
@@ -203,7 +203,7 @@ def test_oom_says_what_the_tensors_held_of_the_reserved_bytes_at_the_failure():
     # The 3 MiB activation needs a 4 MiB segment, which the mock driver refuses; the first
     # segment (2 MiB) is then exactly full of tensors: 2 x 256 KiB, 1 MiB, 512 KiB.
     text, _ = run_view("oom", ["--json"], ["hold", 0], env={"GPUMEM_MOCK_FAIL_SIZE": str(4 * MIB)})
-    (failure,) = [json.loads(line) for line in text.splitlines() if line.strip()]
+    (failure,), _ = oom_lines(text)
     assert failure["api"] == "cudaMalloc" and failure["size"] == 4 * MIB
     assert failure["process_bytes"] == 2 * MIB
     assert failure["process_tensor_bytes"] == 2 * MIB

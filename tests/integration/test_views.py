@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPUMEM, ROOT, TRACING_LINE, WORKLOAD, site_by_symbol
+from conftest import GPUMEM, ROOT, TRACING_LINE, WORKLOAD, oom_lines, site_by_symbol
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -118,8 +118,8 @@ def test_leaks_prints_periodically_with_interval():
 def test_oom_record_has_process_context_top_sites_and_failing_site():
     text, rc, stderr = run_view("oom", ["fail", 4096, 10], env={"GPUMEM_MOCK_FAIL_AFTER": "3"})
     assert rc == 0, stderr
-    records = [json.loads(line) for line in text.splitlines()]
-    assert len(records) == 1
+    records, lost = oom_lines(text)
+    assert len(records) == 1 and lost["lost"]["ringbuf_dropped"] == 0
     r = records[0]
     assert (r["api"], r["kind"], r["size"]) == ("cudaMalloc", "device", 4096)
     assert (r["error"], r["error_name"]) == (2, "cudaErrorMemoryAllocation")
@@ -316,7 +316,7 @@ def assert_asan_leaks_report(text, pid):
 
 
 def assert_asan_oom_report(text, pid):
-    (record,) = [json.loads(line) for line in text.splitlines() if line.strip()]
+    (record,), _ = oom_lines(text)
     assert (record["pid"], record["api"], record["size"], record["error"]) == (
         pid, "cudaMalloc", 4096, 2)
     assert (record["process_bytes"], record["process_allocs"]) == (3 * 4096, 3)

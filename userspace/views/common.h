@@ -16,6 +16,19 @@ extern const struct sink_ops export_view;
 extern const struct sink_ops record_view;
 extern const struct sink_ops sites_view;	/* report FILE.db sites: a recording's only */
 
+/* A stream's loss lines (trace, oom): a line whenever a loss counter moved (checked at each
+ * report) and once at the end, {"time_ns":N, "event":"lost", "final":B, "lost":{...}} in
+ * JSON, so that the stream says what it is missing. */
+struct json_writer;
+struct loss_lines {
+	struct snapshot *printed;	/* the counters at the last line that carried them */
+};
+bool loss_lines_moved(const struct loss_lines *l, const struct snapshot *snap);
+bool loss_lines_due(const struct loss_lines *l, const struct snapshot *snap);	/* moved, some */
+void loss_lines_json(struct loss_lines *l, struct json_writer *w, const struct snapshot *snap,
+		     bool final);
+void loss_lines_said(struct loss_lines *l, const struct snapshot *snap);	/* said otherwise */
+void loss_lines_end(struct loss_lines *l);
 
 /* The recorder of record -o FILE.db and serve --record FILE.db, from the options, and what
  * those views hand it; a failed write ends the run, which then exits 1. NULL r: nothing. */

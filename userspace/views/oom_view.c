@@ -2,6 +2,7 @@
 /* `gpumem oom`: every failed allocation as it happens, with what the process held then, the
  * call sites that held it, the call site that failed and, where NVML is present, what was
  * free on the device. Failures reach userspace as ring-buffer records whatever the view. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,8 @@ static void failure_json(struct sink *s, const struct snap_event *se,
 	struct json_writer *w = jw_new(s->out);
 
 	jw_object_begin(w);
+	jw_key(w, "event");
+	jw_string_spelled(w, "alloc_failed");
 	json_call_fields(w, se->ev, se->wall_ns);
 	json_container(w, se->container);
 	jw_kv_u64(w, "process_bytes", se->ev->process_bytes);
@@ -157,18 +160,62 @@ static void oom_failure(struct sink *s, const struct snap_event *se,
 	fflush(s->out);
 }
 
+static struct loss_lines losses;
+
+/* A loss line (JSON, in the stream; text, on stderr) whenever a loss counter moved. */
+static void print_losses(struct sink *s, const struct snapshot *snap, bool final)
+{
+	struct json_writer *w;
+
+	if (!s->opt->json) {
+		text_lost(stderr, snap);
+		loss_lines_said(&losses, snap);
+		return;
+	}
+	w = jw_new(s->out);
+	if (!w) {
+		s->failed = true;
+		return;
+	}
+	loss_lines_json(&losses, w, snap, final);
+	jw_free(w);
+	fflush(s->out);
+}
+
+static void oom_report(struct sink *s, const struct snapshot *snap)
+{
+	if (loss_lines_due(&losses, snap))
+		print_losses(s, snap, false);
+}
+
 static int oom_finish(struct sink *s, const struct snapshot *snap)
 {
-	if (!s->opt->json) {
+	if (s->opt->json) {
+		print_losses(s, snap, true);
+	} else {
 		fprintf(s->out, "%" PRIu64 " failed allocation%s\n", failures_seen,
 			failures_seen == 1 ? "" : "s");
 		text_lost(s->out, snap);
 	}
+	loss_lines_end(&losses);
+	if (s->failed) {	/* no memory for the writer: said as the report's write error */
+		errno = ENOMEM;
+		return -1;
+	}
 	return fflush(s->out) || ferror(s->out) ? -1 : 0;
+}
+
+static double report_interval(const struct options *o)
+{
+	(void)o;
+	return 1.0;
 }
 
 const struct sink_ops oom_view = {
 	.name = "oom",
+	.report_wants = SNAP_LOSSES_ONLY,	/* its reports are loss lines */
+	.report_interval = report_interval,
+	.on_report = oom_report,
 	.on_failure = oom_failure,
 	.finish = oom_finish,
 };

@@ -176,18 +176,9 @@ static void trace_event(struct sink *s, const struct snap_event *se)
 		trace_text(s, se);	/* the session flushes after each batch of records */
 }
 
-/* The loss counters at the last line that carried them. */
-static struct snapshot *lost_printed;
+static struct loss_lines losses;
 
-static bool losses_moved(const struct snapshot *snap)
-{
-	if (!lost_printed)
-		return true;
-	return memcmp(snap->counters, lost_printed->counters, sizeof(snap->counters)) ||
-	       memcmp(snap->lost, lost_printed->lost, sizeof(snap->lost));
-}
-
-/* JSON: a line of its own, {"event":"lost", "lost":{...}}; text: on stderr. */
+/* JSON: a line of its own (loss_lines_json); text: on stderr. */
 static void print_losses(struct sink *s, const struct snapshot *snap, bool final)
 {
 	if (s->opt->json) {
@@ -197,41 +188,25 @@ static void print_losses(struct sink *s, const struct snapshot *snap, bool final
 			s->failed = true;
 			return;
 		}
-		jw_object_begin(w);
-		jw_kv_u64(w, "time_ns", snapshot_wall_ns(snap, snap->time_ns));
-		jw_kv_string(w, "event", "lost");
-		jw_kv_bool(w, "final", final);
-		jw_key(w, "lost");
-		json_lost(w, snap);
-		jw_object_end(w);
-		jw_newline(w);
+		loss_lines_json(&losses, w, snap, final);
 	} else {
 		text_lost(stderr, snap);
+		loss_lines_said(&losses, snap);
 	}
-	snapshot_put(lost_printed);
-	lost_printed = snapshot_get((struct snapshot *)snap);
 }
 
 /* Every second: a line whenever a loss counter moved (the stream says what it is missing). */
 static void trace_report(struct sink *s, const struct snapshot *snap)
 {
-	bool any = false;
-
-	for (size_t i = 0; i < GM_CNT_COUNT && !any; i++)
-		any = snap->counters[i] && i != GM_CNT_NESTED_CALLS && i != GM_CNT_STALE_INFLIGHT &&
-		      i != GM_CNT_FAILED_FREES && i != GM_CNT_MODULE_MAPS_BUSY;
-	for (size_t i = 0; i < SNAP_LOST_COUNT && !any; i++)
-		any = snap->lost[i];
-	if (any && losses_moved(snap))
+	if (loss_lines_due(&losses, snap))
 		print_losses(s, snap, false);
 }
 
 static int trace_finish(struct sink *s, const struct snapshot *snap)
 {
-	if (s->opt->json || losses_moved(snap))
+	if (s->opt->json || loss_lines_moved(&losses, snap))
 		print_losses(s, snap, true);
-	snapshot_put(lost_printed);
-	lost_printed = NULL;
+	loss_lines_end(&losses);
 	if (s->failed) {	/* no memory for the writer: said as the report's write error */
 		errno = ENOMEM;
 		return -1;

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+/* A stream's loss lines (trace, oom): the stream says what it is missing, whenever a loss
+ * counter moved and once at its end. */
+#include <string.h>
+#include "output/report.h"
+#include "views/common.h"
+
+/* Whether any counter of a loss has moved from zero (the counters that only describe the
+ * run, nested calls and the like, are not losses). */
+static bool losses_any(const struct snapshot *snap)
+{
+	for (size_t i = 0; i < GM_CNT_COUNT; i++)
+		if (snap->counters[i] && i != GM_CNT_NESTED_CALLS && i != GM_CNT_STALE_INFLIGHT &&
+		    i != GM_CNT_FAILED_FREES && i != GM_CNT_MODULE_MAPS_BUSY)
+			return true;
+	for (size_t i = 0; i < SNAP_LOST_COUNT; i++)
+		if (snap->lost[i])
+			return true;
+	return false;
+}
+
+bool loss_lines_moved(const struct loss_lines *l, const struct snapshot *snap)
+{
+	if (!l->printed)
+		return true;
+	return memcmp(snap->counters, l->printed->counters, sizeof(snap->counters)) ||
+	       memcmp(snap->lost, l->printed->lost, sizeof(snap->lost));
+}
+
+bool loss_lines_due(const struct loss_lines *l, const struct snapshot *snap)
+{
+	return losses_any(snap) && loss_lines_moved(l, snap);
+}
+
+void loss_lines_json(struct loss_lines *l, struct json_writer *w, const struct snapshot *snap,
+		     bool final)
+{
+	jw_object_begin(w);
+	jw_kv_u64(w, "time_ns", snapshot_wall_ns(snap, snap->time_ns));
+	jw_kv_string(w, "event", "lost");
+	jw_kv_bool(w, "final", final);
+	jw_key(w, "lost");
+	json_lost(w, snap);
+	jw_object_end(w);
+	jw_newline(w);
+	loss_lines_said(l, snap);
+}
+
+void loss_lines_said(struct loss_lines *l, const struct snapshot *snap)
+{
+	snapshot_put(l->printed);
+	l->printed = snapshot_get((struct snapshot *)snap);
+}
+
+void loss_lines_end(struct loss_lines *l)
+{
+	snapshot_put(l->printed);
+	l->printed = NULL;
+}
