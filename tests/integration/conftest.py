@@ -327,6 +327,8 @@ def oom_lines(text):
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     assert lines and lines[-1]["event"] == "lost" and lines[-1]["final"] is True, lines[-1:]
     assert all(l["event"] in ("alloc_failed", "lost") for l in lines), lines
+    # A loss line before the end says a loss: one with every counter at zero says nothing.
+    assert all(any(l["lost"].values()) for l in lines[:-1] if l["event"] == "lost"), lines
     return [l for l in lines if l["event"] == "alloc_failed"], lines[-1]
 
 

@@ -48,6 +48,7 @@ def test_trace_json_ends_with_its_loss_counters(tmp_path):
     losses = [line for line in lines if line["event"] == "lost"]
     assert losses and losses[-1]["final"] is True, lines[-3:]
     assert lines[-1] is losses[-1]
+    assert all(any(line["lost"].values()) for line in losses[:-1]), losses   # each says a loss
     calls = sum(1 for line in lines if line["event"] in ("alloc", "free"))
     # 2 threads x 20,000 allocations and frees, and one allocation each thread keeps: each one
     # is in the stream or counted lost.
@@ -64,11 +65,30 @@ def test_oom_json_ends_with_its_loss_counters_and_text_with_its_loss_line(tmp_pa
     assert rc == 0, stderr
     failures, lost = oom_lines(out.read_text())
     assert failures == [] and lost["lost"]["alloc_map_full"] > 0, lost
+    # Nothing lost over 3 s of steps (each second checked): the final line alone, all zero.
+    rc, stderr = run("oom", "--json", "-o", out, "-c", WORKLOAD, "steps", 30, 100, 4096)
+    assert rc == 0, stderr
+    failures, lost = oom_lines(out.read_text())     # no line of zeros before the end
+    lines = out.read_text().splitlines()
+    assert failures == [] and (len(lines) == 1 or any(lost["lost"].values())), lines
     text = tmp_path / "oom.txt"
     rc, stderr = run("oom", "-o", text, "--max-allocs", 64, "-c", WORKLOAD, "leak", 200, 4096)
     assert rc == 0, stderr
     tail = text.read_text().splitlines()[-2:]
     assert tail[0] == "0 failed allocations" and tail[1].startswith("lost: alloc_map_full="), tail
+
+
+def test_record_says_on_stderr_what_its_recording_lost(tmp_path):
+    """The recording keeps its losses; the run that made it says them too, the same numbers."""
+    db = tmp_path / "r.db"
+    rc, stderr = run("record", "-o", db, "--max-allocs", 64, "-c", WORKLOAD, "leak", 200, 4096)
+    assert rc == 0, stderr
+    lost = json.loads(subprocess.run([GPUMEM, "report", db, "--json"], capture_output=True,
+                                     text=True, check=True, timeout=TIMEOUT).stdout)["lost"]
+    said = [line for line in stderr if line.startswith("lost: ")]
+    assert lost["alloc_map_full"] > 0 and said, stderr
+    assert f"alloc_map_full={lost['alloc_map_full']} " in said[0], (said, lost)
+    assert f"unknown_frees={lost['unknown_frees']} " in said[0], (said, lost)
 
 
 def test_corrupt_lib_is_called_corrupt(tmp_path):

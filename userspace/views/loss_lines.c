@@ -1,20 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /* A stream's loss lines (trace, oom): the stream says what it is missing, whenever a loss
  * counter moved and once at its end. */
-#include <string.h>
 #include "output/report.h"
 #include "views/common.h"
 
-/* Whether any counter of a loss has moved from zero (the counters that only describe the
- * run, nested calls and the like, are not losses). */
+/* Whether any of the loss counters (report.c's list: what json_lost writes) is not zero. The
+ * counters that describe the run (nested calls, holds, releases by a context's teardown) are
+ * not losses: a line for them would say nothing was lost. */
 static bool losses_any(const struct snapshot *snap)
 {
-	for (size_t i = 0; i < GM_CNT_COUNT; i++)
-		if (snap->counters[i] && i != GM_CNT_NESTED_CALLS && i != GM_CNT_STALE_INFLIGHT &&
-		    i != GM_CNT_FAILED_FREES && i != GM_CNT_MODULE_MAPS_BUSY)
-			return true;
-	for (size_t i = 0; i < SNAP_LOST_COUNT; i++)
-		if (snap->lost[i])
+	for (size_t i = 0; i < loss_count(); i++)
+		if (loss_value(snap, i))
 			return true;
 	return false;
 }
@@ -23,8 +19,10 @@ bool loss_lines_moved(const struct loss_lines *l, const struct snapshot *snap)
 {
 	if (!l->printed)
 		return true;
-	return memcmp(snap->counters, l->printed->counters, sizeof(snap->counters)) ||
-	       memcmp(snap->lost, l->printed->lost, sizeof(snap->lost));
+	for (size_t i = 0; i < loss_count(); i++)
+		if (loss_value(snap, i) != loss_value(l->printed, i))
+			return true;
+	return false;
 }
 
 bool loss_lines_due(const struct loss_lines *l, const struct snapshot *snap)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "base/util.h"
 #include "recording/writer.h"
+#include "output/report.h"
 #include "views/common.h"
 
 #define RECORD_DEFAULT_INTERVAL_S 1.0
@@ -106,12 +107,16 @@ static void record_tick(struct sink *s)
 	record_on_tick(s, s->state);
 }
 
-/* The last snapshot (with -c: the command's process at its end), then the file closed. */
+/* The last snapshot (with -c: the command's process at its end), then the file closed; what
+ * the recording is missing said on stderr too (it is in the file's losses), as an export says
+ * it: a recording that dropped events does not look whole until someone reports from it. */
 static int record_finish(struct sink *s, const struct snapshot *snap)
 {
 	int err = record_close(s, s->state, snap);
 
 	s->state = NULL;
+	if (snap)
+		text_lost(stderr, snap);
 	return err;
 }
 
