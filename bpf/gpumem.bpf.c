@@ -196,7 +196,8 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 	if (!filter_pids || ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid))
 		return 0;
-	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY))
+		count(GM_CNT_TARGETS_FULL);
 	return 0;
 }
 
@@ -212,7 +213,11 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;	/* not the last thread of its process */
 	start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
 	key.gen = gm_proc_gen(start_ns, BPF_CORE_READ(p, group_leader, self_exec_id));
-	if (!bpf_map_lookup_elem(&procs_made, &key) && !bpf_map_lookup_elem(&targets, &tgid))
+	/* A followed process leaves the targets at its end: they hold the processes of -c/-p
+	 * alive, not every one that ever forked (and a pid used again is another process). */
+	if (filter_pids && bpf_map_lookup_elem(&targets, &tgid))
+		bpf_map_delete_elem(&targets, &tgid);
+	else if (!bpf_map_lookup_elem(&procs_made, &key))
 		return 0;
 	forget_contexts(tgid, key.gen);
 	emit_module_map(p, tgid, key.gen, 0);

@@ -228,6 +228,8 @@ enum gm_counter {
 					 * device unknown */
 	GM_CNT_MODULE_MAPS_BUSY,	/* module map captures the kernel refused: the process's
 					 * memory map was locked (mmap_lock contended) */
+	GM_CNT_TARGETS_FULL,		/* children of -c/-p not followed: GM_MAX_TARGETS of
+					 * them live at once */
 	GM_CNT_COUNT,
 };
 

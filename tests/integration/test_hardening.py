@@ -91,6 +91,31 @@ def test_record_says_on_stderr_what_its_recording_lost(tmp_path):
     assert f"unknown_frees={lost['unknown_frees']} " in said[0], (said, lost)
 
 
+FORKS = """
+import os, sys
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def test_a_command_that_forks_thousands_keeps_its_cuda_processes_followed_and_reported():
+    """-c follows the command's children through a table of 8,192 processes: each leaves it at
+    its end, so the children made after 9,000 short ones are followed still; and over
+    --keep-ended the processes that made no call go first, unnoticed (nothing of theirs is
+    lost), so the CUDA process that ended before them stays in the report."""
+    script = (f"{WORKLOAD} leak 2 4096 >/dev/null && "
+              f"/usr/bin/python3 -c '{FORKS}' 9000 {WORKLOAD} children 3 1000 >/dev/null")
+    report, rc = run_snapshot_c(["sh", "-c", script])
+    assert rc == 0
+    mine = [(p["comm"], p["current_bytes"]) for p in report["processes"] if p["alloc_count"]]
+    assert sorted(mine) == [("workload", 1000)] * 4 + [("workload", 8192)], mine
+    assert report["lost"]["ended_procs_dropped"] == 0 and report["lost"]["targets_full"] == 0
+
+
 def test_corrupt_lib_is_called_corrupt(tmp_path):
     bad = tmp_path / "libcudart.so.13"
     data = (MOCK_LIB_DIR / "libcudart.so.13").read_bytes()

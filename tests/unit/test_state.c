@@ -848,6 +848,23 @@ static void test_ended_processes_beyond_the_bound_are_let_go_and_counted(void **
 	assert_int_equal(fx->s->lost[SNAP_LOST_ENDED_DROPPED], 1);
 }
 
+/* Over the bound, an ended process that made no call (a script's `true`) goes first and is no
+ * loss: the process that held memory and ended before it stays. */
+static void test_ended_processes_that_made_no_call_go_first_uncounted(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	fx->s->opt.keep_ended = 1;
+	fill_maps(fx);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
+	assert_int_equal(state_reap(fx->s), 1);
+	end_process(fx->s, PID_A + 10, GEN_B, 9500, 0);	/* never called: no entry */
+	state_reap(fx->s);
+	assert_non_null(state_find(fx->s, PID_A));
+	assert_null(state_find(fx->s, PID_A + 10));
+	assert_int_equal(fx->s->lost[SNAP_LOST_ENDED_DROPPED], 0);
+}
+
 /* A failure storm: the first and the most recent records are kept, those between counted. */
 static void test_failure_records_keep_the_first_and_the_last(void **state)
 {
@@ -947,6 +964,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_ended_processes_beyond_the_bound_are_let_go_and_counted, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_ended_processes_that_made_no_call_go_first_uncounted, setup, teardown),
 
 		cmocka_unit_test_setup_teardown(test_exit_seen_before_any_record_keeps_code_and_time,
 						setup, teardown),

@@ -18,12 +18,26 @@ static void sweep_symbols(struct state *s)
 	symbolizer_sweep_end(s->sym);
 }
 
-/* Ended and past the time bound, or beyond the count bound (oldest ends go first). */
+/* Ended and past the time bound, or older than the count bound's cutoff. */
 static bool must_go(const struct proc_rec *p, uint64_t now, uint64_t keep_ns, uint64_t cutoff)
 {
 	if (p->alive || !p->reaped)
 		return false;
 	return (now > p->reaped_ns && now - p->reaped_ns > keep_ns) || p->end_ns < cutoff;
+}
+
+/* An ended process that made no call gpumem saw (a shell's child, a `true`): no numbers, no
+ * stack, no failure. Letting it go loses nothing, so it is no loss, and over the count bound
+ * such processes go before any that did (a script's thousand commands must not push its
+ * training process out of the report). */
+static bool made_no_call(const struct proc_rec *p)
+{
+	return !p->have_stats && !p->nnamed;
+}
+
+static bool ended(const struct proc_rec *p)
+{
+	return !p->alive && p->reaped;
 }
 
 static int end_cmp(const void *a, const void *b)
@@ -33,46 +47,54 @@ static int end_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The end time below which ended processes are beyond the count bound (0: none is). */
-static uint64_t count_cutoff(struct state *s, size_t nended)
+/* The end time below which the n oldest ended processes of one kind (made_no_call or not)
+ * go: 0 when none must, ~0 when all. */
+static uint64_t count_cutoff(struct state *s, bool no_call, size_t n)
 {
 	uint64_t *ends, cutoff;
 	size_t k = 0;
 
-	if (nended <= s->opt.keep_ended)
+	if (!n)
 		return 0;
-	ends = malloc(nended * sizeof(*ends));
+	ends = malloc(s->nprocs * sizeof(*ends));
 	if (!ends)
 		return 0;
 	for (size_t i = 0; i < s->nprocs; i++)
-		if (!s->procs[i]->alive && s->procs[i]->reaped)
+		if (ended(s->procs[i]) && made_no_call(s->procs[i]) == no_call)
 			ends[k++] = s->procs[i]->end_ns;
 	qsort(ends, k, sizeof(*ends), end_cmp);
-	cutoff = ends[k - s->opt.keep_ended];	/* the oldest one kept */
+	cutoff = n < k ? ends[n] : ~0ull;	/* the oldest one kept */
 	free(ends);
 	return cutoff;
 }
 
 void state_retain(struct state *s, uint64_t now)
 {
-	uint64_t keep_ns = (uint64_t)(s->opt.keep_ended_s * 1e9), cutoff;
-	size_t nended = 0, kept = 0, before = s->nprocs;
+	uint64_t keep_ns = (uint64_t)(s->opt.keep_ended_s * 1e9), no_call_cutoff, cutoff;
+	size_t nended = 0, nno_call = 0, over, kept = 0, before = s->nprocs, lost = 0;
 
-	for (size_t i = 0; i < s->nprocs; i++)
-		nended += !s->procs[i]->alive && s->procs[i]->reaped;
-	cutoff = count_cutoff(s, nended);
+	for (size_t i = 0; i < s->nprocs; i++) {
+		nended += ended(s->procs[i]);
+		nno_call += ended(s->procs[i]) && made_no_call(s->procs[i]);
+	}
+	over = nended > s->opt.keep_ended ? nended - s->opt.keep_ended : 0;
+	no_call_cutoff = count_cutoff(s, true, over < nno_call ? over : nno_call);
+	cutoff = count_cutoff(s, false, over > nno_call ? over - nno_call : 0);
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
+		bool no_call = made_no_call(p);
 
-		if (must_go(p, now, keep_ns, cutoff))
+		if (must_go(p, now, keep_ns, no_call ? no_call_cutoff : cutoff)) {
+			lost += !no_call;
 			proc_rec_free(p);
-		else
+		} else {
 			s->procs[kept++] = p;
+		}
 	}
 	if (kept == before)
 		return;
 	s->nprocs = kept;
-	s->lost[SNAP_LOST_ENDED_DROPPED] += before - kept;
+	s->lost[SNAP_LOST_ENDED_DROPPED] += lost;
 	state_reindex(s);
 	sweep_symbols(s);
 }

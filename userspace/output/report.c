@@ -515,6 +515,8 @@ static const struct {
 	  "a process ended (or exec'd) and the kernel could not walk its map then (another task "
 	  "held its mmap_lock): its frames in libraries loaded after gpumem last read its maps "
 	  "show addresses" },
+	{ false, GM_CNT_TARGETS_FULL, "targets_full",
+	  "children of -c/-p not followed: 8,192 of its processes were live at once" },
 };
 
 size_t loss_count(void)
