@@ -275,6 +275,31 @@ def test_top_ui_groups_by_call_site_and_quits_on_q(top_screen):
     assert tmux("has-session", "-t", SESSION).returncode != 0, screen()
 
 
+def test_top_ui_wraps_its_loss_counters_rather_than_cut_them():
+    """A screen narrower than the loss line shows every counter whole, on the next row."""
+    if not TMUX:
+        pytest.skip("tmux is not installed (scripts/deps.sh installs it)")
+    session = SESSION + "-lost"
+    tmux("kill-session", "-t", session)
+    cmd = (f"{GPUMEM} top -i 0.5 --max-allocs 64 -c sh -c "
+           f"'{WORKLOAD} leak 200 4096 >/dev/null; sleep 300'")
+    assert tmux("new-session", "-d", "-s", session, "-x", "40", "-y", "20", cmd).returncode == 0
+    try:
+        deadline, text = time.time() + 15, ""
+        while time.time() < deadline and "unknown_frees=72" not in text:
+            time.sleep(0.2)
+            text = tmux("capture-pane", "-p", "-t", session).stdout
+        lines = text.splitlines()
+        at = next(i for i, l in enumerate(lines) if l.startswith("lost: "))
+        assert lines[at].startswith("lost: alloc_map_full=") and lines[at].endswith(","), text
+        assert lines[at + 1] == "unknown_frees=72", text
+        assert all(len(line) <= 40 for line in lines), text
+    finally:
+        tmux("send-keys", "-t", session, "q")
+        time.sleep(0.5)
+        tmux("kill-session", "-t", session)
+
+
 # ---- AddressSanitizer ----
 
 @pytest.fixture(scope="module")

@@ -639,14 +639,27 @@ void text_lost(FILE *out, const struct snapshot *snap)
 
 void text_lost_line(const struct snapshot *snap, char *buf, size_t len)
 {
-	FILE *f = fmemopen(buf, len, "w");
+	size_t o = 0;
+	int n;
 
-	buf[0] = 0;
-	if (!f)
+	if (!len)
 		return;
-	text_lost(f, snap);
-	fclose(f);
-	buf[strcspn(buf, "\n")] = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(losses) / sizeof(losses[0]); i++) {
+		uint64_t v = loss_value(snap, i);
+
+		if (!v)
+			continue;
+		n = snprintf(buf + o, len - o, "%s %s=%" PRIu64, o ? "," : "lost:", losses[i].name,
+			     v);
+		if (n < 0 || (size_t)n >= len - o) {
+			buf[o] = 0;
+			if (o + 5 <= len)
+				strcpy(buf + o, " ...");
+			return;
+		}
+		o += (size_t)n;
+	}
 }
 
 const char *container_short(const struct container_info *ci, char *buf, size_t len)

@@ -106,7 +106,9 @@ void text_frames_user(FILE *out, const struct snap_stack *st, const char *sep, u
 /* The non-zero loss counters on one line, each with the option that fixes it; nothing when
  * all are zero. */
 void text_lost(FILE *out, const struct snapshot *snap);
-/* The same into buf (empty when all are zero), for screens. */
+/* The same counters, names and numbers only ("lost: name=N, name=N"), into buf (empty when
+ * all are zero): a screen's line, each counter whole (a buffer too short for one more ends
+ * with "..."). */
 void text_lost_line(const struct snapshot *snap, char *buf, size_t len);
 /* What a narrow column shows: the container id's first 12 hex digits, else "pod:" and the
  * pod UID's first 8, else "-". ci NULL: "-". */

@@ -395,7 +395,7 @@ void top_batch_print(struct top_ui *t, FILE *out)
 	enum col_id ids[TOP_MAX_COLUMNS];
 	int spark_w, name_w, width = 80;
 	size_t n;
-	char line[1024];
+	char line[2048];
 
 	const char *cols = getenv("COLUMNS");	/* as procps' top -b: the width asked for */
 
@@ -557,6 +557,33 @@ static void mode_line(struct top_ui *t, char *line, size_t len)
 }
 
 /* Summary, devices, losses and mode lines; returns the next free line. */
+/* Lines the loss counters may take at the head of the screen. */
+#define TOP_LOST_LINES 3
+
+/* text from row y on, broken after a ", " where a row of width ends (a counter is never cut
+ * where it can go whole on the next row), on max rows at most; returns the row after. */
+static int draw_wrapped(int y, const char *text, int width, int max)
+{
+	size_t len = strlen(text), at = 0, cut;
+
+	for (int row = 0; row < max && at < len && width > 0; row++) {
+		cut = len - at;
+		if (cut > (size_t)width) {
+			cut = (size_t)width;
+			for (size_t k = cut; k > 0; k--)
+				if (text[at + k - 1] == ',' && text[at + k] == ' ') {
+					cut = k;
+					break;
+				}
+		}
+		mvaddnstr(y++, 0, text + at, (int)cut);
+		at += cut;
+		while (text[at] == ' ')
+			at++;
+	}
+	return y;
+}
+
 static int draw_head(struct top_ui *t, int cols)
 {
 	char line[2048];
@@ -569,7 +596,7 @@ static int draw_head(struct top_ui *t, int cols)
 	lost_line(t, line, sizeof(line));
 	if (line[0]) {
 		attron(COLOR_PAIR(2) | A_BOLD);
-		mvaddnstr(y++, 0, line, cols - 1);
+		y = draw_wrapped(y, line, cols - 1, TOP_LOST_LINES);
 		attroff(COLOR_PAIR(2) | A_BOLD);
 	}
 	mode_line(t, line, sizeof(line));
