@@ -230,6 +230,8 @@ enum gm_counter {
 					 * memory map was locked (mmap_lock contended) */
 	GM_CNT_TARGETS_FULL,		/* children of -c/-p not followed: GM_MAX_TARGETS of
 					 * them live at once */
+	GM_CNT_FAILED_ALLOCS,		/* allocation calls that returned an error (no loss:
+					 * every process's, ended ones' too) */
 	GM_CNT_COUNT,
 };
 

@@ -75,6 +75,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 			size = rec->size * rec->height;	/* requested, unpadded */
 		__u64 tensors = 0;
 
+		count(GM_CNT_FAILED_ALLOCS);
 		if (ps) {
 			__sync_fetch_and_add(&ps->failed_count, 1);
 			total = ps->current_bytes;

@@ -163,7 +163,7 @@ def test_a_failure_storm_keeps_exact_counts_and_the_first_and_last_records(tmp_p
                                 gpumem_args=["--keep-failures", "10"])
     assert rc == 0
     [proc] = [p for p in report["processes"] if p["comm"] == "workload"]
-    assert proc["failed_count"] == 1000
+    assert proc["failed_count"] == 1000 and report["tracer"]["failed_allocs"] == 1000
     assert sum(s["failed_count"] for s in proc["sites"]) == 1000
     mine = [f for f in report["failures"] if f["pid"] == proc["pid"]]
     assert len(mine) == 20 and all(f["size"] == 4096 for f in mine)

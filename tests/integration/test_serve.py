@@ -411,6 +411,25 @@ def test_metrics_pass_promtool_and_a_process_series_vanish_when_it_ends(pins):
                     "was checked by our own assertions only")
 
 
+def test_a_failure_whose_process_ends_before_a_scrape_is_still_counted(pins):
+    """An out-of-memory that ends its process between two scrapes: the process's own series
+    never appear, gpumem_failed_allocations_total counts it (every process's, ended or not)."""
+    agent = Agent(pins)
+    try:
+        def failed():
+            m = re.search(r"^gpumem_failed_allocations_total (\d+)$", agent.metrics(), re.M)
+            assert m, "gpumem_failed_allocations_total missing"
+            return int(m.group(1))
+        before = failed()
+        done = subprocess.run([str(WORKLOAD), "fail", "4096", "10"], capture_output=True,
+                              timeout=30, env=dict(os.environ, GPUMEM_MOCK_FAIL_AFTER="3"))
+        assert done.returncode == 0, done.stderr
+        # Other programs on the host may fail too: at least the workload's one.
+        wait_until(lambda: failed() >= before + 1, what="the failure to be counted")
+    finally:
+        agent.kill()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

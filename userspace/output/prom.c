@@ -567,6 +567,12 @@ static void write_counters(FILE *out, const struct snapshot *s)
 		    "CUDA files whose probes, pins and descriptors gpumem let go: no process "
 		    "mapped them any more.");
 	prom_sample(out, "gpumem_files_released_total", NULL, s->disc.released);
+	prom_family(out, "gpumem_failed_allocations_total", COUNTER,
+		    "Allocation calls that returned an error, of every process gpumem traced, those "
+		    "that ended included (per process while it lives: "
+		    "gpumem_process_failed_allocations_total).");
+	prom_sample(out, "gpumem_failed_allocations_total", NULL,
+		    s->counters[GM_CNT_FAILED_ALLOCS]);
 	prom_family(out, "gpumem_tracer_events_total", COUNTER,
 		    "Probe events that are no loss, by event (as in snapshot --json \"tracer\").");
 	for (size_t i = 0; i < ARRAY_SIZE(tracer_events); i++) {

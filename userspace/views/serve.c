@@ -59,7 +59,7 @@ static bool failure_line_allowed(struct serve_state *st, uint64_t now)
 	if (second != st->second) {
 		if (st->unlogged)
 			p_info("%u more failed allocations in the last second (counted in "
-				 "gpumem_process_failed_allocations_total)", st->unlogged);
+				 "gpumem_failed_allocations_total)", st->unlogged);
 		st->second = second;
 		st->lines = st->unlogged = 0;
 	}

@@ -171,6 +171,7 @@ static void tracer_json(struct json_writer *w, const struct snapshot *snap)
 	jw_kv_u64(w, "holds", snap->counters[GM_CNT_HOLDS]);
 	jw_kv_u64(w, "ctx_released_allocs", snap->counters[GM_CNT_CTX_RELEASED]);
 	jw_kv_u64(w, "module_maps_busy", snap->counters[GM_CNT_MODULE_MAPS_BUSY]);
+	jw_kv_u64(w, "failed_allocs", snap->counters[GM_CNT_FAILED_ALLOCS]);
 	json_kv_double_known(w, "probe_hit_ns", snap->trap_ns, snap->trap_known);
 	json_kv_double_known(w, "bpf_run_ns", snap->bpf_run_ns, snap->bpf_run_known);
 	jw_kv_u64(w, "map_procs", snap->map_procs);
