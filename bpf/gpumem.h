@@ -35,8 +35,9 @@
  * its process (gm_file_event.traced). 19: a process's probe hits (gm_proc_stats.probe_hits,
  * gm_inflight.hits), the agent's measured cost of a hit (gm_agent.trap_ps), a process's CPU
  * time in its exit record. 20: a thread's Python scratch keeps its interpreter thread id, the
- * interpreter its thread state was found in and the walk's hash (py_scratch). */
-#define GM_LAYOUT_VERSION 20
+ * interpreter its thread state was found in and the walk's hash (py_scratch). 21: two
+ * counters more (GM_CNT_TARGETS_FULL, GM_CNT_FAILED_ALLOCS). */
+#define GM_LAYOUT_VERSION 21
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
