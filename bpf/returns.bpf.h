@@ -66,7 +66,7 @@ static __noinline void alloc_return(struct pt_regs *ctx, struct gm_inflight *rec
 	if (new_site && ps)
 		ps->cgroup_id = bpf_get_current_cgroup_id();	/* followed if it moved */
 	if (new_site && stack_mode == GM_STACKS_DWARF && stack_id >= 0)
-		emit_stack_copy(ctx, tgid, rec->gen, tid, stack_id);
+		emit_stack_copy(ctx, rec, tgid, tid, stack_id);
 
 	if (shape == GM_SHAPE_IMPORT)
 		size = 0;	/* another process's memory: its size is not in the handle */

@@ -128,7 +128,7 @@ static __noinline void tensor_alloc(struct pt_regs *ctx, struct gm_inflight *rec
 		flush_hits(rec, ps);
 	ss = site_stats(&skey, &new_site, &info.site);
 	if (new_site && stack_mode == GM_STACKS_DWARF && skey.stack_id >= 0)
-		emit_stack_copy(ctx, tgid, rec->gen, tid, skey.stack_id);
+		emit_stack_copy(ctx, rec, tgid, tid, skey.stack_id);
 	info.size = size;
 	info.time_ns = now;
 	info.api = skey.api;

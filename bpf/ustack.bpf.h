@@ -281,13 +281,16 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight 
 }
 
 /* The first allocation of a new site in DWARF mode: the caller's registers and the top of its
- * stack, for userspace to unwind through code built without frame pointers. */
-static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u32 gen,
-					    __u32 tid, __s32 stack_id)
+ * stack, for userspace to unwind through code built without frame pointers. rec: the calling
+ * thread's record, whose stack mapping (found by the walk) bounds the copy: a copy that ran
+ * past the mapping's end would fault, and one cut short would end the unwound stack early. */
+static __always_inline void emit_stack_copy(struct pt_regs *ctx, struct gm_inflight *rec,
+					    __u32 tgid, __u32 tid, __s32 stack_id)
 {
 	struct gm_stack_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	const struct stack_scratch *sc = &((struct thread_state *)rec)->stack;
 	__u64 sp = PT_REGS_SP(ctx);
-	__u32 len = stack_copy_bytes;
+	__u32 len = stack_copy_bytes, gen = rec->gen;
 
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);
@@ -308,10 +311,20 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, __u32 tgid, __u
 	e->gen = gen;
 	if (len > GM_STACK_COPY_MAX)
 		len = GM_STACK_COPY_MAX;
-	/* Near the top of the stack mapping a long read faults: fall back to a short one. */
-	if (bpf_probe_read_user(e->stack, len, (void *)sp)) {
-		len = 1024;
-		if (bpf_probe_read_user(e->stack, len, (void *)sp))
+	if (sp >= sc->lo && sp < sc->hi && sc->hi - sp < len)
+		len = (__u32)(sc->hi - sp);	/* the stack's end: all of it there is */
+	/* The mapping's end not known (bpf_find_vma only tries the mmap lock) or a page of it
+	 * not there: up to a page boundary nearer sp each time (8, 4, 2 pages, then sp's own). */
+	for (int pages = 8; pages >= 0; pages = pages ? pages / 2 : -1) {
+		__u64 end = (sp | 4095) + 1 + (__u64)pages * 4096;
+
+		if (end - sp < len)
+			len = (__u32)(end - sp);
+		if (len > GM_STACK_COPY_MAX)
+			len = GM_STACK_COPY_MAX;
+		if (!bpf_probe_read_user(e->stack, len, (void *)sp))
+			break;
+		if (!pages)
 			len = 0;
 	}
 	e->len = len;

@@ -4,6 +4,7 @@ and the CUDA libraries' own frames hidden unless asked for.
 
 The expected lines come from `/* LINE:name */` markers in tests/workloads/sym/, never from
 numbers written here."""
+import json
 import os
 import re
 import shutil
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD, MOCK_LIB_ARGS, MOCK_LIB_DIR, ROOT, SystemWide, Workload,
-                      find_proc, run_snapshot_c)
+from conftest import (BUILD, GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, WORKLOAD,
+                      SystemWide, Workload, find_proc, run_snapshot_c)
 
 SYM_SRC = ROOT / "tests" / "workloads" / "sym"
 SYM_OUT = BUILD / "tests" / "sym"
@@ -115,6 +116,22 @@ def test_no_frame_pointer_build_names_every_level():
         assert_frame(frames[2], "sym_level1", "sym_levels.c", "sym_level1")
         assert_frame(frames[3], "main", "sym_levels.c", "main_level1")
         assert run.report["lost"]["stacks_not_unwound"] == 0
+
+
+def test_a_stack_near_the_top_of_the_main_threads_stack_is_unwound_whole(tmp_path):
+    """12 frames of 176 bytes near the stack's top (an empty environment): the 8 KiB stack copy
+    would run past the mapping's end. It reads up to that end, and the unwound stack reaches
+    _start; a copy cut to 1 KiB ended it at the sixth frame, with no count."""
+    for _ in range(3):
+        out = tmp_path / "s.json"
+        done = subprocess.run([str(GPUMEM), "snapshot", "--json", "-o", str(out), "-c",
+                               str(WORKLOAD), "deep", "12", "4096"], capture_output=True,
+                              text=True, env={}, timeout=RUN_TIMEOUT)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(out.read_text())
+        (site,) = [s for p in report["processes"] for s in p["sites"]]
+        symbols = [f["symbol"] for f in site["frames"]]
+        assert symbols.count("deep_step") == 13 and symbols[-1] == "_start", symbols
 
 
 def build_id(path):

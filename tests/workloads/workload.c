@@ -114,6 +114,37 @@ static int run_leak(char **argv)
 	return EXIT_OK;
 }
 
+/* ---- deep N SIZE: one allocation N frames deep, each frame with 128 bytes of its own (a
+ * stack a few KiB deep, near the top of the main thread's stack) ---- */
+
+static volatile unsigned char deep_sink;
+
+GM_CALL_SITE static int deep_step(uint64_t n, size_t size)
+{
+	volatile unsigned char pad[128];
+	void *p = NULL;
+	int rc;
+
+	pad[0] = (unsigned char)n;
+	if (!n) {
+		rc = cudaMalloc(&p, size);
+		report("cudaMalloc", size, addr_of(p), rc);
+	} else {
+		rc = deep_step(n - 1, size);
+	}
+	deep_sink = pad[0];
+	return rc;
+}
+
+static int run_deep(char **argv)
+{
+	uint64_t n, size;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size) || n > 1000)
+		return EXIT_USAGE;
+	return deep_step(n, size) ? EXIT_UNEXPECTED : EXIT_OK;
+}
+
 /* ---- sameline N SIZE: several calls on one line of code, one call site ---- */
 
 GM_CALL_SITE static int sameline_wrap(void **p, size_t size)
@@ -1324,6 +1355,7 @@ static const struct scenario scenarios[] = {
 #else
 	{ "leak", 2, "STEPS SIZE", run_leak },
 	{ "sameline", 2, "N SIZE", run_sameline },
+	{ "deep", 2, "N SIZE", run_deep },
 	{ "kinds", 0, "", run_kinds },
 	{ "driver", 0, "", run_driver },
 	{ "nested", 2, "N SIZE", run_nested },
