@@ -107,6 +107,22 @@ def pprof_traces(path, *args):
     return samples
 
 
+def test_pprof_keeps_every_frame_of_a_deep_stack(tmp):
+    """40 levels of two frames each (one inlined): 86 frames, each a location of the sample,
+    where the export kept the innermost 64 and dropped the rest, main's side, unsaid."""
+    out, snap = tmp / "deep.pb.gz", tmp / "deep.json"
+    export_c("pprof", out, ["deep", 40, 4096])
+    done = subprocess.run([str(GPUMEM), "snapshot", "--json", "-o", str(snap), "-c",
+                           str(WORKLOAD), "deep", "40", "4096"], capture_output=True,
+                          timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    (site,) = [s for p in json.loads(snap.read_text())["processes"] for s in p["sites"]]
+    (sample,) = [t for t in pprof_traces(out) if t["value"] != "0"]
+    assert len(site["frames"]) > 64 and len(sample["frames"]) == len(site["frames"]), \
+        (len(site["frames"]), sample["frames"])
+    assert sample["frames"][-1] == "_start", sample["frames"][-3:]
+
+
 def test_pprof_leak_top_shows_the_kept_site_with_exact_bytes_and_counts(tmp):
     out = tmp / "leak.pb.gz"
     export_c("pprof", out, ["leak", 5, 1000])

@@ -114,10 +114,17 @@ static int run_leak(char **argv)
 	return EXIT_OK;
 }
 
-/* ---- deep N SIZE: one allocation N frames deep, each frame with 128 bytes of its own (a
- * stack a few KiB deep, near the top of the main thread's stack) ---- */
+/* ---- deep N SIZE: one allocation N levels deep, each a frame with 128 bytes of its own and
+ * an inlined one (a stack a few KiB deep, near the top of the main thread's stack) ---- */
 
 static volatile unsigned char deep_sink;
+
+GM_CALL_SITE static int deep_step(uint64_t n, size_t size);
+/* A frame of its own in the stack, inlined in deep_step's code: two frames a level. */
+static inline __attribute__((always_inline)) int deep_inlined(uint64_t n, size_t size)
+{
+	return deep_step(n, size);
+}
 
 GM_CALL_SITE static int deep_step(uint64_t n, size_t size)
 {
@@ -130,7 +137,7 @@ GM_CALL_SITE static int deep_step(uint64_t n, size_t size)
 		rc = cudaMalloc(&p, size);
 		report("cudaMalloc", size, addr_of(p), rc);
 	} else {
-		rc = deep_step(n - 1, size);
+		rc = deep_inlined(n - 1, size);
 	}
 	deep_sink = pad[0];
 	return rc;

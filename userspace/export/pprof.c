@@ -34,7 +34,6 @@ enum { LOCATION_ID = 1, LOCATION_MAPPING_ID, LOCATION_ADDRESS, LOCATION_LINE };
 enum { LINE_FUNCTION_ID = 1, LINE_LINE };
 enum { FUNCTION_ID = 1, FUNCTION_NAME, FUNCTION_SYSTEM_NAME, FUNCTION_FILENAME };
 
-#define PPROF_MAX_FRAMES GM_MAX_STACK_DEPTH
 #define PPROF_VALUES 8		/* inuse/alloc space/objects, then the same of tensors */
 
 struct pprof {
@@ -193,16 +192,19 @@ static void sample(struct pprof *pp, const struct snap_proc *p, const struct sna
 {
 	const struct gm_site_stats *st = &ss->st;
 	uint64_t values[PPROF_VALUES] = { 0 }, *v = values + (tensor ? 4 : 0);
-	uint64_t locs[PPROF_MAX_FRAMES];
-	uint32_t n = 0;
+	uint32_t n = 0, nframes = ss->stack ? ss->stack->nframes : 0;
+	/* Every frame: native ones with their inlined calls, and the Python ones. */
+	uint64_t *locs = xcalloc(nframes ? nframes : 1, sizeof(*locs));
 
 	v[0] = st->current_bytes;
 	v[1] = st->current_allocs;
 	v[2] = st->alloc_bytes_total;
 	v[3] = st->alloc_count;
-	if (!v[0] && !v[1] && !v[2] && !v[3])
+	if (!v[0] && !v[1] && !v[2] && !v[3]) {
+		free(locs);
 		return;	/* only failed calls: nothing to weigh */
-	for (; ss->stack && n < ss->stack->nframes && n < PPROF_MAX_FRAMES; n++)
+	}
+	for (; n < nframes; n++)
 		locs[n] = location_id(pp, &ss->stack->frames[n]);	/* the leaf first */
 	if (!n)
 		locs[n++] = no_stack_location(pp);
@@ -211,6 +213,7 @@ static void sample(struct pprof *pp, const struct snap_proc *p, const struct sna
 	pb_field_packed(&pp->msg, SAMPLE_VALUE, values, PPROF_VALUES);
 	labels(pp, p, ss);
 	pb_field_message(&pp->body, PROFILE_SAMPLE, &pp->msg);
+	free(locs);
 }
 
 static void pprof_snapshot(struct exporter *x, const struct snapshot *snap, bool final)
