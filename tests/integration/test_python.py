@@ -297,3 +297,35 @@ def test_an_interpreter_that_never_allocates_is_not_a_loss():
     assert report["lost"]["python_refused"] == 0
     [proc] = [p for p in report["processes"] if p["comm"] == "workload"]
     assert proc["alloc_count"] == 2
+
+
+MANY_STACKS = """
+import ctypes, sys
+rt = ctypes.CDLL(sys.argv[1])
+ptr = ctypes.c_void_p()
+def alloc():
+    assert rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(64)) == 0
+    assert rt.cudaFree(ptr) == 0
+kept = []     # each code object lives on: its address is never another's
+for i in range(int(sys.argv[2])):
+    space = {"alloc": alloc}
+    exec(compile(f"def f():\\n    alloc()\\n", f"<f{i}>", "exec"), space)
+    kept.append(space["f"])
+    space["f"]()
+"""
+
+
+def test_python_stacks_past_what_a_process_names_are_counted():
+    """4,200 distinct Python stacks (each from a code object of its own): the first 4,096 are
+    named, each one after that is counted, never silently shown as the interpreter's frames."""
+    if not Path(DEBIAN).exists():
+        pytest.skip(f"{DEBIAN} is missing (Debian's python3)")
+    run = run_snapshot_c([DEBIAN, "-c", MANY_STACKS, CUDART, 4200])
+    assert run.returncode == 0, run.stderr
+    lost = run.report["lost"]
+    (p,) = [p for p in run.report["processes"] if p["alloc_count"]]
+    assert p["alloc_count"] == 4200, p["alloc_count"]
+    assert lost["python_stack_errors"] == 0, lost
+    # Each allocation's stack is new: those past the 4,096 named (a few of the process's own
+    # stacks, its start-up's, may be among them) are counted.
+    assert 4200 - 4096 - 8 <= lost["python_stacks_unnamed"] <= 4200 - 4096, lost

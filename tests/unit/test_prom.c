@@ -308,7 +308,7 @@ static void test_exposition_has_one_help_and_type_per_family_and_no_repeated_ser
 
 	check_exposition(text);
 	/* with VMM, per-GPU, per host GPU and attached-file families */
-	assert_int_equal(count_prefix(text, "# TYPE "), 34);
+	assert_int_equal(count_prefix(text, "# TYPE "), 35);
 	free(text);
 }
 

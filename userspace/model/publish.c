@@ -165,6 +165,7 @@ static void naming_losses(struct state *s, struct snapshot *snap)
 	snap->lost[SNAP_LOST_MODULE_MAPS_MISSED] = s->lost[SNAP_LOST_MODULE_MAPS_MISSED];
 	symbolizer_get_stats(s->sym, &sym);
 	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
+	snap->lost[SNAP_LOST_PY_STACKS_UNNAMED] = python_stacks_unnamed(s->py);
 }
 
 struct snapshot *state_publish(struct state *s, unsigned int wants)

@@ -74,11 +74,17 @@ struct python {
 	struct py_interp *interps;
 	size_t ninterps;
 	struct intern names;
+	uint64_t stacks_unnamed;	/* new stacks of a process with PY_MAX_NAMED named */
 };
 
 uint64_t python_names_dropped(const struct python *py)
 {
 	return py ? py->names.dropped : 0;
+}
+
+uint64_t python_stacks_unnamed(const struct python *py)
+{
+	return py ? py->stacks_unnamed : 0;
 }
 
 struct python *python_new(int py_procs_fd, int py_stacks_fd, int py_procs_gen_fd,
@@ -687,6 +693,8 @@ void python_on_stack(struct python *py, const struct gm_py_stack_event *e)
 	nm = named_of(pi, e->py_stack_id);
 	if (!nm)
 		nm = add_named(pi, e->py_stack_id);
+	if (!nm)	/* once a stack: the kernel sends each new one once */
+		py->stacks_unnamed++;
 	if (nm && !nm->complete)
 		name_stack(py, pi, nm, &e->stack);
 }

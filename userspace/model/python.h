@@ -22,6 +22,8 @@ struct python *python_new(int py_procs_fd, int py_stacks_fd, int py_procs_gen_fd
 void python_free(struct python *py);
 /* Names (files, functions) not kept: past the bound on what Python names may cost. */
 uint64_t python_names_dropped(const struct python *py);
+/* Python stacks not named: a process had as many as gpumem names for one (PY_MAX_NAMED). */
+uint64_t python_stacks_unnamed(const struct python *py);
 /* pid exec'd: whatever it ran before is forgotten, and its new program examined. */
 void python_on_exec(struct python *py, int pid);
 /* pid opened a CUDA library or made its first call (a target is held at both): examined now

@@ -177,6 +177,7 @@ enum snap_loss {
 	SNAP_LOST_MODULE_MAPS_MISSED,	/* processes ended (or exec'd) whose map the kernel could
 					 * not walk then (GM_CNT_MODULE_MAPS_BUSY), a frame of
 					 * theirs found in no module */
+	SNAP_LOST_PY_STACKS_UNNAMED,	/* Python stacks of a process past the ones it names */
 	SNAP_LOST_COUNT,
 };
 

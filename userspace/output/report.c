@@ -517,6 +517,9 @@ static const struct {
 	  "show addresses" },
 	{ false, GM_CNT_TARGETS_FULL, "targets_full",
 	  "children of -c/-p not followed: 8,192 of its processes were live at once" },
+	{ true, SNAP_LOST_PY_STACKS_UNNAMED, "python_stacks_unnamed",
+	  "a process had 4,096 Python stacks named: the sites of its later ones show the "
+	  "interpreter's native frames" },
 };
 
 size_t loss_count(void)
