@@ -14,7 +14,10 @@
 #include "export/intern.h"
 #include "output/json.h"
 
-#define FOLDED_LINE_MAX 16384
+/* A line's bound: every frame a stack can have (64 native ones with their inlined calls, 32
+ * Python ones) at 100-odd bytes a name fits many times over. */
+#define FOLDED_LINE_MAX 262144
+#define FOLDED_CUT ";[frames cut]"
 
 struct folded {
 	FILE *out;
@@ -28,8 +31,14 @@ static size_t append_frame(char *line, size_t at, const char *name)
 {
 	size_t n = strlen(name);
 
-	if (at + 1 + n >= FOLDED_LINE_MAX)
-		return at;	/* an absurdly deep stack keeps its outer frames */
+	if (at + 1 + n + sizeof(FOLDED_CUT) >= FOLDED_LINE_MAX) {
+		/* An absurdly deep stack keeps its outer frames, and says it was cut (once). */
+		if (at < sizeof(FOLDED_CUT) || strcmp(line + at - strlen(FOLDED_CUT), FOLDED_CUT)) {
+			memcpy(line + at, FOLDED_CUT, sizeof(FOLDED_CUT));
+			at += strlen(FOLDED_CUT);
+		}
+		return at;
+	}
 	line[at++] = ';';
 	for (size_t i = 0; i < n; i++)
 		line[at++] = name[i] == ';' ? ':' : name[i];
