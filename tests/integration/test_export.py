@@ -123,6 +123,20 @@ def test_pprof_keeps_every_frame_of_a_deep_stack(tmp):
     assert sample["frames"][-1] == "_start", sample["frames"][-3:]
 
 
+def test_exported_files_carry_what_their_source_lost(tmp):
+    """--max-allocs 64 for 200 kept allocations: the loss goes with the file, a pprof comment
+    and chrome's otherData.lost, the same numbers as on stderr."""
+    pb, trace = tmp / "lost.pb.gz", tmp / "lost.json"
+    _, stderr = export_c("pprof", pb, ["leak", 200, 4096], gpumem_args=["--max-allocs", "64"])
+    (said,) = [l for l in stderr.splitlines() if l.startswith("lost: alloc_map_full=")]
+    full = re.search(r"alloc_map_full=(\d+)", said).group(1)
+    comments = pprof("-comments", pb)
+    assert f"lost: alloc_map_full={full}, unknown_frees=" in comments, comments
+    export_c("chrome", trace, ["leak", 200, 4096], gpumem_args=["--max-allocs", "64"])
+    lost = json.loads(trace.read_text())["otherData"]["lost"]
+    assert lost["alloc_map_full"] > 0 and lost["unknown_frees"] > 0, lost
+
+
 def test_pprof_leak_top_shows_the_kept_site_with_exact_bytes_and_counts(tmp):
     out = tmp / "leak.pb.gz"
     export_c("pprof", out, ["leak", 5, 1000])

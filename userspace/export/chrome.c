@@ -26,6 +26,7 @@ struct chrome {
 	FILE *out;
 	FILE *scratch;
 	struct timeline tl;
+	struct snapshot *final;	/* the source's last snapshot: its losses */
 	uint64_t nrecs;
 	uint64_t unkept;	/* samples the scratch file could not take */
 	int unkept_errno;	/* why, the first time */
@@ -166,7 +167,10 @@ static void chrome_snapshot(struct exporter *x, const struct snapshot *snap, boo
 	struct chrome *c = x->priv;
 	uint64_t wall_ns = snapshot_wall_ns(snap, snap->time_ns);
 
-	(void)final;
+	if (final) {
+		snapshot_put(c->final);
+		c->final = snapshot_get((struct snapshot *)snap);
+	}
 	for (size_t i = 0; i < snap->nprocs; i++) {
 		const struct snap_proc *sp = &snap->procs[i];
 		struct tl_proc *p;
@@ -205,7 +209,7 @@ static int chrome_begin(struct exporter *x)
 static int chrome_end(struct exporter *x)
 {
 	struct chrome *c = x->priv;
-	int err = chrome_write_json(x, c->out, c->scratch, &c->tl, c->nrecs);
+	int err = chrome_write_json(x, c->out, c->scratch, &c->tl, c->nrecs, c->final);
 
 	if (c->unkept) {
 		p_err("%s lacks %" PRIu64 " samples: the scratch file in $TMPDIR could not take them "
@@ -216,6 +220,7 @@ static int chrome_end(struct exporter *x)
 	err = outfile_close(c->out, x->path) ? -EIO : err;
 	fclose(c->scratch);
 	timeline_free(&c->tl);
+	snapshot_put(c->final);
 	free(c);
 	x->priv = NULL;
 	return err;

@@ -26,9 +26,10 @@ struct chrome_rec {
 };
 
 /* The trace: metadata naming each process, then every sample of the scratch file (nrecs
- * records) whose track is a process's or one of its top sites'. Returns 0 or -errno (after
- * p_err) when the scratch file cannot be read back; write errors are the caller's to see. */
+ * records) whose track is a process's or one of its top sites', and in otherData what the
+ * source lost (final: its last snapshot; NULL: not known). Returns 0 or -errno (after p_err)
+ * when the scratch file cannot be read back; write errors are the caller's to see. */
 int chrome_write_json(const struct exporter *x, FILE *out, FILE *scratch,
-		      const struct timeline *tl, uint64_t nrecs);
+		      const struct timeline *tl, uint64_t nrecs, const struct snapshot *final);
 
 #endif

@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "export/chrome.h"
 #include "output/json.h"
+#include "output/report.h"
 #include "output/site_text.h"
 #include "probes/table.h"
 
@@ -182,7 +183,7 @@ static void record(struct json_writer *w, const struct exporter *x, const struct
 }
 
 static void other_data(struct json_writer *w, const struct exporter *x,
-		       const struct timeline *tl)
+		       const struct timeline *tl, const struct snapshot *final)
 {
 	uint64_t unmatched = 0;
 
@@ -196,6 +197,10 @@ static void other_data(struct json_writer *w, const struct exporter *x,
 	jw_kv_u64(w, "top_sites_per_process", CHROME_TOP_SITES);
 	/* frees of allocations the events never showed: left out of the site tracks */
 	jw_kv_u64(w, "unmatched_frees", unmatched);
+	if (final) {	/* what the source could not see, as snapshot --json's "lost" */
+		jw_key(w, "lost");
+		json_lost(w, final);
+	}
 	jw_object_end(w);
 }
 
@@ -221,7 +226,7 @@ static int replay(struct json_writer *w, const struct exporter *x, FILE *scratch
 }
 
 int chrome_write_json(const struct exporter *x, FILE *out, FILE *scratch,
-		      const struct timeline *tl, uint64_t nrecs)
+		      const struct timeline *tl, uint64_t nrecs, const struct snapshot *final)
 {
 	site_names *names = xcalloc(tl->nprocs ? tl->nprocs : 1, sizeof(*names));
 	struct json_writer *w = jw_new(out);
@@ -236,7 +241,7 @@ int chrome_write_json(const struct exporter *x, FILE *out, FILE *scratch,
 	err = replay(w, x, scratch, tl, names, nrecs);
 	jw_array_end(w);
 	jw_kv_string(w, "displayTimeUnit", "ms");
-	other_data(w, x, tl);
+	other_data(w, x, tl, final);
 	jw_object_end(w);
 	jw_newline(w);
 	jw_free(w);

@@ -39,6 +39,7 @@ enum { FUNCTION_ID = 1, FUNCTION_NAME, FUNCTION_SYSTEM_NAME, FUNCTION_FILENAME }
 struct pprof {
 	FILE *out;
 	uint64_t end_wall_ns;
+	char lost[1024];	/* the source's loss counters, a comment ("lost: name=N, ..."); "" */
 	struct intern strings, functions, locations, mappings;
 	struct pb_buf body;	/* samples, mappings, locations, functions as they are made */
 	struct pb_buf msg, sub;	/* scratch */
@@ -223,6 +224,7 @@ static void pprof_snapshot(struct exporter *x, const struct snapshot *snap, bool
 	if (!final)
 		return;
 	pp->end_wall_ns = snapshot_wall_ns(snap, snap->time_ns);
+	text_lost_line(snap, pp->lost, sizeof(pp->lost));
 	for (size_t i = 0; i < snap->nprocs; i++) {
 		const struct snap_proc *p = &snap->procs[i];
 
@@ -264,6 +266,8 @@ static void finish_profile(struct exporter *x, struct pprof *pp)
 				  "inside the segments inuse_space counts), label kind=tensor");
 
 	pb_field_varint(&pp->body, PROFILE_COMMENT, comment);
+	if (pp->lost[0])	/* what the source could not see, said in the file too */
+		pb_field_varint(&pp->body, PROFILE_COMMENT, str_id(pp, pp->lost));
 	pb_field_varint(&pp->body, PROFILE_DEFAULT_SAMPLE_TYPE, str_id(pp, "inuse_space"));
 	pb_field_varint(&pp->body, PROFILE_TIME_NANOS, x->start_wall_ns);
 	if (pp->end_wall_ns > x->start_wall_ns)
