@@ -735,3 +735,36 @@ def test_a_killed_agents_session_ends_after_the_last_event_it_wrote(tmp):
     assert query(db, "SELECT count(*) FROM sessions s WHERE end_ns < (SELECT max(e.time_ns)"
                  " FROM events e JOIN processes p ON p.id = e.process_id"
                  " WHERE p.session_id = s.id)") == [(0,)]
+
+
+def test_serve_record_losses_are_the_recordings_across_its_sessions(tmp):
+    """An agent's losses in a file it appends to: a session on new pins (after --reset) adds its
+    counts to those before it, where its counters began at zero; one that adopted its pins
+    goes on from them (the kernel's counters are the recording's already), not counting them
+    twice. --max-allocs 64: 200 kept allocations overflow the table."""
+    pins = pin_dir()
+    db = tmp / "agent.db"
+
+    def session(reset_first):
+        if reset_first:
+            reset(pins)
+        agent = Agent(pins, "--record", db, "-i", "0.5", "--max-allocs", "64")
+        try:
+            done = subprocess.run([str(WORKLOAD), "leak", "200", "4096"], capture_output=True,
+                                  timeout=RUN_TIMEOUT)
+            assert done.returncode == 0, done.stderr
+            time.sleep(1.5)     # a sample past the workload's end
+        finally:
+            assert agent.term() == 0, agent.stderr.lines
+        return report_json(db)["lost"]["alloc_map_full"]
+
+    try:
+        first = session(False)
+        assert first > 0
+        second = session(True)          # new pins: counted from zero, added on
+        assert second >= 2 * first - 8, (first, second)  # others' allocations may add a few
+        third = session(False)          # adopted pins: the same counters, not counted twice
+        assert second + first - 8 <= third < 2 * second, (first, second, third)
+    finally:
+        reset(pins)
+        shutil.rmtree(pins, ignore_errors=True)

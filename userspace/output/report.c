@@ -539,6 +539,11 @@ uint64_t loss_value(const struct snapshot *snap, size_t i)
 	return losses[i].user ? snap->lost[losses[i].which] : snap->counters[losses[i].which];
 }
 
+bool loss_is_kernel(size_t i)
+{
+	return i < loss_count() && !losses[i].user;
+}
+
 void loss_set(struct snapshot *snap, size_t i, uint64_t v)
 {
 	if (i >= loss_count())

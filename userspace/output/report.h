@@ -84,6 +84,8 @@ void json_failure(struct json_writer *w, const struct snapshot *snap, const stru
 size_t loss_count(void);
 const char *loss_name(size_t i);
 uint64_t loss_value(const struct snapshot *snap, size_t i);
+/* Whether the i-th is the kernel's (it lives in the BPF maps, an agent's pins included). */
+bool loss_is_kernel(size_t i);
 /* Sets the i-th (a snapshot read back from a recording). */
 void loss_set(struct snapshot *snap, size_t i, uint64_t v);
 /* "lost": every loss counter, zero or not. */

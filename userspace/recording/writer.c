@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "base/util.h"
+#include "output/report.h"
 #include "recording/schema.h"
 #include "recording/writer_int.h"
 
@@ -175,6 +176,57 @@ static int start_session(struct recorder *r)
 	return 0;
 }
 
+/* Each counter's last row in table (the value at the file's end), by loss index; prefix:
+ * before the loss's name in that table. */
+static int last_counts(struct recorder *r, const char *table, const char *prefix,
+		       uint64_t *out)
+{
+	size_t n = loss_count(), plen = strlen(prefix);
+	char sql[128];
+	sqlite3_stmt *st;
+
+	snprintf(sql, sizeof(sql), "SELECT name, value, max(time_ns) FROM %s GROUP BY name", table);
+	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		rec_fail(r, "read the losses of");
+		return -EIO;
+	}
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		int64_t v = sqlite3_column_int64(st, 1);
+
+		if (!name || v <= 0 || strncmp(name, prefix, plen))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(name + plen, loss_name(i)))
+				out[i] = (uint64_t)v;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* What the file's sessions counted of each loss so far (its last row: every row is the
+ * recording's total), added to what this session counts: its counters begin at zero. But an
+ * agent that adopted its pins goes on with the kernel's counters of the session before: the
+ * part of the total they did not count carries over, the total less their last value (their
+ * counts while no agent ran included). */
+static int losses_before(struct recorder *r)
+{
+	size_t n = loss_count();
+	uint64_t *kernel = xcalloc(n ? n : 1, sizeof(*kernel));
+	int err;
+
+	r->loss_before = xcalloc(n ? n : 1, sizeof(*r->loss_before));
+	err = last_counts(r, "losses", "", r->loss_before);
+	if (!err && r->opt.kernel_counts_continue)
+		err = last_counts(r, "tracer_stats", REC_KERNEL_PREFIX, kernel);
+	for (size_t i = 0; !err && r->opt.kernel_counts_continue && i < n; i++)
+		if (loss_is_kernel(i))
+			r->loss_before[i] = r->loss_before[i] > kernel[i]
+					    ? r->loss_before[i] - kernel[i] : 0;
+	free(kernel);
+	return err;
+}
+
 static int prepare_all(struct recorder *r)
 {
 	for (int i = 0; i < ST_COUNT; i++) {
@@ -206,6 +258,8 @@ int recorder_open(const struct recorder_opts *o, struct recorder **out)
 		err = commit(r, true);
 	if (!err)
 		err = close_old_sessions(r);
+	if (!err)
+		err = losses_before(r);
 	if (!err)
 		err = start_session(r);
 	if (!err) {
@@ -489,6 +543,7 @@ int recorder_close(struct recorder *r)
 	free(r->path);
 	free(r->command);
 	free(r->loss_last);
+	free(r->loss_before);
 	free(r);
 	return err;
 }

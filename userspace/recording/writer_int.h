@@ -106,7 +106,14 @@ struct recorder {
 	struct idmap stacks;	/* snap_stack pointer (a reference held) -> row id, used */
 	struct idmap live;	/* (process id << 1 | space, address) -> alloc event id, site id */
 	bool live_sweep_due;	/* a process with live allocations ended */
+/* tracer_stats' rows of the kernel's loss counters as they were (their loss's name after
+ * it), where `losses` has the recording's totals. */
+#define REC_KERNEL_PREFIX "kernel."
+
 	uint64_t *loss_last;	/* loss counters and tracer stats as last written */
+	/* What the sessions before counted of each loss, added to this one's (whose counters
+	 * began at zero): the file's losses are the recording's, every session's. */
+	uint64_t *loss_before;
 	bool loss_written;
 	struct rec_event_row pending[REC_EVENT_BATCH];	/* events not inserted yet */
 	size_t npending;

@@ -13,7 +13,7 @@ static void counter_row(struct recorder *r, enum rec_stmt which, const char *nam
 {
 	sqlite3_stmt *st = r->st[which];
 
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 2, (int64_t)tick);
 	sqlite3_bind_int64(st, 3, (int64_t)value);
 	rec_step(r, which);
@@ -27,13 +27,22 @@ static void write_counters(struct recorder *r, const struct snapshot *snap, uint
 		r->loss_last = xcalloc(nloss + nstat, sizeof(*r->loss_last));
 	for (size_t i = 0; i < nloss + nstat; i++) {
 		bool loss = i < nloss;
-		uint64_t v = loss ? loss_value(snap, i) : recdb_stat_get(snap, i - nloss);
+		uint64_t v = loss ? loss_value(snap, i) + (r->loss_before ? r->loss_before[i] : 0)
+				  : recdb_stat_get(snap, i - nloss);
 
 		if (r->loss_written && v == r->loss_last[i])
 			continue;
 		r->loss_last[i] = v;
 		counter_row(r, loss ? ST_LOSS : ST_TRACER_STAT,
 			    loss ? loss_name(i) : recdb_stat_name(i - nloss), tick, v);
+		if (loss && loss_is_kernel(i)) {
+			/* The kernel's own count too: an agent that adopts its pins goes on from
+			 * it (recorder_open). */
+			char raw[64];
+
+			snprintf(raw, sizeof(raw), "%s%s", REC_KERNEL_PREFIX, loss_name(i));
+			counter_row(r, ST_TRACER_STAT, raw, tick, loss_value(snap, i));
+		}
 	}
 	r->loss_written = true;
 }
