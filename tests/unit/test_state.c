@@ -865,6 +865,21 @@ static void test_ended_processes_that_made_no_call_go_first_uncounted(void **sta
 	assert_int_equal(fx->s->lost[SNAP_LOST_ENDED_DROPPED], 0);
 }
 
+/* Ends at one time (those reaped in one sweep share it): the bound still holds, one of the
+ * two let go (the older record). */
+static void test_ended_processes_of_one_end_time_still_keep_the_bound(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	fx->s->opt.keep_ended = 1;
+	fill_maps(fx);
+	end_process(fx->s, PID_A, GEN_A, 9000, 0);
+	end_process(fx->s, PID_B, GEN_B, 9000, 0);
+	state_reap(fx->s);
+	assert_true(!state_find(fx->s, PID_A) != !state_find(fx->s, PID_B));
+	assert_int_equal(fx->s->lost[SNAP_LOST_ENDED_DROPPED], 1);
+}
+
 /* A failure storm: the first and the most recent records are kept, those between counted. */
 static void test_failure_records_keep_the_first_and_the_last(void **state)
 {
@@ -966,6 +981,8 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_ended_processes_that_made_no_call_go_first_uncounted, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_ended_processes_of_one_end_time_still_keep_the_bound, setup, teardown),
 
 		cmocka_unit_test_setup_teardown(test_exit_seen_before_any_record_keeps_code_and_time,
 						setup, teardown),

@@ -29,15 +29,14 @@ struct folded {
 /* Appends one frame name to line, ';' inside a name being the separator's, written ':'. */
 static size_t append_frame(char *line, size_t at, const char *name)
 {
-	size_t n = strlen(name);
+	size_t n = strlen(name), cut = strlen(FOLDED_CUT);
 
+	if (at >= cut && !strcmp(line + at - cut, FOLDED_CUT))
+		return at;	/* cut: the line ends there */
 	if (at + 1 + n + sizeof(FOLDED_CUT) >= FOLDED_LINE_MAX) {
-		/* An absurdly deep stack keeps its outer frames, and says it was cut (once). */
-		if (at < sizeof(FOLDED_CUT) || strcmp(line + at - strlen(FOLDED_CUT), FOLDED_CUT)) {
-			memcpy(line + at, FOLDED_CUT, sizeof(FOLDED_CUT));
-			at += strlen(FOLDED_CUT);
-		}
-		return at;
+		/* An absurdly deep stack keeps its outer frames, and says it was cut. */
+		memcpy(line + at, FOLDED_CUT, sizeof(FOLDED_CUT));
+		return at + cut;
 	}
 	line[at++] = ';';
 	for (size_t i = 0; i < n; i++)

@@ -18,12 +18,12 @@ static void sweep_symbols(struct state *s)
 	symbolizer_sweep_end(s->sym);
 }
 
-/* Ended and past the time bound, or older than the count bound's cutoff. */
-static bool must_go(const struct proc_rec *p, uint64_t now, uint64_t keep_ns, uint64_t cutoff)
+/* Ended and past the time bound, or among those over the count bound (over_bound). */
+static bool must_go(const struct proc_rec *p, uint64_t now, uint64_t keep_ns)
 {
 	if (p->alive || !p->reaped)
 		return false;
-	return (now > p->reaped_ns && now - p->reaped_ns > keep_ns) || p->end_ns < cutoff;
+	return (now > p->reaped_ns && now - p->reaped_ns > keep_ns) || p->over_bound;
 }
 
 /* An ended process that made no call gpumem saw (a shell's child, a `true`): no numbers, no
@@ -40,37 +40,39 @@ static bool ended(const struct proc_rec *p)
 	return !p->alive && p->reaped;
 }
 
+/* Oldest end first; one end shared by many (those reaped in one sweep), the older record. */
 static int end_cmp(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	const struct proc_rec *x = *(struct proc_rec *const *)a, *y = *(struct proc_rec *const *)b;
 
-	return (x > y) - (x < y);
+	if (x->end_ns != y->end_ns)
+		return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
+	return (x->serial > y->serial) - (x->serial < y->serial);
 }
 
-/* The end time below which the n oldest ended processes of one kind (made_no_call or not)
- * go: 0 when none must, ~0 when all. */
-static uint64_t count_cutoff(struct state *s, bool no_call, size_t n)
+/* Marks the n oldest ended processes of one kind (made_no_call or not) over_bound. */
+static void mark_oldest(struct state *s, bool no_call, size_t n)
 {
-	uint64_t *ends, cutoff;
+	struct proc_rec **ends;
 	size_t k = 0;
 
 	if (!n)
-		return 0;
+		return;
 	ends = malloc(s->nprocs * sizeof(*ends));
 	if (!ends)
-		return 0;
+		return;
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (ended(s->procs[i]) && made_no_call(s->procs[i]) == no_call)
-			ends[k++] = s->procs[i]->end_ns;
+			ends[k++] = s->procs[i];
 	qsort(ends, k, sizeof(*ends), end_cmp);
-	cutoff = n < k ? ends[n] : ~0ull;	/* the oldest one kept */
+	for (size_t i = 0; i < n && i < k; i++)
+		ends[i]->over_bound = true;
 	free(ends);
-	return cutoff;
 }
 
 void state_retain(struct state *s, uint64_t now)
 {
-	uint64_t keep_ns = (uint64_t)(s->opt.keep_ended_s * 1e9), no_call_cutoff, cutoff;
+	uint64_t keep_ns = (uint64_t)(s->opt.keep_ended_s * 1e9);
 	size_t nended = 0, nno_call = 0, over, kept = 0, before = s->nprocs, lost = 0;
 
 	for (size_t i = 0; i < s->nprocs; i++) {
@@ -78,14 +80,13 @@ void state_retain(struct state *s, uint64_t now)
 		nno_call += ended(s->procs[i]) && made_no_call(s->procs[i]);
 	}
 	over = nended > s->opt.keep_ended ? nended - s->opt.keep_ended : 0;
-	no_call_cutoff = count_cutoff(s, true, over < nno_call ? over : nno_call);
-	cutoff = count_cutoff(s, false, over > nno_call ? over - nno_call : 0);
+	mark_oldest(s, true, over < nno_call ? over : nno_call);
+	mark_oldest(s, false, over > nno_call ? over - nno_call : 0);
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct proc_rec *p = s->procs[i];
-		bool no_call = made_no_call(p);
 
-		if (must_go(p, now, keep_ns, no_call ? no_call_cutoff : cutoff)) {
-			lost += !no_call;
+		if (must_go(p, now, keep_ns)) {
+			lost += !made_no_call(p);
 			proc_rec_free(p);
 		} else {
 			s->procs[kept++] = p;

@@ -63,6 +63,7 @@ struct proc_rec {
 	uint64_t start_ns;	/* ns since boot; 0: not known yet */
 	struct proc_rec *older;	/* the pid's previous record, if kept */
 	bool alive;
+	bool over_bound;	/* ended, among the oldest past --keep-ended: let go (retention.c) */
 	bool have_stats;
 	/* When reads of /proc about it began (CLOCK_MONOTONIC; 0: never): its identity (comm,
 	 * cmdline, cgroup, owner, first module map), its module map again. */

@@ -123,6 +123,7 @@ static const struct {
 	{ "failed_frees", IN_COUNTERS, GM_CNT_FAILED_FREES },
 	{ "holds", IN_COUNTERS, GM_CNT_HOLDS },
 	{ "module_maps_busy", IN_COUNTERS, GM_CNT_MODULE_MAPS_BUSY },
+	{ "failed_allocs", IN_COUNTERS, GM_CNT_FAILED_ALLOCS },
 	{ "map_procs", IN_SNAPSHOT_U64, offsetof(struct snapshot, map_procs) },
 	{ "map_sites", IN_SNAPSHOT_U64, offsetof(struct snapshot, map_sites) },
 };

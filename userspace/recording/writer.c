@@ -184,13 +184,14 @@ static int last_counts(struct recorder *r, const char *table, const char *prefix
 	size_t n = loss_count(), plen = strlen(prefix);
 	char sql[128];
 	sqlite3_stmt *st;
+	int rc;
 
 	snprintf(sql, sizeof(sql), "SELECT name, value, max(time_ns) FROM %s GROUP BY name", table);
 	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
 		rec_fail(r, "read the losses of");
 		return -EIO;
 	}
-	while (sqlite3_step(st) == SQLITE_ROW) {
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 		int64_t v = sqlite3_column_int64(st, 1);
 
@@ -201,29 +202,27 @@ static int last_counts(struct recorder *r, const char *table, const char *prefix
 				out[i] = (uint64_t)v;
 	}
 	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {	/* a total half read would go backwards */
+		rec_fail(r, "read the losses of");
+		return -EIO;
+	}
 	return 0;
 }
 
 /* What the file's sessions counted of each loss so far (its last row: every row is the
  * recording's total), added to what this session counts: its counters begin at zero. But an
- * agent that adopted its pins goes on with the kernel's counters of the session before: the
- * part of the total they did not count carries over, the total less their last value (their
- * counts while no agent ran included). */
+ * agent that adopted its pins may go on with the kernel's counters of the session before
+ * (writer_samples.c settles it at the first sample, from their last values kept here). */
 static int losses_before(struct recorder *r)
 {
 	size_t n = loss_count();
-	uint64_t *kernel = xcalloc(n ? n : 1, sizeof(*kernel));
 	int err;
 
 	r->loss_before = xcalloc(n ? n : 1, sizeof(*r->loss_before));
+	r->kernel_before = xcalloc(n ? n : 1, sizeof(*r->kernel_before));
 	err = last_counts(r, "losses", "", r->loss_before);
 	if (!err && r->opt.kernel_counts_continue)
-		err = last_counts(r, "tracer_stats", REC_KERNEL_PREFIX, kernel);
-	for (size_t i = 0; !err && r->opt.kernel_counts_continue && i < n; i++)
-		if (loss_is_kernel(i))
-			r->loss_before[i] = r->loss_before[i] > kernel[i]
-					    ? r->loss_before[i] - kernel[i] : 0;
-	free(kernel);
+		err = last_counts(r, "tracer_stats", REC_KERNEL_PREFIX, r->kernel_before);
 	return err;
 }
 
@@ -544,6 +543,7 @@ int recorder_close(struct recorder *r)
 	free(r->command);
 	free(r->loss_last);
 	free(r->loss_before);
+	free(r->kernel_before);
 	free(r);
 	return err;
 }

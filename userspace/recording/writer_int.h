@@ -114,6 +114,10 @@ struct recorder {
 	/* What the sessions before counted of each loss, added to this one's (whose counters
 	 * began at zero): the file's losses are the recording's, every session's. */
 	uint64_t *loss_before;
+	/* The kernel's counts as the file last had them (an agent that adopted its pins): 0 where
+	 * none; settled once, at the first sample (kernel_settled). */
+	uint64_t *kernel_before;
+	bool kernel_settled;
 	bool loss_written;
 	struct rec_event_row pending[REC_EVENT_BATCH];	/* events not inserted yet */
 	size_t npending;

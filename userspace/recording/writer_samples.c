@@ -19,9 +19,28 @@ static void counter_row(struct recorder *r, enum rec_stmt which, const char *nam
 	rec_step(r, which);
 }
 
+/* An agent that adopted its pins: a kernel counter that goes on from the file's last value of
+ * it counted that part of the total already (and what came while no agent ran); one below
+ * it is not the same counter (the pins were made anew since) and adds to the total whole. */
+static void settle_kernel_counts(struct recorder *r, const struct snapshot *snap)
+{
+	r->kernel_settled = true;
+	if (!r->loss_before || !r->kernel_before)
+		return;
+	for (size_t i = 0; i < loss_count(); i++) {
+		uint64_t k = r->kernel_before[i];
+
+		if (loss_is_kernel(i) && k && loss_value(snap, i) >= k)
+			r->loss_before[i] = r->loss_before[i] > k ? r->loss_before[i] - k : 0;
+	}
+}
+
 static void write_counters(struct recorder *r, const struct snapshot *snap, uint64_t tick)
 {
 	size_t nloss = loss_count(), nstat = recdb_stat_count();
+
+	if (!r->kernel_settled)
+		settle_kernel_counts(r, snap);
 
 	if (!r->loss_last)
 		r->loss_last = xcalloc(nloss + nstat, sizeof(*r->loss_last));
