@@ -28,6 +28,10 @@ bool loss_lines_due(const struct loss_lines *l, const struct snapshot *snap);	/*
 void loss_lines_json(struct loss_lines *l, struct json_writer *w, const struct snapshot *snap,
 		     bool final);
 void loss_lines_said(struct loss_lines *l, const struct snapshot *snap);	/* said otherwise */
+/* A line: JSON with w (NULL: no memory, s->failed), text on stderr. */
+void loss_lines_print(struct loss_lines *l, struct sink *s, struct json_writer *w,
+		      const struct snapshot *snap, bool final);
+double loss_lines_interval(const struct options *o);	/* a check each second */
 void loss_lines_end(struct loss_lines *l);
 
 /* The recorder of record -o FILE.db and serve --record FILE.db, from the options, and what

@@ -44,6 +44,25 @@ void loss_lines_json(struct loss_lines *l, struct json_writer *w, const struct s
 	loss_lines_said(l, snap);
 }
 
+void loss_lines_print(struct loss_lines *l, struct sink *s, struct json_writer *w,
+		      const struct snapshot *snap, bool final)
+{
+	if (!s->opt->json) {
+		text_lost(stderr, snap);
+		loss_lines_said(l, snap);
+	} else if (!w) {
+		s->failed = true;	/* no memory for the writer */
+	} else {
+		loss_lines_json(l, w, snap, final);
+	}
+}
+
+double loss_lines_interval(const struct options *o)
+{
+	(void)o;
+	return 1.0;
+}
+
 void loss_lines_said(struct loss_lines *l, const struct snapshot *snap)
 {
 	snapshot_put(l->printed);

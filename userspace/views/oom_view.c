@@ -165,19 +165,9 @@ static struct loss_lines losses;
 /* A loss line (JSON, in the stream; text, on stderr) whenever a loss counter moved. */
 static void print_losses(struct sink *s, const struct snapshot *snap, bool final)
 {
-	struct json_writer *w;
+	struct json_writer *w = s->opt->json ? jw_new(s->out) : NULL;
 
-	if (!s->opt->json) {
-		text_lost(stderr, snap);
-		loss_lines_said(&losses, snap);
-		return;
-	}
-	w = jw_new(s->out);
-	if (!w) {
-		s->failed = true;
-		return;
-	}
-	loss_lines_json(&losses, w, snap, final);
+	loss_lines_print(&losses, s, w, snap, final);
 	jw_free(w);
 	fflush(s->out);
 }
@@ -205,16 +195,10 @@ static int oom_finish(struct sink *s, const struct snapshot *snap)
 	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
-static double report_interval(const struct options *o)
-{
-	(void)o;
-	return 1.0;
-}
-
 const struct sink_ops oom_view = {
 	.name = "oom",
 	.report_wants = SNAP_LOSSES_ONLY,	/* its reports are loss lines */
-	.report_interval = report_interval,
+	.report_interval = loss_lines_interval,
 	.on_report = oom_report,
 	.on_failure = oom_failure,
 	.finish = oom_finish,

@@ -178,21 +178,9 @@ static void trace_event(struct sink *s, const struct snap_event *se)
 
 static struct loss_lines losses;
 
-/* JSON: a line of its own (loss_lines_json); text: on stderr. */
 static void print_losses(struct sink *s, const struct snapshot *snap, bool final)
 {
-	if (s->opt->json) {
-		struct json_writer *w = writer_of(s);
-
-		if (!w) {
-			s->failed = true;
-			return;
-		}
-		loss_lines_json(&losses, w, snap, final);
-	} else {
-		text_lost(stderr, snap);
-		loss_lines_said(&losses, snap);
-	}
+	loss_lines_print(&losses, s, s->opt->json ? writer_of(s) : NULL, snap, final);
 }
 
 /* Every second: a line whenever a loss counter moved (the stream says what it is missing). */
@@ -214,17 +202,11 @@ static int trace_finish(struct sink *s, const struct snapshot *snap)
 	return fflush(s->out) || ferror(s->out) ? -1 : 0;
 }
 
-static double report_interval(const struct options *o)
-{
-	(void)o;
-	return 1.0;
-}
-
 const struct sink_ops trace_view = {
 	.name = "trace",
 	.stream_calls = true,
 	.report_wants = SNAP_LOSSES_ONLY,	/* its reports are loss lines */
-	.report_interval = report_interval,
+	.report_interval = loss_lines_interval,
 	.on_report = trace_report,
 	.on_event = trace_event,
 	.finish = trace_finish,
