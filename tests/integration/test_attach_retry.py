@@ -5,6 +5,7 @@ The failure is made by the kernel, every time: a uprobe already registered at th
 offset with another reference-counter offset (a perf uprobe event this test holds open) makes
 every other registration there fail with EINVAL. Closing the event ends the conflict."""
 import ctypes
+import mmap
 import os
 import platform
 import shutil
@@ -97,6 +98,18 @@ def wait_for_late_attach(gpumem, name):
     return late_attaches_of(gpumem, name)
 
 
+def handled_so_far(gpumem, lib_dir):
+    """Returns once gpumem has handled every library event the kernel reported before the
+    call. Its ring buffer is read in order, one event after another: a file mapped now (a copy
+    of the mock driver, by this process) is attached after every event before it was handled,
+    an attach that began then included (it may end after the process that caused it)."""
+    marker = lib_dir / f"libcuda.so.1.mark-{os.getpid()}-{time.monotonic_ns()}"
+    shutil.copy2(MOCK_LIB_DIR / "libcuda.so.1", marker)
+    with open(marker, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ):
+        assert wait_for_late_attach(gpumem, marker.name), \
+            [line for line in gpumem.stderr.lines if marker.name in line]
+
+
 def apis_of(report, pid):
     [proc] = [p for p in report["processes"] if p["pid"] == pid]
     return [(s["api"], s["alloc_count"], s["alloc_bytes_total"]) for s in proc["sites"]]
@@ -117,13 +130,18 @@ def test_a_library_whose_attach_failed_is_attached_when_next_mapped(tmp_path):
                 line = gpumem.stderr.wait_for("gpumem: a CUDA file in use (device ")
                 assert f"inode {cudart.stat().st_ino}) is left without probes: attaching " \
                        "failed: Invalid argument" in line, line
+            # Its later mappings' events, handled while the conflict stands: not held
+            # (--no-hold), they may wait in the ring buffer past its end, and an attach that
+            # began while it lived holds the file open and may register after the conflict.
+            handled_so_far(gpumem, tmp_path / "lib")
         # Mapped again, nothing in the way now: attached before the process's first call.
         # Whose mapping gets it attached is the first to map it: this process, or another
         # that opens the libraries it sees (another gpumem on the host does).
         with dlopened(cudart) as mapped_again:
             assert wait_for_late_attach(gpumem, cudart.name), \
                 lines_about(gpumem, mapped_again.pid)
-    assert refused.pid not in late_attaches_of(gpumem, cudart.name)
+    assert refused.pid not in late_attaches_of(gpumem, cudart.name), \
+        [line for line in gpumem.stderr.lines if cudart.name in line or "not attached" in line]
     assert gpumem.report["lost"]["files_not_attached"] >= 1
     # The refused one's call was counted where the driver, attached at start-up, saw it; the
     # next one's where the runtime, attached since, did.
