@@ -21,6 +21,7 @@
 #include "recording/reader.h"
 #include "recording/writer.h"
 #include "base/util.h"
+#include "output/report.h"
 
 #define SEC 1000000000ull
 
@@ -410,6 +411,71 @@ static void test_retention_deletes_what_is_old_and_keeps_each_series_last_value(
 	recording_close(rec);
 }
 
+static size_t loss_index(const char *name)
+{
+	for (size_t i = 0; i < loss_count(); i++)
+		if (!strcmp(loss_name(i), name))
+			return i;
+	fail_msg("no loss named %s", name);
+	return 0;
+}
+
+/* One session appended to the recording, on pins pins_id (0: counters made for it), its last
+ * sample at mono time t with these counts of a kernel loss and of a userspace one. */
+static void append_session(struct rig *g, uint64_t pins_id, uint64_t t, uint64_t kernel,
+			   uint64_t user)
+{
+	struct recorder_opts o = { .path = g->path, .sample_interval_s = 1, .pins_id = pins_id,
+				   .command = "serve (unit)" };
+	struct recorder *r;
+	struct fake f;
+
+	assert_int_equal(recorder_open(&o, &r), 0);
+	fake_at(g, &f, t, 1000, 1, 0, 0);
+	loss_set(&f.snap, loss_index("alloc_map_full"), kernel);
+	loss_set(&f.snap, loss_index("bad_records"), user);
+	assert_int_equal(recorder_on_snapshot(r, &f.snap), 0);
+	assert_int_equal(recorder_close(r), 0);
+}
+
+static uint64_t recorded_loss(struct rig *g, const char *name)
+{
+	struct recording *rec;
+	struct snapshot *s;
+	uint64_t v;
+
+	assert_int_equal(recording_open(g->path, &rec), 0);
+	s = recording_snapshot_at(rec, realtime_ns() + 3600 * SEC);
+	assert_int_equal(s->error, 0);
+	v = loss_value(s, loss_index(name));
+	snapshot_put(s);
+	recording_close(rec);
+	return v;
+}
+
+/* A recording's losses are every session's: a session adds what its counters counted from
+ * zero; an agent's kernel counters are its pins', and what a session before counted of the
+ * very same pins is not counted again, whatever ran between (a record on counters of its own,
+ * an agent on pins made anew). */
+static void test_losses_add_across_sessions_and_pins_count_once(void **state)
+{
+	struct rig *g = *state;
+	const uint64_t P = 1111, Q = 2222;
+
+	append_session(g, P, 10 * SEC, 10, 1);		/* A: agent on pins P */
+	assert_int_equal(recorded_loss(g, "alloc_map_full"), 10);
+	append_session(g, 0, 20 * SEC, 3, 1);		/* B: its own counters */
+	assert_int_equal(recorded_loss(g, "alloc_map_full"), 13);
+	append_session(g, P, 30 * SEC, 15, 1);		/* C: P again, 5 more since A */
+	assert_int_equal(recorded_loss(g, "alloc_map_full"), 18);
+	append_session(g, Q, 40 * SEC, 12, 1);		/* D: pins Q, never recorded before */
+	assert_int_equal(recorded_loss(g, "alloc_map_full"), 30);
+	append_session(g, P, 50 * SEC, 15, 1);		/* E: P, nothing more on it */
+	assert_int_equal(recorded_loss(g, "alloc_map_full"), 30);
+	/* Userspace's counters begin at zero in every session. */
+	assert_int_equal(recorded_loss(g, "bad_records"), 5);
+}
+
 /* A recording is a file anyone may have edited: values no recorder writes must not crash the
  * reader (this runs under ASan and UBSan too). */
 static void test_a_tampered_recording_is_read_without_harm(void **state)
@@ -463,6 +529,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_retention_deletes_what_is_old_and_keeps_each_series_last_value,
 			rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(test_losses_add_across_sessions_and_pins_count_once,
+						rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_a_tampered_recording_is_read_without_harm,
 						rig_setup, rig_teardown),
 	};

@@ -831,6 +831,11 @@ bool tracer_adopted(const struct tracer *t)
 	return t->adopted;
 }
 
+uint64_t tracer_pins_id(const struct tracer *t)
+{
+	return t->skel && t->pin_dir ? t->agent.started_ns : 0;
+}
+
 bool tracer_is_reader(const struct tracer *t)
 {
 	return !t->skel;

@@ -71,6 +71,10 @@ void tracer_heartbeat(struct tracer *t);
 void tracer_release(struct tracer *t, int pid);
 /* Whether the agent adopted the pinned state of an earlier one. */
 bool tracer_adopted(const struct tracer *t);
+/* The identity of the agent's pins, whose kernel counters it counts with: when they were
+ * made (CLOCK_MONOTONIC ns; kept by every agent that adopts them). 0: no agent, its
+ * counters made for this run. */
+uint64_t tracer_pins_id(const struct tracer *t);
 /* A reader of a running agent's pinned maps (no probes, no ring buffer); -ESRCH when no
  * agent of this layout runs on pin_dir. */
 int tracer_open_reader(const char *pin_dir, struct tracer **out);

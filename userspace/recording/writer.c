@@ -210,19 +210,29 @@ static int last_counts(struct recorder *r, const char *table, const char *prefix
 }
 
 /* What the file's sessions counted of each loss so far (its last row: every row is the
- * recording's total), added to what this session counts: its counters begin at zero. But an
- * agent that adopted its pins may go on with the kernel's counters of the session before
- * (writer_samples.c settles it at the first sample, from their last values kept here). */
+ * recording's total), added to what this session counts: its counters begin at zero. An
+ * agent's kernel counters are its pins': what a session before counted of these very pins
+ * (their last kernel.PINS.NAME row) is in the total already, and taken off here. Pins made
+ * anew since (serve --reset) have rows of their own, or none: nothing is taken off. */
 static int losses_before(struct recorder *r)
 {
 	size_t n = loss_count();
+	uint64_t *counted;
+	char prefix[64];
 	int err;
 
 	r->loss_before = xcalloc(n ? n : 1, sizeof(*r->loss_before));
-	r->kernel_before = xcalloc(n ? n : 1, sizeof(*r->kernel_before));
 	err = last_counts(r, "losses", "", r->loss_before);
-	if (!err && r->opt.kernel_counts_continue)
-		err = last_counts(r, "tracer_stats", REC_KERNEL_PREFIX, r->kernel_before);
+	if (err || !r->opt.pins_id)
+		return err;
+	counted = xcalloc(n ? n : 1, sizeof(*counted));
+	rec_kernel_prefix(prefix, sizeof(prefix), r->opt.pins_id);
+	err = last_counts(r, "tracer_stats", prefix, counted);
+	for (size_t i = 0; i < n && !err; i++)
+		if (loss_is_kernel(i))
+			r->loss_before[i] -= counted[i] < r->loss_before[i] ? counted[i]
+									 : r->loss_before[i];
+	free(counted);
 	return err;
 }
 
@@ -543,7 +553,6 @@ int recorder_close(struct recorder *r)
 	free(r->command);
 	free(r->loss_last);
 	free(r->loss_before);
-	free(r->kernel_before);
 	free(r);
 	return err;
 }

@@ -16,9 +16,10 @@ struct recorder_opts {
 	double retention_s;	/* rows older than this are deleted as it goes; 0: all kept */
 	uint32_t sample_events;	/* 1 allocation in N kept (its free with it); 0 or 1: all */
 	const char *command;	/* what gpumem was asked to do, for the session row */
-	/* The kernel's counters go on from the session before (an agent that adopted its
-	 * pins): their values are the recording's already. */
-	bool kernel_counts_continue;
+	/* An agent's: the identity of the pins whose kernel counters it counts with
+	 * (tracer_pins_id). What a session before counted of them is the recording's already;
+	 * 0: counters made for this session, from zero. */
+	uint64_t pins_id;
 };
 
 struct recorder;

@@ -4,6 +4,8 @@
 #ifndef GPUMEM_SQLITE_INT_H
 #define GPUMEM_SQLITE_INT_H
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <sqlite3.h>
 #include "recording/idmap.h"
 #include "recording/writer.h"
@@ -85,6 +87,14 @@ struct rec_proc {
 _Static_assert(GM_KIND_COUNT < (1 << REC_LIVE_SPACE_BITS), "every space fits its bits");
 #define REC_NAMES_WRITTEN (1u << 31)	/* identity: the OCI names were written */
 
+/* tracer_stats' rows of an agent's kernel loss counters as they were, where `losses` has
+ * the recording's totals: "kernel.PINS.NAME", PINS the pins' identity (recorder_opts.pins_id),
+ * NAME the loss's. Each set of pins its own rows: retention keeps each one's last. */
+static inline void rec_kernel_prefix(char *buf, size_t len, uint64_t pins_id)
+{
+	snprintf(buf, len, "kernel.%" PRIu64 ".", pins_id);
+}
+
 struct recorder {
 	sqlite3 *db;
 	struct recorder_opts opt;
@@ -106,18 +116,11 @@ struct recorder {
 	struct idmap stacks;	/* snap_stack pointer (a reference held) -> row id, used */
 	struct idmap live;	/* (process id << 1 | space, address) -> alloc event id, site id */
 	bool live_sweep_due;	/* a process with live allocations ended */
-/* tracer_stats' rows of the kernel's loss counters as they were (their loss's name after
- * it), where `losses` has the recording's totals. */
-#define REC_KERNEL_PREFIX "kernel."
-
 	uint64_t *loss_last;	/* loss counters and tracer stats as last written */
-	/* What the sessions before counted of each loss, added to this one's (whose counters
-	 * began at zero): the file's losses are the recording's, every session's. */
+	/* What the sessions before counted of each loss, added to this one's: its counters
+	 * began at zero, or (an agent's pins, adopted) at what the file counted of them. The
+	 * file's losses are the recording's, every session's. */
 	uint64_t *loss_before;
-	/* The kernel's counts as the file last had them (an agent that adopted its pins): 0 where
-	 * none; settled once, at the first sample (kernel_settled). */
-	uint64_t *kernel_before;
-	bool kernel_settled;
 	bool loss_written;
 	struct rec_event_row pending[REC_EVENT_BATCH];	/* events not inserted yet */
 	size_t npending;

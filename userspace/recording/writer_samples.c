@@ -19,28 +19,9 @@ static void counter_row(struct recorder *r, enum rec_stmt which, const char *nam
 	rec_step(r, which);
 }
 
-/* An agent that adopted its pins: a kernel counter that goes on from the file's last value of
- * it counted that part of the total already (and what came while no agent ran); one below
- * it is not the same counter (the pins were made anew since) and adds to the total whole. */
-static void settle_kernel_counts(struct recorder *r, const struct snapshot *snap)
-{
-	r->kernel_settled = true;
-	if (!r->loss_before || !r->kernel_before)
-		return;
-	for (size_t i = 0; i < loss_count(); i++) {
-		uint64_t k = r->kernel_before[i];
-
-		if (loss_is_kernel(i) && k && loss_value(snap, i) >= k)
-			r->loss_before[i] = r->loss_before[i] > k ? r->loss_before[i] - k : 0;
-	}
-}
-
 static void write_counters(struct recorder *r, const struct snapshot *snap, uint64_t tick)
 {
 	size_t nloss = loss_count(), nstat = recdb_stat_count();
-
-	if (!r->kernel_settled)
-		settle_kernel_counts(r, snap);
 
 	if (!r->loss_last)
 		r->loss_last = xcalloc(nloss + nstat, sizeof(*r->loss_last));
@@ -54,12 +35,13 @@ static void write_counters(struct recorder *r, const struct snapshot *snap, uint
 		r->loss_last[i] = v;
 		counter_row(r, loss ? ST_LOSS : ST_TRACER_STAT,
 			    loss ? loss_name(i) : recdb_stat_name(i - nloss), tick, v);
-		if (loss && loss_is_kernel(i)) {
-			/* The kernel's own count too: an agent that adopts its pins goes on from
-			 * it (recorder_open). */
-			char raw[64];
+		if (loss && loss_is_kernel(i) && r->opt.pins_id) {
+			/* The pins' own count too: an agent that adopts them goes on from it
+			 * (losses_before). */
+			char raw[128];
 
-			snprintf(raw, sizeof(raw), "%s%s", REC_KERNEL_PREFIX, loss_name(i));
+			rec_kernel_prefix(raw, sizeof(raw), r->opt.pins_id);
+			strncat(raw, loss_name(i), sizeof(raw) - strlen(raw) - 1);
 			counter_row(r, ST_TRACER_STAT, raw, tick, loss_value(snap, i));
 		}
 	}

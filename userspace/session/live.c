@@ -435,7 +435,7 @@ static int live_open(struct session *s)
 	if (start_targets(o, l))
 		return 1;
 	s->sink.start_wall_ns = realtime_ns();
-	s->sink.counts_adopted = tracer_adopted(l->tracer);
+	s->sink.pins_id = tracer_pins_id(l->tracer);
 	return 0;
 }
 

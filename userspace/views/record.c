@@ -36,7 +36,7 @@ int record_open(struct sink *s, struct recorder **out)
 		.path = o->record_path, .replace = o->replace_recording,
 		.sample_interval_s = record_interval(o), .retention_s = o->retention_s,
 		.sample_events = o->sample_events, .command = cmd,
-		.kernel_counts_continue = s->counts_adopted,
+		.pins_id = s->pins_id,
 	};
 	int err = recorder_open(&ro, out);
 

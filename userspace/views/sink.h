@@ -30,7 +30,7 @@ struct sink {
 	double history_sample_s;	/* the history's sample interval, when not the sink's */
 	bool failed;		/* its output failed: exit 1, whatever CMD's status */
 	uint64_t start_wall_ns;	/* when the source began: tracing, or the recording's window */
-	bool counts_adopted;	/* the kernel's counters go on from an agent before (its pins) */
+	uint64_t pins_id;	/* the kernel's counters are these pins' (tracer_pins_id); 0: new */
 	struct recording *recording;	/* the source, when it is a recording; else NULL */
 	uint64_t since_ns, until_ns;	/* a recording's window, wall-clock */
 	const struct sink_control *ctl;
