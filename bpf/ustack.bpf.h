@@ -280,6 +280,43 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight 
 	return gm_user_stack_id(ctx, (struct thread_state *)rec, at_entry);
 }
 
+/* Copies up to len bytes of the stack from sp into dst, and returns how many: where a page of
+ * them cannot be read (past the stack mapping's end when its end is not known, or not in
+ * memory), as far as the last page that can, found by halving the pages past sp's own (a
+ * failed read zeroes dst: the copy kept is read again). */
+/* The bytes from sp to the end of the k-th page from sp's own (k >= 1). */
+#define STACK_PAGES_BYTES(sp, k) ((__u32)(((sp) | 4095) + 1 + ((__u64)(k) - 1) * 4096 - (sp)))
+
+static __always_inline __u32 copy_stack_top(__u8 *dst, __u64 sp, __u32 len)
+{
+	/* Pages from sp's own: all that len reaches into could not be read (bad), none (good). */
+	__u32 bad = (len + (__u32)(sp & 4095) + 4095) / 4096, good = 0, n, mid = 0;
+
+	if (len > GM_STACK_COPY_MAX)
+		len = GM_STACK_COPY_MAX;
+	if (!bpf_probe_read_user(dst, len, (void *)sp))
+		return len;
+	for (int i = 0; i < 4 && bad - good > 1; i++) {
+		mid = (good + bad) / 2;
+		n = STACK_PAGES_BYTES(sp, mid);
+		if (n > GM_STACK_COPY_MAX)
+			n = GM_STACK_COPY_MAX;
+		if (!bpf_probe_read_user(dst, n, (void *)sp))
+			good = mid;
+		else
+			bad = mid;
+	}
+	if (!good)
+		return 0;
+	n = STACK_PAGES_BYTES(sp, good);
+	if (n > GM_STACK_COPY_MAX)
+		n = GM_STACK_COPY_MAX;
+	/* The last read failed: it zeroed the copy kept. */
+	if (mid != good && bpf_probe_read_user(dst, n, (void *)sp))
+		return 0;
+	return n;
+}
+
 /* The first allocation of a new site in DWARF mode: the caller's registers and the top of its
  * stack, for userspace to unwind through code built without frame pointers. rec: the calling
  * thread's record, whose stack mapping (found by the walk) bounds the copy: a copy that ran
@@ -313,21 +350,10 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, struct gm_infli
 		len = GM_STACK_COPY_MAX;
 	if (sp >= sc->lo && sp < sc->hi && sc->hi - sp < len)
 		len = (__u32)(sc->hi - sp);	/* the stack's end: all of it there is */
-	/* The mapping's end not known (bpf_find_vma only tries the mmap lock) or a page of it
-	 * not there: up to a page boundary nearer sp each time (8, 4, 2 pages, then sp's own). */
-	for (int pages = 8; pages >= 0; pages = pages ? pages / 2 : -1) {
-		__u64 end = (sp | 4095) + 1 + (__u64)pages * 4096;
-
-		if (end - sp < len)
-			len = (__u32)(end - sp);
-		if (len > GM_STACK_COPY_MAX)
-			len = GM_STACK_COPY_MAX;
-		if (!bpf_probe_read_user(e->stack, len, (void *)sp))
-			break;
-		if (!pages)
-			len = 0;
-	}
-	e->len = len;
+	/* Where the mapping's end is not known (bpf_find_vma only tries the mmap lock), the copy
+	 * ends at it all the same, by its pages. One cut short of the frames (a page not in
+	 * memory, or --stack-bytes) is counted where the unwind runs off it (stacks_cut). */
+	e->len = copy_stack_top(e->stack, sp, len);
 	bpf_ringbuf_submit(e, 0);
 }
 

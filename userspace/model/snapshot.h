@@ -178,6 +178,7 @@ enum snap_loss {
 					 * not walk then (GM_CNT_MODULE_MAPS_BUSY), a frame of
 					 * theirs found in no module */
 	SNAP_LOST_PY_STACKS_UNNAMED,	/* Python stacks of a process past the ones it names */
+	SNAP_LOST_STACKS_CUT,		/* stacks unwound from a copy their frames ran past */
 	SNAP_LOST_COUNT,
 };
 

@@ -618,6 +618,7 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
 	struct dwarf_stack ds = { .stack_id = e->stack_id };
+	bool cut;
 
 	if (dwarf_stack_of(p, e->stack_id))
 		return;
@@ -634,18 +635,20 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 	}
 	if (!p->unwinder)
 		p->unwinder = unwinder_new(p->pid, &p->mm);
-	ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
+	ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH, &cut);
 	if (ds.nips < 2 && p->alive) {
 		/* Perhaps code loaded since the map was read: read it again, once. */
 		if (state_reread_maps(s, p)) {
 			p->unwinder = unwinder_new(p->pid, &p->mm);
-			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH);
+			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH, &cut);
 		}
 	}
 	if (ds.nips < 2) {	/* the frame-pointer stack is shown */
 		not_unwound(s, p, e->stack_id);
 		return;
 	}
+	if (cut)
+		s->lost[SNAP_LOST_STACKS_CUT]++;
 	p->dwarf_stacks = xrealloc(p->dwarf_stacks, (p->ndwarf_stacks + 1) * sizeof(ds));
 	p->dwarf_stacks[p->ndwarf_stacks++] = ds;
 }

@@ -520,6 +520,9 @@ static const struct {
 	{ true, SNAP_LOST_PY_STACKS_UNNAMED, "python_stacks_unnamed",
 	  "a process had 4,096 Python stacks named: the sites of its later ones show the "
 	  "interpreter's native frames" },
+	{ true, SNAP_LOST_STACKS_CUT, "stacks_cut",
+	  "a site's stack went on past the bytes copied to unwind it: its outer frames are "
+	  "missing; raise --stack-bytes" },
 };
 
 size_t loss_count(void)

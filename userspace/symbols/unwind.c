@@ -26,7 +26,12 @@ struct unwinder {
 	const struct gm_stack_event *ev;	/* the stack being unwound now */
 	uint64_t *ips;
 	uint32_t max, n;
+	bool ran_off;	/* a read of the stack past the bytes copied */
 };
+
+/* How far above the copy a read is taken for the stack's own (a thread's stack is at most a
+ * few MiB): one further off is no frame's. */
+#define STACK_SPAN (64ull << 20)
 
 static char *debuginfo_path;
 static const Dwfl_Callbacks callbacks = {
@@ -53,8 +58,10 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	uint64_t sp = u->ev->regs[GM_REG_SP];
 
 	(void)dwfl;
-	if (addr < sp || addr + sizeof(*result) > sp + u->ev->len)
+	if (addr < sp || addr + sizeof(*result) > sp + u->ev->len) {
+		u->ran_off |= addr >= sp + u->ev->len && addr - sp < STACK_SPAN;
 		return false;
+	}
 	memcpy(result, u->ev->stack + (addr - sp), sizeof(*result));
 	return true;
 }
@@ -146,16 +153,19 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
 }
 
 uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint64_t *ips,
-		      uint32_t max)
+		      uint32_t max, bool *cut)
 {
+	*cut = false;
 	if (!u || !u->attached || !max)
 		return 0;
 	u->ev = ev;
 	u->ips = ips;
 	u->max = max;
 	u->n = 0;
+	u->ran_off = false;
 	/* Stops with an error where the CFI or the copied stack ends: the frames so far stand. */
 	dwfl_getthread_frames(u->dwfl, (pid_t)ev->tid, on_frame, u);
 	u->ev = NULL;
+	*cut = u->ran_off && u->n < max;
 	return u->n;
 }

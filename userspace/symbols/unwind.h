@@ -12,8 +12,10 @@ struct unwinder;
 /* An unwinder for one process, over the modules of its captured map; NULL on failure. */
 struct unwinder *unwinder_new(int pid, const struct module_map *mm);
 void unwinder_free(struct unwinder *u);
-/* Return addresses of the stack in ev, innermost (the call site) first; returns the count. */
+/* Return addresses of the stack in ev, innermost (the call site) first; returns the count.
+ * *cut: the frames went on past the bytes copied (--stack-bytes, or a page of the stack not
+ * in memory): the outer ones are missing. */
 uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint64_t *ips,
-		      uint32_t max);
+		      uint32_t max, bool *cut);
 
 #endif
