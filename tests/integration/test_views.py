@@ -294,6 +294,16 @@ def test_top_ui_wraps_its_loss_counters_rather_than_cut_them():
         assert lines[at].startswith("lost: alloc_map_full=") and lines[at].endswith(","), text
         assert lines[at + 1] == "unknown_frees=72", text
         assert all(len(line) <= 40 for line in lines), text
+        # Too narrow for its three rows: the last says how many counters it could not show.
+        tmux("resize-window", "-t", session, "-x", "12")
+        deadline = time.time() + 10
+        while time.time() < deadline and " more" not in text:
+            time.sleep(0.2)
+            text = tmux("capture-pane", "-p", "-t", session).stdout
+        lines = text.splitlines()
+        at = next(i for i, l in enumerate(lines) if l.startswith("lost: "))
+        assert lines[at:at + 2] == ["lost: alloc", "_map_full=1"], text
+        assert lines[at + 2].endswith(", +1 more") and len(lines[at + 2]) <= 11, text
     finally:
         tmux("send-keys", "-t", session, "q")
         time.sleep(0.5)

@@ -556,18 +556,52 @@ static void mode_line(struct top_ui *t, char *line, size_t len)
 	}
 }
 
-/* Summary, devices, losses and mode lines; returns the next free line. */
 /* Lines the loss counters may take at the head of the screen. */
 #define TOP_LOST_LINES 3
 
+/* The counters in a ", "-separated list. */
+static int counters_in(const char *s)
+{
+	int n = *s != 0;
+
+	for (; *s; s++)
+		n += s[0] == ',' && s[1] == ' ';
+	return n;
+}
+
+/* The last row of a list that does not fit: the counters that go whole, then how many do not,
+ * so that none is hidden without a word. */
+static void draw_last_row(int y, const char *text, size_t width)
+{
+	char more[32];
+
+	for (size_t k = width; k > 0; k--) {
+		if (text[k - 1] != ',' || text[k] != ' ')
+			continue;
+		snprintf(more, sizeof(more), " +%d more", counters_in(text + k + 1));
+		if (k + strlen(more) <= width) {
+			mvaddnstr(y, 0, text, (int)k);
+			addstr(more);
+			return;
+		}
+	}
+	snprintf(more, sizeof(more), "+%d more", counters_in(text));
+	mvaddnstr(y, 0, more, (int)width);
+}
+
 /* text from row y on, broken after a ", " where a row of width ends (a counter is never cut
- * where it can go whole on the next row), on max rows at most; returns the row after. */
+ * where it can go whole on the next row), on max rows at most, the last one saying how many
+ * counters it could not show; returns the row after. */
 static int draw_wrapped(int y, const char *text, int width, int max)
 {
 	size_t len = strlen(text), at = 0, cut;
 
 	for (int row = 0; row < max && at < len && width > 0; row++) {
 		cut = len - at;
+		if (cut > (size_t)width && row == max - 1) {
+			draw_last_row(y++, text + at, (size_t)width);
+			break;
+		}
 		if (cut > (size_t)width) {
 			cut = (size_t)width;
 			for (size_t k = cut; k > 0; k--)
@@ -584,6 +618,7 @@ static int draw_wrapped(int y, const char *text, int width, int max)
 	return y;
 }
 
+/* Summary, devices, losses and mode lines; returns the next free line. */
 static int draw_head(struct top_ui *t, int cols)
 {
 	char line[2048];
