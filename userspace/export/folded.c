@@ -26,17 +26,19 @@ struct folded {
 	size_t bytes_cap;
 };
 
-/* Appends one frame name to line, ';' inside a name being the separator's, written ':'. */
-static size_t append_frame(char *line, size_t at, const char *name)
+/* Appends one frame name to line, ';' inside a name being the separator's, written ':'.
+ * *cut: the line was cut, and ends (a frame may be named as the mark is). */
+static size_t append_frame(char *line, size_t at, const char *name, bool *cut)
 {
-	size_t n = strlen(name), cut = strlen(FOLDED_CUT);
+	size_t n = strlen(name);
 
-	if (at >= cut && !strcmp(line + at - cut, FOLDED_CUT))
-		return at;	/* cut: the line ends there */
+	if (*cut)
+		return at;
 	if (at + 1 + n + sizeof(FOLDED_CUT) >= FOLDED_LINE_MAX) {
 		/* An absurdly deep stack keeps its outer frames, and says it was cut. */
 		memcpy(line + at, FOLDED_CUT, sizeof(FOLDED_CUT));
-		return at + cut;
+		*cut = true;
+		return at + strlen(FOLDED_CUT);
 	}
 	line[at++] = ';';
 	for (size_t i = 0; i < n; i++)
@@ -49,6 +51,7 @@ static size_t stack_line(char *line, const struct snap_proc *p, const struct sna
 {
 	const struct snap_stack *st = ss->stack;
 	char name[512], comm[GM_COMM_LEN + 1];
+	bool cut = false;
 	size_t at;
 
 	text_sanitize(comm, sizeof(comm), p->valid & SP_COMM && p->comm[0] ? p->comm : "?");
@@ -56,18 +59,19 @@ static size_t stack_line(char *line, const struct snap_proc *p, const struct sna
 	for (size_t i = 0; i < at; i++)
 		line[i] = line[i] == ';' ? ':' : line[i];
 	snprintf(name, sizeof(name), "pid %d", p->pid);
-	at = append_frame(line, at, name);
+	at = append_frame(line, at, name, &cut);
 	if (snap_proc_many_gpus(p)) {
 		if (ss->gpu)
 			snprintf(name, sizeof(name), "GPU %u", ss->gpu - 1);
 		else
 			snprintf(name, sizeof(name), "GPU ?");
-		at = append_frame(line, at, name);
+		at = append_frame(line, at, name, &cut);
 	}
 	if (!st || !st->nframes)
-		return append_frame(line, at, "[no stack]");
+		return append_frame(line, at, "[no stack]", &cut);
 	for (uint32_t i = st->nframes; i-- > 0;)
-		at = append_frame(line, at, export_frame_name(&st->frames[i], name, sizeof(name)));
+		at = append_frame(line, at, export_frame_name(&st->frames[i], name, sizeof(name)),
+				  &cut);
 	return at;
 }
 
