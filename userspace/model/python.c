@@ -20,7 +20,6 @@
 #include "model/python.h"
 #include "symbols/pycode.h"
 
-#define PY_MAX_NAMED 4096	/* Python stacks named per process */
 #define PY_KEEP_ENDED 1024	/* ended processes whose named stacks are kept */
 
 /* A Python frame as named from its code object; file NULL: unknown. */

@@ -11,6 +11,8 @@
 #include "host/procs.h"
 #include "model/snapshot.h"
 
+#define PY_MAX_NAMED 4096	/* Python stacks named per process */
+
 struct python;
 
 /* py_procs_fd, py_stacks_fd: -1 for none (a reader of an agent's maps); py_procs_gen_fd: the

@@ -7,6 +7,7 @@
 #include <time.h>
 #include "base/util.h"
 #include "model/owners.h"
+#include "model/python.h"
 #include "output/report.h"
 #include "output/units.h"
 #include "probes/table.h"
@@ -516,10 +517,11 @@ static const struct {
 	  "held its mmap_lock): its frames in libraries loaded after gpumem last read its maps "
 	  "show addresses" },
 	{ false, GM_CNT_TARGETS_FULL, "targets_full",
-	  "children of -c/-p not followed: 8,192 of its processes were live at once" },
+	  "children of -c/-p not followed: " STRINGIFY(GM_MAX_TARGETS) " of its processes were "
+	  "live at once" },
 	{ true, SNAP_LOST_PY_STACKS_UNNAMED, "python_stacks_unnamed",
-	  "a process had 4,096 Python stacks named: the sites of its later ones show the "
-	  "interpreter's native frames" },
+	  "a process had " STRINGIFY(PY_MAX_NAMED) " Python stacks named: the sites of its later "
+	  "ones show the interpreter's native frames" },
 	{ true, SNAP_LOST_STACKS_CUT, "stacks_cut",
 	  "a site's stack went on past the bytes copied to unwind it: its outer frames are "
 	  "missing; raise --stack-bytes" },
