@@ -68,9 +68,14 @@ def test_oom_json_ends_with_its_loss_counters_and_text_with_its_loss_line(tmp_pa
     # Nothing lost over 3 s of steps (each second checked): the final line alone, all zero.
     rc, stderr = run("oom", "--json", "-o", out, "-c", WORKLOAD, "steps", 30, 100, 4096)
     assert rc == 0, stderr
-    failures, lost = oom_lines(out.read_text())     # no line of zeros before the end
-    lines = out.read_text().splitlines()
-    assert failures == [] and (len(lines) == 1 or any(lost["lost"].values())), lines
+    failures, lost = oom_lines(out.read_text())
+    assert failures == [], failures
+    # A loss line only where a counter moved (another program's CUDA file not attached may
+    # move one, system-wide): never one of zeros, nor one that repeats the line before.
+    said = [json.loads(line)["lost"] for line in out.read_text().splitlines()]
+    assert said[-1] == lost["lost"], said
+    for before, now in zip([dict.fromkeys(said[0], 0)] + said, said[:-1]):
+        assert any(now[k] > before[k] for k in now), said
     text = tmp_path / "oom.txt"
     rc, stderr = run("oom", "-o", text, "--max-allocs", 64, "-c", WORKLOAD, "leak", 200, 4096)
     assert rc == 0, stderr

@@ -421,11 +421,18 @@ def test_a_failure_whose_process_ends_before_a_scrape_is_still_counted(pins):
             assert m, "gpumem_failed_allocations_total missing"
             return int(m.group(1))
         before = failed()
-        done = subprocess.run([str(WORKLOAD), "fail", "4096", "10"], capture_output=True,
-                              timeout=30, env=dict(os.environ, GPUMEM_MOCK_FAIL_AFTER="3"))
-        assert done.returncode == 0, done.stderr
-        # Other programs on the host may fail too: at least the workload's one.
-        wait_until(lambda: failed() >= before + 1, what="the failure to be counted")
+        pids = []
+        for _ in range(5):     # one failure each, then the end
+            w = subprocess.Popen([str(WORKLOAD), "fail", "4096", "10"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE,
+                                 env=dict(os.environ, GPUMEM_MOCK_FAIL_AFTER="3"))
+            out, err = w.communicate(timeout=30)
+            assert w.returncode == 0 and b"failure 3 2" in out, err
+            pids.append(w.pid)
+        # Other programs on the host may fail too: at least the workloads' five.
+        wait_until(lambda: failed() >= before + 5, what="the failures to be counted")
+        text = agent.metrics()
+        assert not [p for p in pids if f'pid="{p}"' in text], "an ended process's series"
     finally:
         agent.kill()
 
