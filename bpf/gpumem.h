@@ -49,7 +49,7 @@
 #define GM_DEFAULT_MAX_SITES 65536		/* --max-sites */
 #define GM_DEFAULT_MAX_PROCS 8192		/* --max-procs */
 #define GM_DEFAULT_RINGBUF_BYTES (8u << 20)	/* --ringbuf-mb */
-#define GM_MAX_TARGETS 8192
+#define GM_MAX_PY_PROCS 8192			/* processes whose interpreter is walked */
 #define GM_MAX_CGROUP_FILTERS 64		/* --cgroup/--container/--pod selections */
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
 #define GM_VMA_NAME_LEN 64
@@ -229,7 +229,7 @@ enum gm_counter {
 					 * device unknown */
 	GM_CNT_MODULE_MAPS_BUSY,	/* module map captures the kernel refused: the process's
 					 * memory map was locked (mmap_lock contended) */
-	GM_CNT_TARGETS_FULL,		/* children of -c/-p not followed: GM_MAX_TARGETS of
+	GM_CNT_TARGETS_FULL,		/* children of -c/-p not followed: --max-procs of
 					 * them live at once */
 	GM_CNT_FAILED_ALLOCS,		/* allocation calls that returned an error (no loss:
 					 * every process's, ended ones' too) */

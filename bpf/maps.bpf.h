@@ -156,10 +156,11 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* -p and -c: the processes to trace, and their children (on_fork). */
+/* -p and -c: the processes to trace, and their children (on_fork); as many as --max-procs
+ * raised above its default (size_maps). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GM_MAX_TARGETS);
+	__uint(max_entries, GM_DEFAULT_MAX_PROCS);
 	__type(key, __u32);			/* tgid */
 	__type(value, __u8);
 } targets SEC(".maps");
@@ -207,7 +208,7 @@ struct {
 /* Processes running a supported interpreter, with its offsets (filled by userspace). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GM_MAX_TARGETS);
+	__uint(max_entries, GM_MAX_PY_PROCS);
 	__type(key, __u32);			/* tgid */
 	__type(value, struct gm_py_proc);
 } py_procs SEC(".maps");

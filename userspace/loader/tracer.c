@@ -96,6 +96,10 @@ static void size_maps(struct gpumem_bpf *skel, const struct tracer_opts *o)
 	bpf_map__set_max_entries(skel->maps.procs, table_slots(procs));
 	skel->rodata->proc_mask = table_slots(procs) - 1;
 	bpf_map__set_max_entries(skel->maps.procs_made, procs);
+	/* -c/-p: the processes followed, never fewer than the default (one without an entry
+	 * of its own in procs is still traced, one not followed is not). */
+	bpf_map__set_max_entries(skel->maps.targets, procs > GM_DEFAULT_MAX_PROCS ? procs
+									  : GM_DEFAULT_MAX_PROCS);
 	if (o->max_stacks) {
 		bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
 		bpf_map__set_max_entries(skel->maps.py_stacks, o->max_stacks);

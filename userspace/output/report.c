@@ -517,8 +517,8 @@ static const struct {
 	  "held its mmap_lock): its frames in libraries loaded after gpumem last read its maps "
 	  "show addresses" },
 	{ false, GM_CNT_TARGETS_FULL, "targets_full",
-	  "children of -c/-p not followed: " STRINGIFY(GM_MAX_TARGETS) " of its processes were "
-	  "live at once" },
+	  "children of -c/-p not followed: " STRINGIFY(GM_DEFAULT_MAX_PROCS) " of its processes "
+	  "(or --max-procs, if more) were live at once; raise --max-procs" },
 	{ true, SNAP_LOST_PY_STACKS_UNNAMED, "python_stacks_unnamed",
 	  "a process had " STRINGIFY(PY_MAX_NAMED) " Python stacks named: the sites of its later "
 	  "ones show the interpreter's native frames" },
