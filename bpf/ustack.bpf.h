@@ -280,13 +280,13 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight 
 	return gm_user_stack_id(ctx, (struct thread_state *)rec, at_entry);
 }
 
+/* The bytes from sp to the end of the k-th page from sp's own (k >= 1). */
+#define STACK_PAGES_BYTES(sp, k) ((__u32)(((sp) | 4095) + 1 + ((__u64)(k) - 1) * 4096 - (sp)))
+
 /* Copies up to len bytes of the stack from sp into dst, and returns how many: where a page of
  * them cannot be read (past the stack mapping's end when its end is not known, or not in
  * memory), as far as the last page that can, found by halving the pages past sp's own (a
  * failed read zeroes dst: the copy kept is read again). */
-/* The bytes from sp to the end of the k-th page from sp's own (k >= 1). */
-#define STACK_PAGES_BYTES(sp, k) ((__u32)(((sp) | 4095) + 1 + ((__u64)(k) - 1) * 4096 - (sp)))
-
 static __always_inline __u32 copy_stack_top(__u8 *dst, __u64 sp, __u32 len)
 {
 	/* Pages from sp's own: all that len reaches into could not be read (bad), none (good). */

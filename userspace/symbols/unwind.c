@@ -59,7 +59,7 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 
 	(void)dwfl;
 	if (addr < sp || addr + sizeof(*result) > sp + u->ev->len) {
-		u->ran_off |= addr >= sp + u->ev->len && addr - sp < STACK_SPAN;
+		u->ran_off |= addr >= sp && addr - sp < STACK_SPAN;	/* above the copy */
 		return false;
 	}
 	memcpy(result, u->ev->stack + (addr - sp), sizeof(*result));
