@@ -5,6 +5,8 @@
 # something that is not its own (host-wide counters, every process seen, every failure).
 #
 # Usage: tests/shared_host.sh [PYTEST ARGS...]   (as root, after `make all test-progs`)
+# The whole integration suite, or the test files and ids among the arguments
+# (tests/integration/test_x.py::test_y).
 # Exits with pytest's status; the neighbours are stopped on every exit, failure included.
 set -u
 cd "$(dirname "$0")/.."
@@ -80,7 +82,11 @@ if ! grep -q "gpumem: tracing:" "$log_dir/top.err"; then
 fi
 echo "shared_host: neighbours running: gpumem top (pid $top_pid), workload loop (pid $loop_pid)"
 
-"$PYTHON" -m pytest -ra tests/integration "$@"
+suite=tests/integration
+for arg in "$@"; do
+	case $arg in tests/*) suite= ;; esac
+done
+"$PYTHON" -m pytest -ra $suite "$@"
 status=$?
 
 for pid in "$top_pid" "$loop_pid"; do
