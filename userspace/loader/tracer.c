@@ -337,7 +337,9 @@ void tracer_heartbeat(struct tracer *t)
 	if (!t->skel)
 		return;
 	t->skel->bss->heartbeat_ns = now;
-	if (t->pin_dir && now - t->last_beat_ns >= AGENT_BEAT_NS) {
+	/* The record once start_agent_record has made it: a beat before would write a blank one
+	 * over the pins' (their layout and when they were made, which adoption reads). */
+	if (t->pin_dir && t->agent.layout && now - t->last_beat_ns >= AGENT_BEAT_NS) {
 		t->agent.heartbeat_ns = now;
 		t->last_beat_ns = now;
 		if (pin_write_agent(t->pin_dir, &t->agent))
