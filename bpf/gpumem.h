@@ -36,8 +36,9 @@
  * gm_inflight.hits), the agent's measured cost of a hit (gm_agent.trap_ps), a process's CPU
  * time in its exit record. 20: a thread's Python scratch keeps its interpreter thread id, the
  * interpreter its thread state was found in and the walk's hash (py_scratch). 21: two
- * counters more (GM_CNT_TARGETS_FULL, GM_CNT_FAILED_ALLOCS). */
-#define GM_LAYOUT_VERSION 21
+ * counters more (GM_CNT_TARGETS_FULL, GM_CNT_FAILED_ALLOCS). 22: a stack copy says whether it
+ * reaches the stack's end (gm_stack_event.flags); the targets map follows --max-procs. */
+#define GM_LAYOUT_VERSION 22
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -54,6 +55,7 @@
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
 #define GM_VMA_NAME_LEN 64
 #define GM_STACK_COPY_MAX 16384			/* --stack-bytes: user stack copied for DWARF */
+#define GM_STACK_COPY_WHOLE 1			/* the copy reaches the stack mapping's end */
 #define GM_STACK_COPY_DEFAULT 8192
 
 enum gm_layer {
@@ -624,7 +626,8 @@ struct gm_stack_event {
 	__u32 tid;
 	__s32 stack_id;		/* the site's frame-pointer stack id */
 	__u64 regs[GM_REG_COUNT];
-	__u32 len;		/* bytes of stack copied from regs[GM_REG_SP] up */
+	__u16 len;		/* bytes of stack copied from regs[GM_REG_SP] up */
+	__u16 flags;		/* GM_STACK_COPY_* */
 	__u32 gen;		/* the process's generation */
 	__u8 stack[GM_STACK_COPY_MAX];
 };

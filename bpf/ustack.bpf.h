@@ -290,10 +290,11 @@ static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight 
 static __always_inline __u32 copy_stack_top(__u8 *dst, __u64 sp, __u32 len)
 {
 	/* Pages from sp's own: all that len reaches into could not be read (bad), none (good). */
-	__u32 bad = (len + (__u32)(sp & 4095) + 4095) / 4096, good = 0, n, mid = 0;
+	__u32 bad, good = 0, n, mid = 0;
 
 	if (len > GM_STACK_COPY_MAX)
 		len = GM_STACK_COPY_MAX;
+	bad = (len + (__u32)(sp & 4095) + 4095) / 4096;
 	if (!bpf_probe_read_user(dst, len, (void *)sp))
 		return len;
 	for (int i = 0; i < 4 && bad - good > 1; i++) {
@@ -327,7 +328,7 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, struct gm_infli
 	struct gm_stack_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	const struct stack_scratch *sc = &((struct thread_state *)rec)->stack;
 	__u64 sp = PT_REGS_SP(ctx);
-	__u32 len = stack_copy_bytes, gen = rec->gen;
+	__u32 len = stack_copy_bytes, gen = rec->gen, whole = 0;
 
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);
@@ -348,12 +349,15 @@ static __always_inline void emit_stack_copy(struct pt_regs *ctx, struct gm_infli
 	e->gen = gen;
 	if (len > GM_STACK_COPY_MAX)
 		len = GM_STACK_COPY_MAX;
-	if (sp >= sc->lo && sp < sc->hi && sc->hi - sp < len)
-		len = (__u32)(sc->hi - sp);	/* the stack's end: all of it there is */
+	if (sp >= sc->lo && sp < sc->hi && sc->hi - sp <= len)
+		len = whole = (__u32)(sc->hi - sp);	/* the stack's end: all of it there is */
 	/* Where the mapping's end is not known (bpf_find_vma only tries the mmap lock), the copy
 	 * ends at it all the same, by its pages. One cut short of the frames (a page not in
-	 * memory, or --stack-bytes) is counted where the unwind runs off it (stacks_cut). */
-	e->len = copy_stack_top(e->stack, sp, len);
+	 * memory, or --stack-bytes) is counted where the unwind runs off it (stacks_cut), unless
+	 * it is known to hold the stack whole. */
+	len = copy_stack_top(e->stack, sp, len);
+	e->len = (__u16)len;
+	e->flags = whole && len == whole ? GM_STACK_COPY_WHOLE : 0;
 	bpf_ringbuf_submit(e, 0);
 }
 

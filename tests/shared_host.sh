@@ -83,8 +83,13 @@ fi
 echo "shared_host: neighbours running: gpumem top (pid $top_pid), workload loop (pid $loop_pid)"
 
 suite=tests/integration
+prev=
 for arg in "$@"; do
-	case $arg in tests/*) suite= ;; esac
+	# A test file or id of its own, not the value of an option (--deselect PATH).
+	case $prev in -k|-m|-p|-c|-o|--deselect|--ignore|--ignore-glob|--rootdir|--basetemp) ;;
+	*) [ -e "${arg%%::*}" ] && suite= ;;
+	esac
+	prev=$arg
 done
 "$PYTHON" -m pytest -ra $suite "$@"
 status=$?

@@ -55,14 +55,15 @@ static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct unwinder *u = arg;
-	uint64_t sp = u->ev->regs[GM_REG_SP];
+	uint64_t sp = u->ev->regs[GM_REG_SP], off = addr - sp, len = u->ev->len;
 
 	(void)dwfl;
-	if (addr < sp || addr + sizeof(*result) > sp + u->ev->len) {
-		u->ran_off |= addr >= sp && addr - sp < STACK_SPAN;	/* above the copy */
+	/* No sum that may wrap: addr is the traced program's (its registers, its CFI). */
+	if (addr < sp || off > len || len - off < sizeof(*result)) {
+		u->ran_off |= addr >= sp && off < STACK_SPAN;	/* above the copy */
 		return false;
 	}
-	memcpy(result, u->ev->stack + (addr - sp), sizeof(*result));
+	memcpy(result, u->ev->stack + off, sizeof(*result));
 	return true;
 }
 
@@ -166,6 +167,8 @@ uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint6
 	/* Stops with an error where the CFI or the copied stack ends: the frames so far stand. */
 	dwfl_getthread_frames(u->dwfl, (pid_t)ev->tid, on_frame, u);
 	u->ev = NULL;
-	*cut = u->ran_off && u->n < max;
+	/* A copy known to hold the stack whole cuts nothing: a read above it is no frame's
+	 * (the outermost frame's return address guessed from a leftover frame pointer). */
+	*cut = u->ran_off && !(ev->flags & GM_STACK_COPY_WHOLE) && u->n < max;
 	return u->n;
 }
