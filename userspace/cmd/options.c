@@ -484,7 +484,8 @@ const struct option_spec option_specs[] = {
 	{ "stack-bytes", 0, "N", CMD_ALL, opt_stack_bytes, .max = GM_STACK_COPY_MAX,
 	  .deflt = GM_STACK_COPY_DEFAULT,
 	  .help = "stack copied for DWARF unwinding, a multiple of 8 (default {default}, "
-		  "max {max}); less where the thread's stack ends sooner" },
+		  "max {max}); less where the thread's stack ends sooner; a stack deeper than "
+		  "that is cut, counted in stacks_cut" },
 	{ "all-frames", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, all_frames),
 	  .help = "also show frames inside the CUDA libraries" },
 	{ "by-address", 0, NULL, CMD_ALL, opt_flag, .field = FIELD(bool, by_address),
