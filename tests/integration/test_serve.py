@@ -580,12 +580,17 @@ def test_events_no_one_read_while_the_agent_was_down_are_counted(pins):
         agent.kill()
 
 
-def agent_record(pins):
-    """The pins' agent record (struct gm_agent), as bpftool formats it from its BTF."""
-    done = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pins / "agent")],
-                          capture_output=True, text=True, timeout=30)
+def pinned_map_values(pins, name):
+    """The values of the pinned map name, as bpftool formats them from their BTF."""
+    done = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pins / name)],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)[0]["formatted"]["value"]
+    return [e["formatted"]["value"] for e in json.loads(done.stdout)]
+
+
+def agent_record(pins):
+    """The pins' agent record (struct gm_agent)."""
+    return pinned_map_values(pins, "agent")[0]
 
 
 def test_an_agent_that_adopts_the_pins_keeps_their_record_of_when_they_were_made(pins):
@@ -627,10 +632,7 @@ SMALL_TABLE = ("--max-allocs", "4096")     # a table bpftool dumps whole in a mo
 def alloc_entries_of(pins, pid):
     """The live-allocation entries of process pid in the agent's pinned table (its slots in
     state GM_SLOT_LIVE, 2 in the state's two low bits)."""
-    out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pins / "allocs")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    slots = [e["formatted"]["value"] for e in json.loads(out.stdout)]
+    slots = pinned_map_values(pins, "allocs")
     assert len(slots) == 8192        # twice --max-allocs
     return sum(1 for v in slots if v["state"] & 3 == 2 and v["tgid"] == pid)
 
