@@ -1,14 +1,19 @@
 """The Python walk's workload (bench/pywalk.sh): cudaMalloc/cudaFree pairs through ctypes at a
-given Python stack depth, timed in-process.
+given Python stack depth, through several copies of the mock runtime side by side, timed
+in-process.
 
-pywalk.py LIB DEPTH PAIRS: prints "pywalk: pid P depth D pairs N: W ns/pair wall, C ns/pair cpu"
-(cpu: this thread's CPU time, where the uprobes run)."""
+pywalk.py DEPTH PAIRS BATCH LIB [LIB...]: makes PAIRS pairs through each LIB, BATCH at a time,
+the libraries in turn (their order reversed each turn), from one Python stack: the same frames
+above every call. Prints "pywalk: pid P depth D pairs N" and then, for each LIB in order,
+"LIB: C ns/pair cpu" (this thread's CPU time, where the uprobes run, of that library's
+batches). Whatever the machine does meanwhile falls on every library alike."""
 import ctypes
 import os
 import sys
 import time
 
 WARMUP_PAIRS = 1000
+SIZE = 1 << 20
 
 
 def pairs(rt, count, size):
@@ -21,23 +26,41 @@ def pairs(rt, count, size):
         free(ptr)
 
 
-def at_depth(depth, rt, count):
+def turns(rts, count, batch):
+    """CPU ns of each library's pairs, count through each, batch at a time in turn."""
+    cpu = [0] * len(rts)
+    order = list(range(len(rts)))
+    done = 0
+    while done < count:
+        n = min(batch, count - done)
+        for i in order:
+            start = time.thread_time_ns()
+            pairs(rts[i], n, SIZE)
+            cpu[i] += time.thread_time_ns() - start
+        order.reverse()
+        done += n
+    return cpu
+
+
+def at_depth(depth, rts, count, batch):
     """Runs the pairs with `depth` Python frames above the call (this one included)."""
     if depth > 1:
-        return at_depth(depth - 1, rt, count)
-    pairs(rt, WARMUP_PAIRS, 1 << 20)
-    wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
-    pairs(rt, count, 1 << 20)
-    return time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+        return at_depth(depth - 1, rts, count, batch)
+    turns(rts, WARMUP_PAIRS, WARMUP_PAIRS)
+    return turns(rts, count, batch)
 
 
 def main():
-    rt = ctypes.CDLL(sys.argv[1])
-    depth, count = int(sys.argv[2]), int(sys.argv[3])
-    # <module>, main and pairs are frames too: at_depth makes up the rest.
-    wall, cpu = at_depth(depth - 3, rt, count)
-    print(f"pywalk: pid {os.getpid()} depth {depth} pairs {count}: {wall / count:.1f} ns/pair "
-          f"wall, {cpu / count:.1f} ns/pair cpu")
+    if len(sys.argv) < 5:
+        sys.exit("usage: pywalk.py DEPTH PAIRS BATCH LIB [LIB...]")
+    depth, count, batch = (int(a) for a in sys.argv[1:4])
+    libs = sys.argv[4:]
+    rts = [ctypes.CDLL(lib) for lib in libs]
+    # <module>, main, turns and pairs are frames too: at_depth makes up the rest.
+    cpu = at_depth(depth - 4, rts, count, batch)
+    print(f"pywalk: pid {os.getpid()} depth {depth} pairs {count}")
+    for lib, ns in zip(libs, cpu):
+        print(f"{lib}: {ns / count:.1f} ns/pair cpu")
 
 
 if __name__ == "__main__":
