@@ -13,7 +13,9 @@
 #
 # Knobs: BENCH_PY_PAIRS (pairs per run and copy, default 20000), BENCH_ROUNDS (runs, default
 # 7, the tracers started anew for each), BENCH_PYTHONS (space-separated interpreters; default:
-# those found), BENCH_PROFILE=0 to skip the per-program BPF time pass (Debian's python3).
+# those found), BENCH_PROFILE=0 to skip the per-program BPF time pass (Debian's python3),
+# BENCH_BASELINE=PATH another gpumem binary with Python frames on a third copy, beside the two
+# (before and after a change, in one run).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
@@ -33,6 +35,13 @@ LIBDIR=$(readlink -f "$BUILD/bench/lib")
 CUDART=$(readlink -f "$LIBDIR/libcudart.so.13")
 CUDA=$(readlink -f "$LIBDIR/libcuda.so.1")
 CONFIGS=(python nopython)
+# A baseline named relative to where the bench was started.
+BASELINE=${BENCH_BASELINE:+$(cd "$OLDPWD" 2>/dev/null && readlink -f "$BENCH_BASELINE")}
+if [ -n "${BENCH_BASELINE:-}" ]; then
+	[ -f "$BASELINE" ] && [ -x "$BASELINE" ] ||
+		{ echo "pywalk: BENCH_BASELINE=$BENCH_BASELINE is no executable file" >&2; exit 2; }
+	CONFIGS+=(baseline)
+fi
 
 WORK=$(mktemp -d /tmp/gpumem-pywalk.XXXXXX)
 TRACER_PID=
@@ -83,12 +92,14 @@ done
 
 # Both tracers, system-wide, each on its configuration's copy of the runtime.
 start_tracers() {
-	local config args
+	local config args bin
 	for config in "${CONFIGS[@]}"; do
+		bin=$GPUMEM
+		[ "$config" = baseline ] && bin=$BASELINE
 		args=(snapshot --json -o "$WORK/$config.json" --no-hold
 		      --lib "$WORK/$config/bench-mock-cudart.so.13" --duration 600)
 		[ "$config" = nopython ] && args+=(--no-python)
-		"$GPUMEM" "${args[@]}" >"$WORK/$config.log" 2>&1 &
+		"$bin" "${args[@]}" >"$WORK/$config.log" 2>&1 &
 		TRACER_PID=$!
 		TRACERS+=("$TRACER_PID")
 		wait_for_tracer "$WORK/$config.log" "gpumem: tracing:" "pywalk: $config" || {
@@ -109,16 +120,19 @@ print(max((sum(f.get("lang") == "python" for f in s["frames"]) for s in sites), 
 PY
 }
 
-# The workload's command line, through both copies, into WORKLOAD ($1: the interpreter, $2: the
-# depth).
+# The workload's command line, through every configuration's copy, into WORKLOAD ($1: the
+# interpreter, $2: the depth).
 workload() {
-	WORKLOAD=("$1" bench/pywalk.py "$2" "$PAIRS" "$BATCH"
-		  "$WORK/python/bench-mock-cudart.so.13" "$WORK/nopython/bench-mock-cudart.so.13")
+	local config
+	WORKLOAD=("$1" bench/pywalk.py "$2" "$PAIRS" "$BATCH")
+	for config in "${CONFIGS[@]}"; do
+		WORKLOAD+=("$WORK/$config/bench-mock-cudart.so.13")
+	done
 }
 
 # One run: both tracers, every interpreter at every depth, the tracers stopped.
 run() {
-	local round=$1 i depth out pid py nopy key
+	local round=$1 i depth out pid py nopy base key
 	local -a pids=()
 	start_tracers || return 1
 	for i in "${!PYTHONS[@]}"; do
@@ -136,6 +150,11 @@ run() {
 			echo "$py" >>"$WORK/$key.python"
 			echo "$nopy" >>"$WORK/$key.nopython"
 			awk -v a="$py" -v b="$nopy" 'BEGIN { print a - b }' >>"$WORK/$key.added"
+			if [ -n "$BASELINE" ]; then
+				base=$(awk '/\/baseline\// { print $2 }' <<<"$out")
+				awk -v a="$base" -v b="$nopy" 'BEGIN { print a - b }' \
+					>>"$WORK/$key.baseline"
+			fi
 			pids+=("$pid")
 		done
 	done
@@ -152,6 +171,10 @@ run() {
 				"${NAMES[$i]}" "$depth" "$(tail -1 "$WORK/$key.python")" \
 				"$(tail -1 "$WORK/$key.nopython")" "$(python_frames_seen "$pid" python)" \
 				"$(python_frames_seen "$pid" nopython)"
+			[ -z "$BASELINE" ] ||
+				printf '  %-12s depth %2d  baseline %8.1f ns/pair cpu added (%s Python frames seen)\n' \
+					"${NAMES[$i]}" "$depth" "$(tail -1 "$WORK/$key.baseline")" \
+					"$(python_frames_seen "$pid" baseline)"
 		done
 	done
 }
@@ -179,6 +202,9 @@ for name in "${NAMES[@]}"; do
 			-v b="$(median "$WORK/$key.nopython")" -v x="$(median "$WORK/$key.added")" \
 			-v t="$target" 'BEGIN { printf "%-12s %-6s %14.1f %14.1f %14.1f %8s %s\n", n, d,
 				 a, b, x, "< " t, x < t ? "met" : "MISSED" }'
+		[ -z "$BASELINE" ] ||
+			printf '%-12s %-6s %44.1f (BENCH_BASELINE)\n' "$name" "$depth" \
+				"$(median "$WORK/$key.baseline")"
 	done
 done
 echo "(added: the median of the runs' differences, each measured side by side in one process)"
