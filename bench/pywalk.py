@@ -3,8 +3,8 @@ given Python stack depth, through several copies of the mock runtime side by sid
 in-process.
 
 pywalk.py DEPTH PAIRS BATCH LIB [LIB...]: makes PAIRS pairs through each LIB, BATCH at a time,
-the libraries in turn (their order reversed each turn), from one Python stack: the same frames
-above every call. Prints "pywalk: pid P depth D pairs N" and then, for each LIB in order,
+the libraries in turn (the first of a turn rotating, as bench/loop.c --dirs does), from one
+Python stack: the same frames and lines above every call, the warm-up's too. Prints "pywalk: pid P depth D pairs N" and then, for each LIB in order,
 "LIB: C ns/pair cpu" (this thread's CPU time, where the uprobes run, of that library's
 batches). Whatever the machine does meanwhile falls on every library alike."""
 import ctypes
@@ -29,16 +29,16 @@ def pairs(rt, count, size):
 def turns(rts, count, batch):
     """CPU ns of each library's pairs, count through each, batch at a time in turn."""
     cpu = [0] * len(rts)
-    order = list(range(len(rts)))
-    done = 0
+    done = turn = 0
     while done < count:
         n = min(batch, count - done)
-        for i in order:
+        for k in range(len(rts)):
+            i = (k + turn) % len(rts)
             start = time.thread_time_ns()
             pairs(rts[i], n, SIZE)
             cpu[i] += time.thread_time_ns() - start
-        order.reverse()
         done += n
+        turn += 1
     return cpu
 
 
@@ -46,8 +46,10 @@ def at_depth(depth, rts, count, batch):
     """Runs the pairs with `depth` Python frames above the call (this one included)."""
     if depth > 1:
         return at_depth(depth - 1, rts, count, batch)
-    turns(rts, WARMUP_PAIRS, WARMUP_PAIRS)
-    return turns(rts, count, batch)
+    # The warm-up from the timed call's line: the stack timed is the one the warm-up made known.
+    for n, b in ((WARMUP_PAIRS, WARMUP_PAIRS), (count, batch)):
+        cpu = turns(rts, n, b)
+    return cpu
 
 
 def main():

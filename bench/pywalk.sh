@@ -3,10 +3,11 @@
 # Python stack depths 10 and 50 (bench/pywalk.py), from Debian's python3 and each pyenv CPython
 # 3.9-3.13 installed, measured side by side: two copies of the mock runtime, one under a
 # gpumem with Python frames and one under a gpumem with --no-python, both tracers running, and
-# one Python process making its pairs through the two copies in turn, 2,000 at a time, timed on
-# its thread's CPU clock (uprobes are per inode: each tracer's probes fire on its copy alone).
-# Whatever the shared machine does meanwhile falls on both alike. The difference is the walk's
-# cost per allocation (one allocation a pair); the median of the runs' differences is reported.
+# one Python process making its pairs through the two copies in turn, 2,000 at a time (the
+# first of a turn rotating), timed on its thread's CPU clock (uprobes are per inode: each
+# tracer's probes fire on its copy alone). Whatever the shared machine does meanwhile falls on
+# both alike. The difference is the walk's cost per allocation (one allocation a pair); the
+# median of the runs' differences is reported.
 # The runtime reaches the driver through its private table (bench/run.sh's runtime-only
 # setup), so the two copies share one driver with no probe on it: the walk runs once an
 # allocation either way. A benchmark measures: nothing here fails on a target.
@@ -51,7 +52,7 @@ stop_tracers() {
 	for TRACER_PID in "${TRACERS[@]}"; do stop_tracer; done
 	TRACERS=()
 }
-trap 'stop_tracers; rm -rf "$WORK"' EXIT
+trap 'stop_tracers; [ "$PROFILE" = 1 ] && sysctl -q kernel.bpf_stats_enabled=0; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 # The interpreters measured, each named by its version: Debian's first, then pyenv's.
@@ -130,10 +131,11 @@ workload() {
 	done
 }
 
-# One run: both tracers, every interpreter at every depth, the tracers stopped.
+# One run: the tracers, every interpreter at every depth, the tracers stopped (each snapshot
+# then written), each result printed with the Python frames its tracer saw.
 run() {
 	local round=$1 i depth out pid py nopy base key
-	local -a pids=()
+	local -A pid_of=()
 	start_tracers || return 1
 	for i in "${!PYTHONS[@]}"; do
 		for depth in "${DEPTHS[@]}"; do
@@ -147,25 +149,27 @@ run() {
 			pid=$(awk '/^pywalk: pid/ { print $3; exit }' <<<"$out")
 			py=$(awk '/\/python\// { print $2 }' <<<"$out")
 			nopy=$(awk '/\/nopython\// { print $2 }' <<<"$out")
+			base=$(awk '/\/baseline\// { print $2 }' <<<"$out")
+			if [ -z "$pid" ] || [ -z "$py" ] || [ -z "$nopy" ] ||
+			   { [ -n "$BASELINE" ] && [ -z "$base" ]; }; then
+				echo "pywalk: ${NAMES[$i]}: bench/pywalk.py printed no result at depth" \
+					"$depth: $out" >&2
+				continue
+			fi
 			echo "$py" >>"$WORK/$key.python"
 			echo "$nopy" >>"$WORK/$key.nopython"
 			awk -v a="$py" -v b="$nopy" 'BEGIN { print a - b }' >>"$WORK/$key.added"
-			if [ -n "$BASELINE" ]; then
-				base=$(awk '/\/baseline\// { print $2 }' <<<"$out")
-				awk -v a="$base" -v b="$nopy" 'BEGIN { print a - b }' \
-					>>"$WORK/$key.baseline"
-			fi
-			pids+=("$pid")
+			[ -z "$BASELINE" ] ||
+				awk -v a="$base" -v b="$nopy" 'BEGIN { print a - b }' >>"$WORK/$key.baseline"
+			pid_of[$key]=$pid
 		done
 	done
 	stop_tracers
 	echo "run $round/$ROUNDS"
-	local n=0
 	for i in "${!PYTHONS[@]}"; do
 		for depth in "${DEPTHS[@]}"; do
 			key="${NAMES[$i]}.$depth"
-			pid=${pids[$n]:-}
-			n=$((n + 1))
+			pid=${pid_of[$key]:-}
 			[ -n "$pid" ] || continue
 			printf '  %-12s depth %2d  python %8.1f, nopython %8.1f ns/pair cpu  (%s and %s Python frames seen)\n' \
 				"${NAMES[$i]}" "$depth" "$(tail -1 "$WORK/$key.python")" \
@@ -212,13 +216,17 @@ echo "(added: the median of the runs' differences, each measured side by side in
 # Where the time goes: one more run at depth 50 with kernel.bpf_stats_enabled, per program.
 if [ "$PROFILE" = 1 ]; then
 	echo
-	echo "BPF time per program at depth 50, ${NAMES[0]} (one run, both tracers," \
+	echo "BPF time per program at depth 50, ${NAMES[0]} (one run, every tracer," \
 		"kernel.bpf_stats_enabled=1):"
 	if start_tracers; then
 		workload "${PYTHONS[0]}" 50
+		sysctl -q kernel.bpf_stats_enabled=1
+		timeout 120 "${WORKLOAD[@]}" >/dev/null
+		sysctl -q kernel.bpf_stats_enabled=0
+		# Each tracer's programs, as the run left them (the command of bpf_prog_times: none).
 		for i in "${!CONFIGS[@]}"; do
 			TRACER_PID=${TRACERS[$i]}
-			bpf_prog_times "${CONFIGS[$i]}" "" "${WORKLOAD[@]}"
+			bpf_prog_times "${CONFIGS[$i]}" "" true
 		done
 		stop_tracers
 	fi

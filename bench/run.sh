@@ -364,9 +364,10 @@ fi
 echo
 bench/probeplace.sh
 
-# The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh).
+# The Python walk: its added cost per allocation at Python depths 10 and 50 (bench/pywalk.sh),
+# the baseline beside it too (by its absolute path: pywalk.sh starts elsewhere).
 echo
-bench/pywalk.sh
+BENCH_BASELINE=$BASELINE bench/pywalk.sh
 
 # PyTorch's tensors: a USDT tensor event's cost, attached vs not (bench/tensors.sh).
 echo
