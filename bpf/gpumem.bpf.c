@@ -235,12 +235,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
 	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */
-	/* Its CPU time, as the scheduler counts it (in ns, not ticks): its own, and its ended
-	 * threads' (gathered in signal as they went). */
-	e->size = BPF_CORE_READ(p, se.sum_exec_runtime) +
-		  BPF_CORE_READ(p, signal, sum_sched_runtime);
-	if (tid != tgid)	/* the leader, ended first, is added to signal only when reaped */
-		e->size += BPF_CORE_READ(p, group_leader, se.sum_exec_runtime);
+	e->size = process_cpu_ns(p);	/* every thread's, in ns (not ticks) */
 	e->cgroup_id = bpf_get_current_cgroup_id();	/* p is the current task */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);

@@ -92,6 +92,59 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, _
 	bpf_iter_task_vma_destroy(&it);
 }
 
+/* A walk of a process's thread list (signal->thread_head, through each task's thread_node). */
+struct group_cpu {
+	struct list_head *head, *pos;
+	__u64 ns;
+	bool whole;	/* the list's end was reached */
+};
+
+/* Adds the next thread's CPU time; 1 at the list's end. */
+static long add_thread_cpu(__u64 i, void *data)
+{
+	struct group_cpu *g = data;
+	struct list_head *pos = g->pos, *next = BPF_CORE_READ(pos, next);
+	struct task_struct *t;
+
+	if (!next || next == g->head) {
+		g->whole = next == g->head;
+		return 1;
+	}
+	t = (void *)next - bpf_core_field_offset(struct task_struct, thread_node);
+	g->ns += BPF_CORE_READ(t, se.sum_exec_runtime);
+	g->pos = next;
+	return 0;
+}
+
+/* The most threads a process can have: one pid each (PID_MAX_LIMIT on 64-bit). */
+#define GM_MAX_THREADS (1u << 22)
+
+/* A process's CPU time (ns, as the scheduler counts it) at its last thread's end, added up as
+ * the kernel's thread_group_cputime() does: the threads released so far (gathered in signal)
+ * and each thread still in the group's list, this one, a leader that ended first (a zombie
+ * until the group is reaped) and a thread that ended before this one but is not released yet
+ * (still closing its files: it woke its joiner earlier, so the last thread can end first).
+ * Added up again when a thread was released meanwhile (the stats lock's count moved), three
+ * times at most. */
+static __always_inline __u64 process_cpu_ns(struct task_struct *p)
+{
+	struct signal_struct *sig = BPF_CORE_READ(p, signal);
+	struct group_cpu g = {};
+	unsigned int seq;
+
+	for (int tries = 0; tries < 3; tries++) {
+		seq = BPF_CORE_READ(sig, stats_lock.seqcount.seqcount.sequence);
+		g.head = g.pos = &sig->thread_head;
+		g.ns = BPF_CORE_READ(sig, sum_sched_runtime);
+		g.whole = false;
+		bpf_loop(GM_MAX_THREADS, add_thread_cpu, &g, 0);
+		if (!(seq & 1) && g.whole &&
+		    BPF_CORE_READ(sig, stats_lock.seqcount.seqcount.sequence) == seq)
+			break;
+	}
+	return g.ns;
+}
+
 /* A new process: userspace is told (and, with -c, it is held until userspace answers). */
 static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, __u64 now,
 				     __u64 cgroup_id)

@@ -38,6 +38,30 @@ def test_probe_hits_grow_with_the_calls_and_their_time_is_hits_times_a_hits_cost
         assert share is not None and 0 < share <= 1, p   # at its exit: the scheduler's ns
 
 
+# Runs argv[1:] as a child and prints the CPU time the kernel gives it at its wait, every
+# thread's (user and system, seconds), then exits as it did.
+CPU_OF_CHILD = ("import os, sys\n"
+                "pid = os.fork() or os.execv(sys.argv[1], sys.argv[1:])\n"
+                "_, status, ru = os.wait4(pid, 0)\n"
+                "print('cpu', ru.ru_utime + ru.ru_stime, flush=True)\n"
+                "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def test_a_process_whose_last_thread_ends_before_another_is_released_has_all_its_cpu_time():
+    # slowexit: a worker works 300 ms of CPU, then wakes main's join and spends a few ms more
+    # closing the descriptors of its own file table; main ends at once, before the worker is
+    # released, so the process's end is main's. The worker's time is counted all the same.
+    run = run_snapshot_c(["/usr/bin/python3", "-c", CPU_OF_CHILD, WORKLOAD, "slowexit", 300,
+                          100000, 4096])
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert "slowexit\n" in run.stdout, run.stdout
+    kernel = float(run.stdout.split("cpu ")[-1])
+    p = workload_proc(run.report)
+    assert p["probe_cpu_share"], p
+    cpu = p["probe_seconds"] / p["probe_cpu_share"]
+    assert 0.28 <= kernel and 0.9 * kernel <= cpu <= 1.1 * kernel + 0.005, (cpu, kernel, p)
+
+
 def test_a_recording_knows_no_probe_hits(tmp_path):
     db = tmp_path / "r.db"
     done = subprocess.run([GPUMEM, "record", "-o", db, "-c", WORKLOAD, "leak", "10", "4096"],

@@ -5,12 +5,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef GM_DLOPEN_ONLY
@@ -777,6 +780,81 @@ static int run_threads(char **argv)
 	return failures ? EXIT_UNEXPECTED : EXIT_OK;
 }
 
+/* ---- slowexit MS FDS SIZE ---- */
+
+/* A thread that works MS ms of CPU and ends slowly, closing FDS descriptors (as many as
+ * RLIMIT_NOFILE allows) of a file table of its own after it has woken its joiner: the process's last thread (main, which only joined it)
+ * ends while it is still ending. The process's CPU time at its end is the worker's, nearly. */
+struct slow_job {
+	uint64_t ms, fds;
+	int failed;
+};
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *slow_exit_main(void *arg)
+{
+	struct slow_job *job = arg;
+	uint64_t end = thread_cpu_ns() + job->ms * 1000000u;
+	volatile uint64_t spin = 0;
+
+	if (unshare(CLONE_FILES)) {
+		job->failed = 1;
+		return NULL;
+	}
+	for (uint64_t i = 0; i < job->fds; i++)
+		if (dup(STDERR_FILENO) < 0) {
+			job->failed = 1;
+			break;
+		}
+	while (thread_cpu_ns() < end)
+		spin++;
+	return NULL;
+}
+
+static int run_slowexit(char **argv)
+{
+	struct slow_job job = { 0 };
+	struct rlimit lim;
+	pthread_t thread;
+	uint64_t size;
+	void *p = NULL;
+
+	if (parse_u64(argv[0], &job.ms) || parse_u64(argv[1], &job.fds) ||
+	    parse_u64(argv[2], &size))
+		return EXIT_USAGE;
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < job.fds + 64) {
+		struct rlimit want = { job.fds + 64, job.fds + 64 };
+
+		if (want.rlim_max < lim.rlim_max)
+			want.rlim_max = lim.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &want)) {	/* above the hard limit: root only */
+			lim.rlim_cur = lim.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &lim);
+			/* As many as the limit lets it have, beside the few open already. */
+			if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < job.fds + 64)
+				job.fds = lim.rlim_cur > 64 ? lim.rlim_cur - 64 : 0;
+		}
+	}
+	if (cudaMalloc(&p, size)) {
+		report("cudaMalloc", size, 0, 1);
+		return EXIT_UNEXPECTED;
+	}
+	report("cudaMalloc", size, addr_of(p), 0);
+	if (pthread_create(&thread, NULL, slow_exit_main, &job))
+		return EXIT_UNEXPECTED;
+	pthread_join(thread, NULL);
+	say(job.failed ? "slowexit: the worker could not set up its descriptors" : "slowexit");
+	fflush(stdout);
+	_exit(job.failed ? EXIT_UNEXPECTED : EXIT_OK);	/* at once: the worker is still ending */
+}
+
 /* ---- fail SIZE MAX ---- */
 
 GM_CALL_SITE static int oom_step(size_t size)
@@ -1370,6 +1448,7 @@ static const struct scenario scenarios[] = {
 	{ "handoff", 2, "N SIZE", run_handoff },
 	{ "wrongfree", 1, "SIZE", run_wrongfree },
 	{ "threads", 3, "T N SIZE", run_threads },
+	{ "slowexit", 3, "MS FDS SIZE", run_slowexit },
 	{ "fail", 2, "SIZE MAX", run_fail },
 	{ "prefree", 2, "N SIZE", run_prefree },
 	{ "storm", 2, "N SIZE", run_storm },
