@@ -207,7 +207,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	struct gm_proc_key key = { .tgid = tgid };
 	struct gm_call_event *e;
-	__u64 start_ns;
+	__u64 start_ns, cpu_ns;
 
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;	/* not the last thread of its process */
@@ -221,6 +221,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		return 0;
 	forget_contexts(tgid, key.gen);
 	emit_module_map(p, tgid, key.gen, 0);
+	cpu_ns = process_cpu_ns(p);	/* before the record: its walk holds no reservation */
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);
@@ -235,7 +236,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	e->tid = tid;
 	e->time_ns = bpf_ktime_get_ns();
 	e->error = BPF_CORE_READ(p, exit_code);	/* a wait status: userspace decodes it */
-	e->size = process_cpu_ns(p);	/* every thread's, in ns (not ticks) */
+	e->size = cpu_ns;	/* every thread's, in ns (not ticks) */
 	e->cgroup_id = bpf_get_current_cgroup_id();	/* p is the current task */
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_ringbuf_submit(e, 0);

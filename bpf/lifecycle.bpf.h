@@ -125,24 +125,30 @@ static long add_thread_cpu(__u64 i, void *data)
  * until the group is reaped) and a thread that ended before this one but is not released yet
  * (still closing its files: it woke its joiner earlier, so the last thread can end first).
  * Added up again when a thread was released meanwhile (the stats lock's count moved), three
- * times at most. */
+ * times at most. Each sum reads signal's before the list, so a thread released during the
+ * walk is missed, never counted twice: where no try is clean, the largest sum, a floor. (x86's
+ * loads are ordered; the sums are not read under the lock's barriers elsewhere.) */
 static __always_inline __u64 process_cpu_ns(struct task_struct *p)
 {
 	struct signal_struct *sig = BPF_CORE_READ(p, signal);
 	struct group_cpu g = {};
 	unsigned int seq;
+	__u64 best = 0;
 
 	for (int tries = 0; tries < 3; tries++) {
 		seq = BPF_CORE_READ(sig, stats_lock.seqcount.seqcount.sequence);
+		if (seq & 1)
+			continue;	/* a thread is being released now */
 		g.head = g.pos = &sig->thread_head;
 		g.ns = BPF_CORE_READ(sig, sum_sched_runtime);
 		g.whole = false;
 		bpf_loop(GM_MAX_THREADS, add_thread_cpu, &g, 0);
-		if (!(seq & 1) && g.whole &&
-		    BPF_CORE_READ(sig, stats_lock.seqcount.seqcount.sequence) == seq)
-			break;
+		if (g.ns > best)
+			best = g.ns;
+		if (g.whole && BPF_CORE_READ(sig, stats_lock.seqcount.seqcount.sequence) == seq)
+			return g.ns;
 	}
-	return g.ns;
+	return best;
 }
 
 /* A new process: userspace is told (and, with -c, it is held until userspace answers). */

@@ -782,11 +782,14 @@ static int run_threads(char **argv)
 
 /* ---- slowexit MS FDS SIZE ---- */
 
-/* A thread that works MS ms of CPU and ends slowly, closing FDS descriptors (as many as
- * RLIMIT_NOFILE allows) of a file table of its own after it has woken its joiner: the process's last thread (main, which only joined it)
- * ends while it is still ending. The process's CPU time at its end is the worker's, nearly. */
+/* A thread that works MS ms of CPU and ends slowly, closing FDS files (as many as
+ * RLIMIT_NOFILE allows) of a file table of its own after it has woken its joiner: the
+ * process's last thread (main, which only joined it) ends while it is still ending. The
+ * process's CPU time at its end is the worker's, nearly. Prints "slowexit raced" when the
+ * worker was still there as main ended, else "slowexit: the worker ended first". */
 struct slow_job {
 	uint64_t ms, fds;
+	pid_t tid;
 	int failed;
 };
 
@@ -804,13 +807,15 @@ static void *slow_exit_main(void *arg)
 	uint64_t end = thread_cpu_ns() + job->ms * 1000000u;
 	volatile uint64_t spin = 0;
 
+	job->tid = gettid();
 	if (unshare(CLONE_FILES)) {
 		job->failed = 1;
 		return NULL;
 	}
+	/* Files of their own, not duplicates: each close is a file's release, not a count. */
 	for (uint64_t i = 0; i < job->fds; i++)
-		if (dup(STDERR_FILENO) < 0) {
-			job->failed = 1;
+		if (open("/dev/null", O_RDONLY) < 0) {
+			job->failed = errno != EMFILE;	/* the limit: as many as it allows */
 			break;
 		}
 	while (thread_cpu_ns() < end)
@@ -818,10 +823,25 @@ static void *slow_exit_main(void *arg)
 	return NULL;
 }
 
+/* Room for n more descriptors, as far as this process may raise its limit. */
+static void allow_descriptors(uint64_t n)
+{
+	struct rlimit lim, want = { n + 64, n + 64 };
+
+	if (getrlimit(RLIMIT_NOFILE, &lim) || lim.rlim_cur >= want.rlim_cur)
+		return;
+	if (want.rlim_max < lim.rlim_max)
+		want.rlim_max = lim.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &want)) {	/* above the hard limit: root only */
+		lim.rlim_cur = lim.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &lim);
+	}
+}
+
 static int run_slowexit(char **argv)
 {
 	struct slow_job job = { 0 };
-	struct rlimit lim;
+	char task[64];
 	pthread_t thread;
 	uint64_t size;
 	void *p = NULL;
@@ -829,19 +849,7 @@ static int run_slowexit(char **argv)
 	if (parse_u64(argv[0], &job.ms) || parse_u64(argv[1], &job.fds) ||
 	    parse_u64(argv[2], &size))
 		return EXIT_USAGE;
-	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < job.fds + 64) {
-		struct rlimit want = { job.fds + 64, job.fds + 64 };
-
-		if (want.rlim_max < lim.rlim_max)
-			want.rlim_max = lim.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &want)) {	/* above the hard limit: root only */
-			lim.rlim_cur = lim.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &lim);
-			/* As many as the limit lets it have, beside the few open already. */
-			if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < job.fds + 64)
-				job.fds = lim.rlim_cur > 64 ? lim.rlim_cur - 64 : 0;
-		}
-	}
+	allow_descriptors(job.fds);
 	if (cudaMalloc(&p, size)) {
 		report("cudaMalloc", size, 0, 1);
 		return EXIT_UNEXPECTED;
@@ -850,9 +858,14 @@ static int run_slowexit(char **argv)
 	if (pthread_create(&thread, NULL, slow_exit_main, &job))
 		return EXIT_UNEXPECTED;
 	pthread_join(thread, NULL);
-	say(job.failed ? "slowexit: the worker could not set up its descriptors" : "slowexit");
-	fflush(stdout);
-	_exit(job.failed ? EXIT_UNEXPECTED : EXIT_OK);	/* at once: the worker is still ending */
+	if (job.failed) {
+		say("slowexit: the worker could not set up its descriptors");
+		return EXIT_UNEXPECTED;
+	}
+	/* Still listed: not released yet (its end's last step). */
+	snprintf(task, sizeof(task), "/proc/self/task/%d", (int)job.tid);
+	say(access(task, F_OK) == 0 ? "slowexit raced" : "slowexit: the worker ended first");
+	_exit(EXIT_OK);	/* at once, while the worker is still ending */
 }
 
 /* ---- fail SIZE MAX ---- */

@@ -766,7 +766,10 @@ void state_on_process_exit(struct state *s, const struct gm_call_event *e)
 	p->end_ns = e->time_ns;
 	p->exit_code = e->error;
 	p->exit_known = true;
-	p->exit_cpu_ns = e->size;	/* its CPU time, as the kernel had it at its end */
+	/* Its CPU time, as the kernel had it at its end: two threads ending at once can both be
+	 * its last (each saw no other live), each record a sum of every thread: the larger. */
+	if (e->size > p->exit_cpu_ns)
+		p->exit_cpu_ns = e->size;
 	if (!p->comm[0])	/* gone before /proc told: the kernel's word at its exit */
 		snprintf(p->comm, sizeof(p->comm), "%.*s", GM_COMM_LEN, e->comm);
 	if (p->exit_mm.count) {
