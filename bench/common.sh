@@ -17,6 +17,22 @@ stop_tracer() {
 	TRACER_PID=
 }
 
+# Every tracer in TRACERS stopped, as stop_tracer stops one; TRACERS emptied.
+stop_tracers() {
+	for TRACER_PID in "${TRACERS[@]}"; do
+		stop_tracer
+	done
+	TRACERS=()
+}
+
+# BENCH_BASELINE, another gpumem binary named relative to where the bench was started (OLDPWD
+# after the script's own cd), as an absolute path in BASELINE (empty without one); fails when
+# it names no executable file.
+baseline_binary() {
+	BASELINE=${BENCH_BASELINE:+$(cd "$OLDPWD" 2>/dev/null && readlink -f "$BENCH_BASELINE")}
+	[ -z "${BENCH_BASELINE:-}" ] || { [ -f "$BASELINE" ] && [ -x "$BASELINE" ]; }
+}
+
 # The median of the numbers in file $1, one a line; fails when it has none.
 median() {
 	sort -g "$1" | awk '{ v[NR] = $1 } END {

@@ -36,22 +36,14 @@ LIBDIR=$(readlink -f "$BUILD/bench/lib")
 CUDART=$(readlink -f "$LIBDIR/libcudart.so.13")
 CUDA=$(readlink -f "$LIBDIR/libcuda.so.1")
 CONFIGS=(python nopython)
-# A baseline named relative to where the bench was started.
-BASELINE=${BENCH_BASELINE:+$(cd "$OLDPWD" 2>/dev/null && readlink -f "$BENCH_BASELINE")}
-if [ -n "${BENCH_BASELINE:-}" ]; then
-	[ -f "$BASELINE" ] && [ -x "$BASELINE" ] ||
-		{ echo "pywalk: BENCH_BASELINE=$BENCH_BASELINE is no executable file" >&2; exit 2; }
-	CONFIGS+=(baseline)
-fi
 
 WORK=$(mktemp -d /tmp/gpumem-pywalk.XXXXXX)
 TRACER_PID=
 TRACERS=()
 . bench/common.sh
-stop_tracers() {
-	for TRACER_PID in "${TRACERS[@]}"; do stop_tracer; done
-	TRACERS=()
-}
+baseline_binary ||
+	{ echo "pywalk: BENCH_BASELINE=$BENCH_BASELINE is no executable file" >&2; exit 2; }
+[ -z "$BASELINE" ] || CONFIGS+=(baseline)
 trap 'stop_tracers; [ "$PROFILE" = 1 ] && sysctl -q kernel.bpf_stats_enabled=0; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 

@@ -56,8 +56,6 @@ esac
 TARGET_BPFTRACE_OVER_GPUMEM=1.3
 
 GPUMEM=${GPUMEM:-$BUILD/gpumem}
-# A baseline named relative to where the bench was started.
-BASELINE=${BENCH_BASELINE:+$(cd "$OLDPWD" 2>/dev/null && readlink -f "$BENCH_BASELINE")}
 BARE=$BUILD/bench/bare
 LOOP=$BUILD/bench/loop
 # The mock libraries, copied for each configuration (see bench/bench.mk).
@@ -69,13 +67,6 @@ WORK=$(mktemp -d /tmp/gpumem-bench.XXXXXX)
 TRACER_PID=
 TRACERS=()
 . bench/common.sh
-stop_tracers() {
-	for pid in "${TRACERS[@]}"; do
-		TRACER_PID=$pid
-		stop_tracer
-	done
-	TRACERS=()
-}
 cleanup() {
 	stop_tracers
 	sysctl -q kernel.bpf_stats_enabled=0 2>/dev/null
@@ -103,11 +94,8 @@ if bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -q "'BPF_TRA
 then
 	CONFIGS+=(gpumem-nosession)
 fi
-if [ -n "${BENCH_BASELINE:-}" ]; then
-	[ -f "$BASELINE" ] && [ -x "$BASELINE" ] ||
-		die "BENCH_BASELINE=$BENCH_BASELINE is no executable file"
-	CONFIGS+=(baseline)
-fi
+baseline_binary || die "BENCH_BASELINE=$BENCH_BASELINE is no executable file"
+[ -z "$BASELINE" ] || CONFIGS+=(baseline)
 if command -v bpftrace >/dev/null; then
 	CONFIGS+=(bpftrace)
 	HAVE_BPFTRACE=1
