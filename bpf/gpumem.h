@@ -660,6 +660,7 @@ struct gm_vma_event {
 #define GM_PY_WINDOW 8192	/* bytes of a thread's data stack read at once (3.11+): the
 				 * frames below the innermost come with it */
 #define GM_PY_WINDOW_SLACK 512	/* read beyond what the thread's last walk used */
+#define GM_PY_RUNS 8		/* runs of heap frames a walk keeps for the next (py_scratch) */
 #define GM_PY_INSTR_ENTRY (1u << 31)	/* in instr[]: the frame is an entry frame, the first
 					 * a C call of the eval loop ran */
 #define GM_PY_INSTR_NONE 0x7fffffffu	/* the instruction pointer was outside the code */

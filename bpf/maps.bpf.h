@@ -86,6 +86,13 @@ struct py_scratch {
 	__u32 last_id_plus1;	/* the id of last, the thread's stack before (0: none) */
 	struct gm_py_stack last;	/* as py_stacks holds it (an entry never changes) */
 	__u64 win[GM_PY_WINDOW / 8];		/* frames, as read */
+	/* Frames off the data stack (3.9's and 3.10's, a generator's): the runs of them each walk
+	 * found, frames near enough to be read at once, [run_lo, run_hi); run_set names the last
+	 * walk's, which the next one reads by, the other set being this walk's. After the window,
+	 * whose offset stays: placed before it, 3.12's and 3.13's walks at depth 50 measured 60 ns
+	 * slower. */
+	__u64 run_lo[2][GM_PY_RUNS], run_hi[2][GM_PY_RUNS];
+	__u32 runs[2], run_set;
 };
 
 /* ---- The maps ---- */

@@ -43,15 +43,78 @@ static __always_inline __u32 frame_field(const struct py_scratch *sc, __u64 fram
 	return size == 1 ? (__u32)(w & 0xff) : (__u32)w;
 }
 
+/* Reads [base, end) of the user's memory into the window. */
+static __always_inline bool window_read(struct py_scratch *sc, __u64 base, __u64 end)
+{
+	__u64 len = end - base;
+
+	if (len > GM_PY_WINDOW || bpf_probe_read_user(sc->win, len, (void *)base))
+		return false;
+	sc->win_base = base;
+	sc->win_len = len;
+	return true;
+}
+
+/* Whether [lo, hi) and a frame at [frame, end) lie on pages next to each other or shared, and
+ * span no more than a window together: then every page between them holds a frame (mapped)
+ * and one read takes them all. */
+static __always_inline bool run_reaches(__u64 lo, __u64 hi, __u64 frame, __u64 end)
+{
+	__u64 a = frame < lo ? frame : lo, b = end > hi ? end : hi;
+
+	return b - a <= GM_PY_WINDOW && ((end - 1) >> 12) + 1 >= lo >> 12 &&
+	       frame >> 12 <= ((hi - 1) >> 12) + 1;
+}
+
+/* Reads into the window the run of frames off the data stack that the last walk found the
+ * frame at [frame, end) in; false when none holds it, or its read failed. A global function:
+ * verified once, not at each frame of each walking program (inlined, it doubled gpumem's
+ * start). */
+__noinline bool window_load_run(struct py_scratch *sc, __u64 frame, __u64 end)
+{
+	__u32 set, n;
+
+	if (!sc)
+		return false;
+	set = sc->run_set & 1;
+	n = sc->runs[set];
+	for (__u32 j = 0; j < GM_PY_RUNS && j < n; j++)
+		if (sc->run_lo[set][j] <= frame && end <= sc->run_hi[set][j])
+			return window_read(sc, sc->run_lo[set][j], sc->run_hi[set][j]);
+	return false;
+}
+
+/* Adds a frame off the data stack at [frame, end) to this walk's runs: to the last run if it
+ * reaches it (run_reaches), else as a run of its own while there is room. */
+static __always_inline void run_add(struct py_scratch *sc, __u64 frame, __u64 end)
+{
+	__u32 set = (sc->run_set ^ 1) & 1, n = sc->runs[set], k = (n - 1) & (GM_PY_RUNS - 1);
+	__u64 lo = sc->run_lo[set][k], hi = sc->run_hi[set][k];
+
+	if (n && run_reaches(lo, hi, frame, end)) {
+		sc->run_lo[set][k] = frame < lo ? frame : lo;
+		sc->run_hi[set][k] = end > hi ? end : hi;
+		return;
+	}
+	if (n >= GM_PY_RUNS)
+		return;
+	sc->run_lo[set][n & (GM_PY_RUNS - 1)] = frame;
+	sc->run_hi[set][n & (GM_PY_RUNS - 1)] = end;
+	sc->runs[set] = n + 1;
+}
+
 /* Makes the frame's first frame_read bytes readable from the window. A frame in the live part
  * of the thread's data stack (3.11+: [chunk, top)) comes with the frames below it, its callers,
  * sc->want bytes (at most GM_PY_WINDOW) in one read: the walk that follows finds them there. Any
- * other frame (a generator's, a C-stack shim, 3.9's and 3.10's heap frames) comes with the rest
- * of its page, where its callers' often are (frames of one size share a page of the heap). */
+ * other frame (a generator's, a C-stack shim, 3.9's and 3.10's heap frames) comes with the run
+ * of frames the thread's last walk found it in (a loop's frames are where they were: 3.9's
+ * depth-50 walk here: 7 reads a page at a time, 5 by runs), else with the rest of its page,
+ * where its callers' often are (frames of one size share a page of the heap). A run read that
+ * fails (its memory freed since) is read again as a page. */
 static __always_inline bool window_load(struct py_scratch *sc, __u64 frame, __u32 frame_read,
 					__u64 chunk, __u64 top)
 {
-	__u64 end = frame + frame_read, base, len, want = sc->want;
+	__u64 end = frame + frame_read, want = sc->want;
 
 	if (frame & 7)
 		return false;
@@ -59,17 +122,10 @@ static __always_inline bool window_load(struct py_scratch *sc, __u64 frame, __u3
 		want = GM_PY_WINDOW;
 	sc->want = GM_PY_WINDOW;	/* a window that fell short: the next is full */
 	if (frame >= chunk && end <= top)
-		base = end - chunk > want ? end - want : chunk;
-	else
-		base = frame & ~4095ull;	/* its page: mapped, and maybe its callers' too */
-	len = end - base;
-	if (len > GM_PY_WINDOW)
-		return false;
-	if (bpf_probe_read_user(sc->win, len, (void *)base))
-		return false;
-	sc->win_base = base;
-	sc->win_len = len;
-	return true;
+		return window_read(sc, end - chunk > want ? end - want : chunk, end);
+	if (window_load_run(sc, frame, end))
+		return true;
+	return window_read(sc, frame & ~4095ull, end);	/* its page: mapped */
 }
 
 static __always_inline bool window_has(const struct py_scratch *sc, __u64 frame,
@@ -208,6 +264,8 @@ static __always_inline long python_frame(struct py_walk *w, __u64 i)
 		sc->first_end = frame + w->frame_read;
 	if (frame >= w->chunk && frame < w->top)
 		sc->lowest = frame;	/* callers lie below: the last is the lowest */
+	else
+		run_add(sc, frame, frame + w->frame_read);
 	code = frame_word(sc, frame, o->frame_code);
 	if (o->owner_cstack != GM_PY_OFF_NONE &&
 	    frame_field(sc, frame, o->frame_owner, 1) == o->owner_cstack) {
@@ -285,8 +343,10 @@ static __always_inline bool python_walk(struct gm_py_proc *pp, struct py_scratch
 	/* As much data stack as the last walk used, and some: most loops call from one depth. */
 	sc->want = sc->span ? sc->span + GM_PY_WINDOW_SLACK : GM_PY_WINDOW;
 	sc->first_end = sc->lowest = 0;
+	sc->runs[(sc->run_set ^ 1) & 1] = 0;
 	bpf_loop((2 * GM_PY_MAX_FRAMES + PY_FRAMES_PER_CALL) / PY_FRAMES_PER_CALL, python_frame_calls,
 		 &w, 0);
+	sc->run_set ^= 1;	/* this walk's runs, for the next */
 	if (w.failed)
 		return false;
 	sc->span = sc->lowest && sc->lowest < sc->first_end ? sc->first_end - sc->lowest : 0;
