@@ -165,6 +165,21 @@ def test_python_a_thread_python_never_saw_gets_native_frames_only(python, spawn_
     assert run.report["lost"]["python_mismatch"] == 0
 
 
+@pytest.mark.parametrize("python", interpreter_params([(3, 9), (3, 10)], debian=False))
+def test_python_a_caller_pointer_whose_frame_would_wrap_ends_the_walk(python):
+    """A frame whose caller pointer is the address space's last 8 bytes (its end, read
+    frame_read bytes on, wraps past zero): no frame there, not the bytes of a window read
+    elsewhere. The walk fails, and Python frames stop for the process, counted, as for any
+    frame chain the offsets do not describe; the allocations are counted all the same."""
+    run = run_snapshot_c([python, SCRIPT, CUDART, "wrapped-caller"])
+    assert run.returncode == 0, run.stderr
+    [proc] = [p for p in run.report["processes"] if p["comm"].startswith("python")]
+    sites = {s["alloc_bytes_total"]: s for s in proc["sites"]}
+    assert sites[0x30000]["alloc_count"] == 1 and sites[0x40000]["alloc_count"] == 1, sites
+    assert run.report["lost"]["python_mismatch"] == 1, run.report["lost"]
+    assert not python_frames(sites[0x30000]), sites[0x30000]["frames"]
+
+
 @pytest.mark.parametrize("python", interpreter_params(UNSUPPORTED, debian=False))
 def test_python_versions_without_offsets_give_native_frames_and_say_so(python):
     shapes = Shapes(python)

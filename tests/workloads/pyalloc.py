@@ -8,6 +8,9 @@ pyalloc.py LIB shapes-hold OUT: warm()'s pairs until a line on stdin, the shapes
 alive, holding, until another line.
 pyalloc.py LIB native-thread OUT SPAWNLIB: one cudaMalloc from Python, then one from a thread
 CPython never saw (SPAWNLIB's spawn_alloc, tests/workloads/native_thread.c); OUT as for shapes.
+pyalloc.py LIB wrapped-caller: one cudaMalloc of 0x30000 bytes from a frame whose caller pointer
+(3.9's and 3.10's f_back) points at the address space's last 8 bytes during the call, then one
+of 0x40000 bytes from a frame left as it is.
 pyalloc.py LIB leak STEPS PERIOD_MS SIZE: a training loop whose model appends each step's
 feature map to self.feature_map (the leak) and frees its scratch activations.
 
@@ -15,6 +18,7 @@ Runs on every CPython gpumem is tested with, 2.7 and 3.6+ included (unsupported 
 native frames only).
 """
 import ctypes
+import gc
 import json
 import sys
 import threading
@@ -105,6 +109,23 @@ def native_thread(out, spawn_lib):
         json.dump({"version": list(sys.version_info[:2]), "stacks": stacks}, f)
 
 
+def wrapped_caller():
+    """A traced program may point its frames anywhere: f_back (after the frame object's 24-byte
+    head in 3.9 and 3.10) set to 0xfffffffffffffff8, where a frame's end wraps past zero, for
+    the call only (the collector, which follows it, kept off meanwhile)."""
+    ptr = ctypes.c_void_p()
+    ref, size, malloc = ctypes.byref(ptr), ctypes.c_size_t(0x30000), rt.cudaMalloc
+    back = ctypes.c_void_p.from_address(id(sys._getframe()) + 24)
+    saved = back.value
+    gc.disable()
+    back.value = 0xfffffffffffffff8
+    rc = malloc(ref, size)
+    back.value = saved
+    gc.enable()
+    assert rc == 0
+    alloc(0x40000)
+
+
 def leak(steps, period_ms, size):
     model = Model()
     for _ in range(steps):
@@ -123,5 +144,7 @@ if __name__ == "__main__":
         sys.stdin.readline()
     elif sys.argv[2] == "native-thread":
         native_thread(sys.argv[3], sys.argv[4])
+    elif sys.argv[2] == "wrapped-caller":
+        wrapped_caller()
     else:
         leak(int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
