@@ -6,7 +6,7 @@
 # gpumem's start (the verifier) and exit fall outside what it measures.
 set -u
 out=$1 pairs=$2
-cpu_ns() { cat /proc/$PPID/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
+cpu_ns() { cat /proc/$PPID/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 before=$(cpu_ns)
 "$(dirname "$0")/../${BUILD:-build}/tests/workload" threads 1 "$pairs" 4096 >/dev/null || exit 1
 sleep 0.4
