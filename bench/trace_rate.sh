@@ -45,6 +45,8 @@ rm -f "$WORK"/t.json
 sync
 for consumer in "trace --json -o $WORK/c.json" "record -o $WORK/c.db"; do
 	: >"$WORK/cpu"
+	: >"$WORK/first"
+	: >"$WORK/producer"
 	for round in $(seq 1 "$ROUNDS"); do
 		rm -f "$WORK"/c.*
 		sync
@@ -52,7 +54,13 @@ for consumer in "trace --json -o $WORK/c.json" "record -o $WORK/c.db"; do
 		"$BUILD/gpumem" $consumer -c bench/consumer_cpu.sh "$WORK/one" "$PAIRS" \
 			>/dev/null 2>"$WORK/err" || { cat "$WORK/err"; exit 1; }
 		cat "$WORK/one" >>"$WORK/cpu"
+		cat "$WORK/one.first" >>"$WORK/first"
+		cat "$WORK/one.producer" >>"$WORK/producer"
 	done
 	printf '  %-28s %5s ns an event (rounds: %s; target < 850: the bare trap)\n' \
 		"${consumer%% -o*} -o FILE:" "$(median "$WORK/cpu")" "$(paste -sd, "$WORK/cpu")"
+	printf '  %-28s %5s ns an event, its traps and gpumem'"'"'s programs (rounds: %s)\n' \
+		"the producing thread:" "$(median "$WORK/producer")" "$(paste -sd, "$WORK/producer")"
+	printf '  %-28s %5s ms of gpumem'"'"'s CPU once, outside the figure above\n' \
+		"first sight of the files:" "$(median "$WORK/first")"
 done
