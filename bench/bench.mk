@@ -65,12 +65,14 @@ endif
 bench-probeplace: all test-progs bench-progs
 	bench/probeplace.sh
 
-# The tensor benchmark's loop (bench/tensors.sh): PyTorch-style tensor pairs through a copy of
-# the mock caching allocator, where <sys/sdt.h> built it.
+# The tensor benchmark's loop (bench/tensors.sh): PyTorch-style tensor pairs through copies of
+# the mock caching allocator (dlopen()ed), where <sys/sdt.h> built it; the runtime linked in
+# though no symbol of it is called here, the one every copy's dependency then resolves to.
 ifeq ($(TESTS_HAVE_SDT),1)
 $(BENCH_OUT)/tensor_loop: bench/tensor_loop.c $(BENCH_LIB)/libc10_cuda.so $(BENCH_MOCK_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(TESTS_CFLAGS) -o $@ $< -L$(BENCH_LIB) -l:libc10_cuda.so -l:libcudart.so.13 \
+	$(CC) $(TESTS_CFLAGS) -o $@ $< -L$(BENCH_LIB) -Wl,--no-as-needed \
+		-l:libcudart.so.13 -Wl,--as-needed -ldl \
 		-Wl,-rpath,'$$ORIGIN/lib'
 
 bench-progs: $(BENCH_OUT)/tensor_loop
