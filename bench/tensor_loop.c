@@ -28,6 +28,11 @@ struct allocator {
 	unsigned long long cpu_ns;
 };
 
+/* Static, not on main's stack: main's frame stays small, so the walk of each event's stack
+ * reads the frames it read when the loop had one allocator (512 bytes of copies between the
+ * probe and main's frame record would have put it past the walk's first window). */
+static struct allocator libs[MAX_LIBS];
+
 static unsigned long long cpu_now_ns(void)
 {
 	struct timespec ts;
@@ -76,7 +81,6 @@ int main(int argc, char **argv)
 {
 	unsigned long n = argc > 3 ? strtoul(argv[1], NULL, 0) : 0;
 	unsigned long batch = argc > 3 ? strtoul(argv[2], NULL, 0) : 0;
-	struct allocator libs[MAX_LIBS];
 	int nlibs = argc - 3;
 
 	if (!n || !batch || nlibs < 1 || nlibs > MAX_LIBS) {
