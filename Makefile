@@ -108,6 +108,7 @@ deploy-check:
 
 bench: deps all test-progs
 	BENCH_SETUP=runtime-only BENCH_TAIL=0 bench/run.sh
+	BENCH_SETUP=runtime-only BENCH_STACK_DEPTH=40 BENCH_TAIL=0 BENCH_PROFILE=0 bench/run.sh
 	bench/run.sh
 
 # Stopping alone: how long gpumem takes to exit with every CUDA file attached (bench/exit.sh).

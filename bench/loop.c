@@ -122,14 +122,63 @@ static uint64_t clock_ns(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The timed turns of --dirs: BATCH pairs through each runtime in turn (the order rotated each
+ * turn), each batch timed on the thread's CPU clock. */
+struct turns {
+	struct runtime *rts;
+	size_t n;
+	unsigned long turns, batch, size;
+};
+
+static __attribute__((noinline)) int run_turns(const struct turns *tt)
+{
+	for (unsigned long t = 0; t < tt->turns; t++) {
+		for (size_t k = 0; k < tt->n; k++) {
+			struct runtime *rt = &tt->rts[(k + t) % tt->n];
+			uint64_t start = clock_ns(CLOCK_THREAD_CPUTIME_ID), ns;
+
+			if (run_pairs_in(rt, tt->batch, tt->size)) {
+				fprintf(stderr, "loop: %s: cudaMalloc/cudaFree failed\n", rt->dir);
+				return 1;
+			}
+			ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - start;
+			rt->cpu_ns += ns;
+			rt->batch_ns[t] = (double)ns / (double)tt->batch;
+		}
+	}
+	return 0;
+}
+
+/* LOOP_STACK_DEPTH=N: the turns made N frames deeper, each of STACK_FRAME_BYTES with its
+ * frame record, as a program built with frame pointers allocates from under its framework's
+ * frames (an interpreter's, a C++ library's): what a stack walk costs where stacks are deep. */
+#define STACK_FRAME_BYTES 384
+
+static __attribute__((noinline)) int turns_at_depth(unsigned long depth, const struct turns *tt)
+{
+	volatile char pad[STACK_FRAME_BYTES];
+	int rc;
+
+	pad[0] = (char)depth;
+	rc = depth ? turns_at_depth(depth - 1, tt) : run_turns(tt);
+	return rc + pad[0] - (char)depth;	/* pad is read after the call: no tail call */
+}
+
 /* loop --dirs DIR[:DIR...] PAIRS SIZE BATCH: PAIRS through each, BATCH at a time in turn (the
  * order rotated each turn); a line per directory. */
 static int run_dirs(char *dirs, unsigned long pairs, unsigned long size, unsigned long batch)
 {
 	struct runtime rts[16];
-	unsigned long turns = pairs / batch;
+	struct turns tt = { .rts = rts, .turns = pairs / batch, .batch = batch, .size = size };
+	const char *depth_env = getenv("LOOP_STACK_DEPTH");
+	unsigned long depth = 0;
 	size_t n = 0;
 
+	if (depth_env && *depth_env && strcmp(depth_env, "0") &&
+	    (parse_ulong(depth_env, &depth) || depth > 1000)) {
+		fprintf(stderr, "loop: LOOP_STACK_DEPTH must be 0 to 1000, not '%s'\n", depth_env);
+		return 2;
+	}
 	for (char *d = strtok(dirs, ":"); d; d = strtok(NULL, ":")) {
 		if (n == sizeof(rts) / sizeof(rts[0])) {
 			fprintf(stderr, "loop: 16 directories at most\n");
@@ -138,29 +187,19 @@ static int run_dirs(char *dirs, unsigned long pairs, unsigned long size, unsigne
 		memset(&rts[n], 0, sizeof(rts[n]));
 		if (load_runtime(&rts[n], d))
 			return 1;
-		rts[n].batch_ns = calloc(turns, sizeof(double));
+		rts[n].batch_ns = calloc(tt.turns, sizeof(double));
 		if (!rts[n].batch_ns || run_pairs_in(&rts[n], WARMUP_PAIRS, size)) {
 			fprintf(stderr, "loop: %s: cudaMalloc/cudaFree failed during warm-up\n", d);
 			return 1;
 		}
 		n++;
 	}
-	for (unsigned long t = 0; t < turns; t++) {
-		for (size_t k = 0; k < n; k++) {
-			struct runtime *rt = &rts[(k + t) % n];
-			uint64_t start = clock_ns(CLOCK_THREAD_CPUTIME_ID), ns;
-
-			if (run_pairs_in(rt, batch, size)) {
-				fprintf(stderr, "loop: %s: cudaMalloc/cudaFree failed\n", rt->dir);
-				return 1;
-			}
-			ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - start;
-			rt->cpu_ns += ns;
-			rt->batch_ns[t] = (double)ns / (double)batch;
-		}
-	}
+	tt.n = n;
+	if (turns_at_depth(depth, &tt))
+		return 1;
 	for (size_t k = 0; k < n; k++) {
 		double *b = rts[k].batch_ns;
+		unsigned long turns = tt.turns;
 
 		qsort(b, turns, sizeof(*b), cmp_double);
 		printf("loop: pid %d, %s: %lu pairs of %lu bytes in %lu batches: %.2f ns/pair cpu, "
