@@ -157,6 +157,33 @@ def test_a_stack_deeper_than_the_bytes_copied_is_counted_cut_and_whole_with_more
     assert (lost["stacks_cut"], lost["stacks_not_unwound"]) == (0, 0), lost
 
 
+def test_the_frame_pointer_walk_reads_a_deep_stack_whole(tmp_path):
+    """Levels of 176-byte frames, 7 to 51 of them (up to 8.8 KiB): the in-kernel walk reads its
+    first four 256-byte windows onto the BPF stack and the rest 4 KiB at a time into the
+    thread's map value. At every depth --unwind fp's site holds each frame the DWARF unwinder
+    finds, in the same order (the frame-pointer chain ends at libc's start, where DWARF goes on
+    to _start; its copy of the stack made 16 KiB to hold the deepest whole), and no stack error
+    is counted."""
+    def frames(depth, unwind):
+        out = tmp_path / f"{unwind}.json"
+        done = subprocess.run([str(GPUMEM), "snapshot", "--json", "-o", str(out), "--unwind",
+                               unwind, "--stack-bytes", "16384", "-c", str(WORKLOAD), "deep",
+                               str(depth), "4096"],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(out.read_text())
+        (site,) = [s for p in report["processes"] for s in p["sites"]]
+        assert report["lost"]["stack_errors"] == 0, report["lost"]
+        return [(f["symbol"], f["offset"]) for f in site["frames"]]
+
+    for depth in (6, 20, 50):
+        fp, dwarf = frames(depth, "fp"), frames(depth, "dwarf")
+        symbols = [s for s, _ in fp]
+        assert symbols.count("deep_step") == depth + 1, symbols
+        assert symbols[-3:] == ["run_deep", "main", "__libc_start_call_main"], symbols
+        assert fp == dwarf[:len(fp)], (fp, dwarf)
+
+
 def build_id(path):
     out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True,
                          check=True).stdout
