@@ -19,7 +19,8 @@ first=$(cpu_ns)
 sleep 0.4
 before=$(cpu_ns)
 TIMEFORMAT='%3U %3S'
-producer=$( { time "$workload" threads 1 "$pairs" 4096 >/dev/null || exit 1; } 2>&1) || exit 1
+producer=$( { time "$workload" threads 1 "$pairs" 4096 >/dev/null 2>"$out.err" || exit 1; } 2>&1) ||
+	{ cat "$out.err" >&2; exit 1; }
 sleep 0.4
 after=$(cpu_ns)
 echo $(( (after - before) / (2 * pairs) )) >"$out"

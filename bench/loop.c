@@ -123,14 +123,15 @@ static uint64_t clock_ns(clockid_t clock)
 }
 
 /* The timed turns of --dirs: BATCH pairs through each runtime in turn (the order rotated each
- * turn), each batch timed on the thread's CPU clock. */
+ * turn), each batch timed on the thread's CPU clock. Inlined: at depth 0 the stack is the one
+ * the loop always had (run_dirs, then run_pairs_in). */
 struct turns {
 	struct runtime *rts;
 	size_t n;
 	unsigned long turns, batch, size;
 };
 
-static __attribute__((noinline)) int run_turns(const struct turns *tt)
+static inline __attribute__((always_inline)) int run_turns(const struct turns *tt)
 {
 	for (unsigned long t = 0; t < tt->turns; t++) {
 		for (size_t k = 0; k < tt->n; k++) {
@@ -149,9 +150,10 @@ static __attribute__((noinline)) int run_turns(const struct turns *tt)
 	return 0;
 }
 
-/* LOOP_STACK_DEPTH=N: the turns made N frames deeper, each of STACK_FRAME_BYTES with its
- * frame record, as a program built with frame pointers allocates from under its framework's
- * frames (an interpreter's, a C++ library's): what a stack walk costs where stacks are deep. */
+/* LOOP_STACK_DEPTH=N: the turns made N frames deeper, each with STACK_FRAME_BYTES of its own
+ * and its frame record, as a program built with frame pointers allocates from under its
+ * framework's frames (an interpreter's, a C++ library's): what a stack walk costs where stacks
+ * are deep. turns_at_depth(d): d + 1 such frames. */
 #define STACK_FRAME_BYTES 384
 
 static __attribute__((noinline)) int turns_at_depth(unsigned long depth, const struct turns *tt)
@@ -195,7 +197,7 @@ static int run_dirs(char *dirs, unsigned long pairs, unsigned long size, unsigne
 		n++;
 	}
 	tt.n = n;
-	if (turns_at_depth(depth, &tt))
+	if (depth ? turns_at_depth(depth - 1, &tt) : run_turns(&tt))
 		return 1;
 	for (size_t k = 0; k < n; k++) {
 		double *b = rts[k].batch_ns;

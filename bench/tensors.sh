@@ -102,6 +102,7 @@ run() {
 	local round=$1 config out pid cpu fired seen
 	local -a copies=()
 	local -A cpu_of=() fired_of=()
+	rm -f "$WORK"/*.json	# a tracer that writes none this run shows "?", not the last
 	for config in "${CONFIGS[@]}"; do
 		copies+=("$(copy_of "$config")")
 		[ "$config" = off ] && continue
@@ -125,6 +126,11 @@ run() {
 		if [ "$config" != off ] && [ "$fired" = 0 ]; then
 			echo "tensors: run $round discarded: $config's probes never fired (its log:" \
 				"$(tr '\n' ' ' <"$WORK/$config.log"))" >&2
+			return 1
+		fi
+		if [ "$config" = off ] && [ "$fired" != 0 ]; then
+			echo "tensors: run $round discarded: probes fired on the copy with nothing" \
+				"attached ($fired): another tracer is on it" >&2
 			return 1
 		fi
 		cpu_of[$config]=$cpu
