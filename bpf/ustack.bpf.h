@@ -64,7 +64,8 @@ static __always_inline bool stack_bounds(struct stack_scratch *sc, __u64 sp)
 /* The window of the user stack a walk read last, [base, base + have), on the BPF stack: a read
  * into map memory cost about 65-125 ns more here, the kernel's check of a heap destination
  * (hardened usercopy, on in Debian's kernels), where a stack destination is told at once. The
- * first read is from sp up (stack_top()), a second at the first frame record past it. */
+ * first read is from sp up (stack_top()), up to GM_STACK_NEAR_READS more each at the first
+ * frame record past the last (gm_frame_record()). */
 struct stack_win {
 	__u64 sp, base, have;
 	__u64 reads;		/* windows read past the first */
@@ -79,22 +80,24 @@ struct walk {
 	struct stack_win win;
 };
 
-/* Reads [fp, fp + len) of the user stack into dst, len at most max, or 16 bytes where that
- * fails (past the mapping, or where the read does not reach: a page not faulted in yet), so
- * that whether the mapping [.., hi) was known (hi ~0: not) never changes a stack; the bytes
- * read, 0 for none. */
+/* Reads [fp, fp + len) of the user stack into dst, len at most max, and returns the bytes read
+ * (0 for none): as far as the mapping's end [.., hi) where it is known (hi ~0: not); where the
+ * read fails (past the end when it is not known, or a page not faulted in), the rest of fp's
+ * page, then 16 bytes, so that whether the mapping was known never changes a stack and a 4 KiB
+ * read that fails is not paid again at each frame of its page. */
 static __always_inline __u64 stack_read(void *dst, __u64 fp, __u64 hi, __u64 max)
 {
-	__u64 len = fp + 16 <= hi ? hi - fp : 16;
+	__u64 len = fp + 16 <= hi ? hi - fp : 16, page = 4096 - (fp & 4095);
 
 	if (len > max)
 		len = max;
-	if (bpf_probe_read_user(dst, len, (void *)fp)) {
-		if (len == 16 || bpf_probe_read_user(dst, 16, (void *)fp))
-			return 0;
-		len = 16;
-	}
-	return len;
+	if (!bpf_probe_read_user(dst, len, (void *)fp))
+		return len;
+	if (page >= 16 && page < len && !bpf_probe_read_user(dst, page, (void *)fp))
+		return page;
+	if (len == 16 || bpf_probe_read_user(dst, 16, (void *)fp))
+		return 0;
+	return 16;
 }
 
 /* The frame record at fp (saved fp, return address) past what win holds, into sc->fnext and
