@@ -158,30 +158,39 @@ def test_a_stack_deeper_than_the_bytes_copied_is_counted_cut_and_whole_with_more
 
 
 def test_the_frame_pointer_walk_reads_a_deep_stack_whole(tmp_path):
-    """Levels of 176-byte frames, 7 to 51 of them (up to 8.8 KiB): the in-kernel walk reads its
-    first four 256-byte windows onto the BPF stack and the rest 4 KiB at a time into the
-    thread's map value. At every depth --unwind fp's site holds each frame the DWARF unwinder
-    finds, in the same order (the frame-pointer chain ends at libc's start, where DWARF goes on
-    to _start; its copy of the stack made 16 KiB to hold the deepest whole), and no stack error
-    is counted."""
-    def frames(depth, unwind):
+    """Two allocations of one thread, each 8 to 30 levels deep, first through 496-byte frames
+    (up to 15 KiB), then through 176-byte ones over the same stack addresses: the in-kernel
+    walk reads its first four 256-byte windows onto the BPF stack and the rest 4 KiB at a time
+    into the thread's record, which the second walk must read anew (kept from the first, it
+    gave the second walk's frames there the first's bytes: 8 of 9-20 deep_step frames at
+    depths 8-10 and 15-19 here). At every depth each site
+    of --unwind fp holds every frame the DWARF unwinder finds, in the same order (the
+    frame-pointer chain ends at libc's start, where DWARF goes on to _start; its copy of the
+    stack made 16 KiB, its most, to hold the deepest whole), and no stack error is counted."""
+    def sites(depth, unwind):
         out = tmp_path / f"{unwind}.json"
         done = subprocess.run([str(GPUMEM), "snapshot", "--json", "-o", str(out), "--unwind",
-                               unwind, "--stack-bytes", "16384", "-c", str(WORKLOAD), "deep",
-                               str(depth), "4096"],
+                               unwind, "--stack-bytes", "16384", "-c", str(WORKLOAD),
+                               "deeptwice", str(depth), "4096"],
                               capture_output=True, text=True, timeout=RUN_TIMEOUT)
         assert done.returncode == 0, done.stderr
         report = json.loads(out.read_text())
-        (site,) = [s for p in report["processes"] for s in p["sites"]]
-        assert report["lost"]["stack_errors"] == 0, report["lost"]
-        return [(f["symbol"], f["offset"]) for f in site["frames"]]
+        assert (report["lost"]["stack_errors"], report["lost"]["stacks_cut"]) == (0, 0), \
+            report["lost"]
+        found = {}
+        for site in (s for p in report["processes"] for s in p["sites"]):
+            frames = [(f["symbol"], f["offset"]) for f in site["frames"]]
+            found[frames[0][0]] = frames
+        assert sorted(found) == ["deep_step", "deep_wide"], found
+        return found
 
-    for depth in (6, 20, 50):
-        fp, dwarf = frames(depth, "fp"), frames(depth, "dwarf")
-        symbols = [s for s, _ in fp]
-        assert symbols.count("deep_step") == depth + 1, symbols
-        assert symbols[-3:] == ["run_deep", "main", "__libc_start_call_main"], symbols
-        assert fp == dwarf[:len(fp)], (fp, dwarf)
+    for depth in (8, 10, 16, 30):
+        fp, dwarf = sites(depth, "fp"), sites(depth, "dwarf")
+        for level in ("deep_step", "deep_wide"):
+            symbols = [s for s, _ in fp[level]]
+            assert symbols.count(level) == depth + 1, symbols
+            assert symbols[-3:] == ["run_deeptwice", "main", "__libc_start_call_main"], symbols
+            assert fp[level] == dwarf[level][:len(fp[level])], (fp[level], dwarf[level])
 
 
 def build_id(path):

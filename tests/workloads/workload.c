@@ -155,6 +155,37 @@ static int run_deep(char **argv)
 	return deep_step(n, size) ? EXIT_UNEXPECTED : EXIT_OK;
 }
 
+/* ---- deeptwice N SIZE: two allocations from one thread, each N levels deep: through
+ * deep_wide's 448-byte frames, then through deep_step's 128-byte frames (two walks of one
+ * thread over the same stack addresses, whose frame records lie in other places: the second
+ * reads where the first read other frames) ---- */
+
+GM_CALL_SITE static int deep_wide(uint64_t n, size_t size)
+{
+	volatile unsigned char pad[448];
+	void *p = NULL;
+	int rc;
+
+	pad[0] = (unsigned char)n;
+	if (!n) {
+		rc = cudaMalloc(&p, size);
+		report("cudaMalloc", size, addr_of(p), rc);
+	} else {
+		rc = deep_wide(n - 1, size);
+	}
+	deep_sink = pad[0];
+	return rc;
+}
+
+static int run_deeptwice(char **argv)
+{
+	uint64_t n, size;
+
+	if (parse_u64(argv[0], &n) || parse_u64(argv[1], &size) || n > 1000)
+		return EXIT_USAGE;
+	return deep_wide(n, size) || deep_step(n, size) ? EXIT_UNEXPECTED : EXIT_OK;
+}
+
 /* ---- sameline N SIZE: several calls on one line of code, one call site ---- */
 
 GM_CALL_SITE static int sameline_wrap(void **p, size_t size)
@@ -1454,6 +1485,7 @@ static const struct scenario scenarios[] = {
 	{ "leak", 2, "STEPS SIZE", run_leak },
 	{ "sameline", 2, "N SIZE", run_sameline },
 	{ "deep", 2, "N SIZE", run_deep },
+	{ "deeptwice", 2, "N SIZE", run_deeptwice },
 	{ "kinds", 0, "", run_kinds },
 	{ "driver", 0, "", run_driver },
 	{ "nested", 2, "N SIZE", run_nested },
