@@ -105,7 +105,7 @@ static __always_inline __u64 stack_read(void *dst, __u64 fp, __u64 hi, __u64 max
  * stacks end there, and a read onto the BPF stack costs the least), else from sc->far, read
  * at fp GM_STACK_FAR bytes at a time where it does not hold it: a read costs about 100 ns here
  * whatever its size, and frames of a few hundred bytes, as deep stacks have, took a read
- * apiece in 256-byte windows (40 frames of 384 bytes: 6.3-6.5 µs a pair, 4.2-5.2 since). False
+ * apiece in 256-byte windows (40 frames of 384 bytes: 6.4 µs a pair, 4.5 since). False
  * when it cannot be read. A global function: verified once, not at each step of the walk
  * (inlined, the two windows took gpumem's start from 1.3 s to 27 s). */
 __noinline bool gm_frame_record(struct stack_scratch *sc, struct stack_win *win, __u64 fp,
