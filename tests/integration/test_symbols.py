@@ -160,13 +160,11 @@ def test_a_stack_deeper_than_the_bytes_copied_is_counted_cut_and_whole_with_more
 def test_the_frame_pointer_walk_reads_a_deep_stack_whole(tmp_path):
     """Two allocations of one thread, each 8 to 30 levels deep, first through 496-byte frames
     (up to 15 KiB), then through 176-byte ones over the same stack addresses: the in-kernel
-    walk reads its first four 256-byte windows onto the BPF stack and the rest 4 KiB at a time
-    into the thread's record, which the second walk must read anew (kept from the first, it
-    gave the second walk's frames there the first's bytes: 8 of 9-20 deep_step frames at
-    depths 8-10 and 15-19 here). At every depth each site
-    of --unwind fp holds every frame the DWARF unwinder finds, in the same order (the
-    frame-pointer chain ends at libc's start, where DWARF goes on to _start; its copy of the
-    stack made 16 KiB, its most, to hold the deepest whole), and no stack error is counted."""
+    walk reads the stack in windows past its first, and the second walk must not take what the
+    first read. At every depth each site of --unwind fp holds every frame the DWARF unwinder
+    finds, in the same order (the frame-pointer chain ends at libc's start, where DWARF goes on
+    to _start; its copy of the stack made 16 KiB, its most, to hold the deepest whole), and no
+    stack error is counted."""
     def sites(depth, unwind):
         out = tmp_path / f"{unwind}.json"
         done = subprocess.run([str(GPUMEM), "snapshot", "--json", "-o", str(out), "--unwind",
