@@ -155,9 +155,12 @@ def test_python_a_thread_python_never_saw_gets_native_frames_only(python, spawn_
     native = sites[0x80000]
     assert native["alloc_count"] == 1 and not python_frames(native)
     # Its stack is the native thread's (the library it ran in, libc's thread start); the
-    # library was loaded late, so its name may be all a snapshot at exit has of it.
-    assert [Path(f["module"] or "").name for f in native["frames"][:1]] == \
-        ["libnative_thread.so"], native["frames"]
+    # library was loaded late, so its name may be all a snapshot at exit has of it, and none
+    # where the kernel's walk of its map at its end was refused (another task held its
+    # mmap_lock throughout): then its address stands, and the loss is counted.
+    named = "" if run.report["lost"]["module_maps_missed"] else "libnative_thread.so"
+    assert [Path(f["module"] or "").name for f in native["frames"][:1]] == [named], \
+        (native["frames"], run.report["lost"]["module_maps_missed"])
     assert any(f["symbol"] == "start_thread" for f in native["frames"]), native["frames"]
     # The process's Python frames stay on: the Python caller's site is named as ever.
     assert [(f["file"], f["line"]) for f in python_frames(sites[0x10000])] == \

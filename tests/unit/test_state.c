@@ -699,6 +699,30 @@ static void test_a_refused_exit_walk_falls_back_to_the_first_calls_and_counts(vo
 	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 1);
 }
 
+/* Naming a stack of such a process: a frame in the map is named, one in no module (a library
+ * loaded after the first call) shows its address and counts the loss, once for the process. */
+static void test_naming_a_frame_past_a_refused_walks_map_counts_it(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct dwarf_stack ds = { .stack_id = 7, .nips = 2, .ips = { 0x400100, 0x900100 } };
+	struct snap_stack *st;
+	struct proc_rec *p;
+
+	capture_mapping(fx->s, true, 0x400000);
+	p = ended_with_map_at(fx->s, 0x400000);
+	p->dwarf_stacks = malloc(sizeof(ds));
+	assert_non_null(p->dwarf_stacks);
+	p->dwarf_stacks[0] = ds;
+	p->ndwarf_stacks = 1;
+	st = state_named_stack(fx->s, p, 7, -1);
+	assert_int_equal(st->nframes, 2);
+	assert_string_equal(st->frames[0].module, "workload");
+	assert_null(st->frames[1].module);
+	assert_int_equal(st->frames[1].addr, 0x900100);
+	assert_int_equal(fx->s->lost[SNAP_LOST_MODULE_MAPS_MISSED], 1);
+	snap_stack_put(st);
+}
+
 static void test_two_refused_walks_leave_no_map_and_count(void **state)
 {
 	struct fixture *fx = fixture_or_skip(state);
@@ -1024,6 +1048,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_a_refused_exit_walk_falls_back_to_the_first_calls_and_counts, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_naming_a_frame_past_a_refused_walks_map_counts_it, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_refused_walks_leave_no_map_and_count,
 						setup, teardown),
 	};

@@ -49,16 +49,16 @@ static void copy_frame(struct snap_frame *out, const struct frame *f)
 static unsigned int name_address(struct state *s, struct proc_rec *p, uint64_t ip,
 				 struct snap_frame *out, bool *complete)
 {
+	uint64_t call = ip ? ip - 1 : 0;	/* a return address: its call is the byte before */
 	struct frame f[SYM_MAX_INLINE];
 	int got = 0;
 
-	if (p->have_mm) {
-		/* A library loaded after the map was captured: look again while it lives. */
-		if (!module_map_find(&p->mm, ip) && p->alive)
-			state_reread_maps(s, p);
+	/* A library loaded after the map was captured: look again while it lives. */
+	if (p->have_mm && !module_map_find(&p->mm, call) && p->alive)
+		state_reread_maps(s, p);
+	if (p->have_mm && module_map_find(&p->mm, call))
 		got = symbolize_frames(s->sym, p->pid, &p->mm, ip, true, f, SYM_MAX_INLINE);
-	}
-	if (got <= 0) {
+	if (got <= 0) {	/* in no file the process maps (as far as its map tells) */
 		state_frame_unmapped(s, p);
 		memset(out, 0, sizeof(*out));
 		out->addr = out->offset = ip;
