@@ -220,7 +220,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	else if (!bpf_map_lookup_elem(&procs_made, &key))
 		return 0;
 	forget_contexts(tgid, key.gen);
-	emit_module_map(p, tgid, key.gen, 0);
+	emit_module_map(tgid, key.gen, 0);	/* p is the current task */
 	cpu_ns = process_cpu_ns(p);	/* before the record: its walk holds no reservation */
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

@@ -52,19 +52,32 @@ static __always_inline bool hold(__u32 tgid)
 	return true;
 }
 
-/* The executable file mappings of a process: at its end, which still has its memory map here,
- * or at its first call (at_start), in case an exec ends this image before userspace reads
- * its maps. */
-static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, __u32 gen,
-					    __u32 at_start)
+/* How long a walk of a process's module map tries again for the mmap_lock that another task
+ * holds for writing (a tracer placing a uprobe in every process that maps the file, a reader
+ * of /proc before a waiting writer): a holder is done within microseconds, and a process
+ * starts and ends once. */
+#define GM_MAP_WALK_SPIN_NS 200000
+#define GM_MAP_WALK_TRIES (1u << 16)
+#define EBUSY_ERR 16
+
+struct map_walk {
+	__u64 deadline_ns;
+	__u32 tgid, gen, at_start;
+	bool walked;
+};
+
+/* One try at the walk of the current task's executable file mappings; 1 (done) once it
+ * walked, or the lock is not merely busy, or the time is up. */
+static long try_module_map(__u64 i, void *data)
 {
+	struct map_walk *w = data;
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
+	long err;
 
 	/* No counter: the iterator bounds the loop, and a counter the verifier must track
 	 * precisely made it explore every count (1.7 s to load). */
-	if (bpf_iter_task_vma_new(&it, p, 0))
-		count(GM_CNT_MODULE_MAPS_BUSY);	/* its mmap_lock was taken: no walk */
+	err = bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), 0);
 	while ((vma = bpf_iter_task_vma_next(&it))) {
 		struct gm_vma_event *e;
 		struct file *file = vma->vm_file;
@@ -77,9 +90,9 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, _
 			break;
 		}
 		e->type = GM_REC_EXIT_VMA;
-		e->pid = tgid;
-		e->gen = gen;
-		e->at_start = at_start;
+		e->pid = w->tgid;
+		e->gen = w->gen;
+		e->at_start = w->at_start;
 		e->start = vma->vm_start;
 		e->end = vma->vm_end;
 		e->pgoff = vma->vm_pgoff;
@@ -90,6 +103,24 @@ static __always_inline void emit_module_map(struct task_struct *p, __u32 tgid, _
 		bpf_ringbuf_submit(e, 0);
 	}
 	bpf_iter_task_vma_destroy(&it);
+	w->walked = !err;
+	return err != -EBUSY_ERR || bpf_ktime_get_ns() > w->deadline_ns;
+}
+
+/* The executable file mappings of the current process: at its end, which still has its memory
+ * map here, or at its first call (at_start), in case an exec ends this image before userspace
+ * reads its maps. The iterator only tries the mmap_lock: while another task holds it, the walk
+ * is tried again, for GM_MAP_WALK_SPIN_NS at most. */
+static __always_inline void emit_module_map(__u32 tgid, __u32 gen, __u32 at_start)
+{
+	struct map_walk w = {
+		.deadline_ns = bpf_ktime_get_ns() + GM_MAP_WALK_SPIN_NS,
+		.tgid = tgid, .gen = gen, .at_start = at_start,
+	};
+
+	bpf_loop(GM_MAP_WALK_TRIES, try_module_map, &w, 0);
+	if (!w.walked)
+		count(GM_CNT_MODULE_MAPS_BUSY);	/* its mmap_lock stayed taken: no walk */
 }
 
 /* A walk of a process's thread list (signal->thread_head, through each task's thread_node). */
@@ -157,7 +188,7 @@ static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, 
 {
 	struct gm_call_event *e;
 
-	emit_module_map(bpf_get_current_task_btf(), tgid, rec->gen, 1);
+	emit_module_map(tgid, rec->gen, 1);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(GM_CNT_RINGBUF_DROPPED);

@@ -34,7 +34,8 @@ endif
 
 TESTS_MOCK_LIBS := $(TESTS_LIB)/libcuda.so.1 $(TESTS_LIB)/libcudart.so.13
 TESTS_PROGS := $(TESTS_MOCK_LIBS) $(TESTS_OUT)/workload $(TESTS_OUT)/workload_dl \
-	$(TESTS_OUT)/samepid $(TESTS_OUT)/apis $(TESTS_OUT)/real_nvidia $(TESTS_OUT)/driver_loop
+	$(TESTS_OUT)/samepid $(TESTS_OUT)/apis $(TESTS_OUT)/real_nvidia $(TESTS_OUT)/driver_loop \
+	$(TESTS_OUT)/maplock
 # <sys/sdt.h> where the compiler finds it (Debian puts it in the multiarch directory).
 # The mock NVML (tests/mock/nvml.c), alone in its directory: LD_LIBRARY_PATH=$(TESTS_NVML_DIR)
 # makes gpumem's dlopen("libnvidia-ml.so.1") load it instead of NVIDIA's ($(BUILD)/nvidia).
@@ -176,6 +177,11 @@ $(TESTS_OUT)/driver_loop: tests/workloads/driver_loop.c
 
 # Two processes on one pid, back to back.
 $(TESTS_OUT)/samepid: tests/workloads/samepid.c
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -o $@ $<
+
+# A program run again and again while another task keeps locking its memory map.
+$(TESTS_OUT)/maplock: tests/workloads/maplock.c
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) -o $@ $<
 

@@ -25,6 +25,7 @@ GPUMEM = BUILD / "gpumem"
 WORKLOAD = BUILD / "tests" / "workload"
 WORKLOAD_DL = BUILD / "tests" / "workload_dl"
 SAMEPID = BUILD / "tests" / "samepid"    # two processes on one pid, back to back
+MAPLOCK = BUILD / "tests" / "maplock"    # runs a program while its memory map is locked
 MOCK_LIB_DIR = BUILD / "tests" / "lib"
 REAL_CUDART_PROG = BUILD / "tests" / "real_cudart"
 STATIC_CUDA_PROG = BUILD / "tests" / "static_cuda"
