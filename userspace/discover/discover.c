@@ -154,7 +154,10 @@ static void map_identity(int fd, const struct stat *st, struct file_id *id)
 	id->map_major = major(st->st_dev);
 	id->map_minor = minor(st->st_dev);
 	id->map_ino = st->st_ino;
-	at = mmap(NULL, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* Writable and private, as no loader maps a library: the BPF side's watch for new
+	 * libraries, and every gpumem's scans of the maps, let such a mapping be (another
+	 * gpumem's would otherwise take ours for a process loading the file). */
+	at = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	if (at == MAP_FAILED)
 		return;
 	f = fopen("/proc/self/maps", "re");
