@@ -7,13 +7,15 @@ needs counters of its own restricts the run to its pids with -p."""
 import os
 import shutil
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import (MOCK_LIB_ARGS, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
-                      assert_nothing_lost, find_proc, has_proc, lines_about, run_snapshot_c,
-                      site_by_symbol, skip_if_end_map_refused)
+from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, RUN_TIMEOUT, WORKLOAD, WORKLOAD_DL,
+                      SystemWide, Workload, assert_nothing_lost, find_proc, has_proc,
+                      lines_about, run_snapshot_c, site_by_symbol, skip_if_end_map_refused)
 
 MIB = 1 << 20
 
@@ -92,6 +94,22 @@ def test_library_dlopened_after_start_is_attached_before_its_first_call(tmp_path
         st = os.stat(tmp_path / name)
         assert (f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino) in attached, \
             (name, lines_about(gpumem, workload.pid))
+
+
+
+def test_another_gpumem_attaching_a_file_is_no_process_loading_it(tmp_path):
+    """A gpumem that attaches a file glances at it through a mapping of its own (its identity
+    as the maps show it): no other gpumem takes that for a process loading a CUDA library, so
+    none looks for the file in that gpumem's maps or counts a process run on unheld."""
+    shutil.copy2(MOCK_LIB_DIR / "libcuda.so.1", tmp_path / "libcuda.so.1")
+    with SystemWide("-v") as watcher:
+        other = subprocess.Popen([GPUMEM, "snapshot", "-d", "0.3", "-o", os.devnull,
+                                  "--lib", tmp_path / "libcuda.so.1"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, stderr = other.communicate(timeout=RUN_TIMEOUT)
+        assert other.returncode == 0, stderr
+        time.sleep(0.5)     # its events, if any, reach the watcher
+    assert lines_about(watcher, other.pid) == []
 
 
 def test_frees_of_allocations_made_before_start_are_unknown_and_not_subtracted():
