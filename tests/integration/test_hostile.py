@@ -388,17 +388,21 @@ def test_a_live_snapshot_past_max_files_names_the_loss(public_tmp):
     for args, check in ((["--json"], lambda out: json.loads(out)["lost"]["files_not_attached"]),
                         ([], lambda out: "files_not_attached" in out)):
         gm = subprocess.Popen([str(GPUMEM), "snapshot", "--no-agent", "--max-files", str(base),
-                               "-d", "4", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+                               "-d", "3", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+        # Once it watches (its start takes seconds on a busy host), and ended only after it:
+        # a process gone before gpumem looked at its file is a loss of another name
+        # (late_attach_unheld: not held, nothing to examine).
+        err = LineReader(gm.stderr)
+        err.wait_for("gpumem: tracing:")
         workers = [Dlopened(lib, 1000) for lib in libs]
         for w in workers:   # all map their copy at once: none can be let go
             w.step("opened")
             w.step("holding")
+        out = gm.stdout.read().decode()
+        assert gm.wait(30) == 0, err.lines
         for w in workers:
             w.end()
-        out, err = gm.communicate(timeout=30)
-        assert gm.returncode == 0, err
         assert check(out), out
 
 
