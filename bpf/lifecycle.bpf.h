@@ -120,7 +120,8 @@ static __always_inline void emit_module_map(__u32 tgid, __u32 gen, __u32 at_star
 
 	bpf_loop(GM_MAP_WALK_TRIES, try_module_map, &w, 0);
 	if (!w.walked)
-		count(GM_CNT_MODULE_MAPS_BUSY);	/* its mmap_lock stayed taken: no walk */
+		count(GM_CNT_MODULE_MAPS_BUSY);	/* no walk: its mmap_lock stayed taken (or the
+						 * iterator found no memory) */
 }
 
 /* A walk of a process's thread list (signal->thread_head, through each task's thread_node). */
