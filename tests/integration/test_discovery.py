@@ -96,7 +96,6 @@ def test_library_dlopened_after_start_is_attached_before_its_first_call(tmp_path
             (name, lines_about(gpumem, workload.pid))
 
 
-
 def test_another_gpumem_attaching_a_file_is_no_process_loading_it(tmp_path):
     """A gpumem that attaches a file glances at it through a mapping of its own (its identity
     as the maps show it): no other gpumem takes that for a process loading a CUDA library, so

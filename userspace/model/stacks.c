@@ -49,14 +49,14 @@ static void copy_frame(struct snap_frame *out, const struct frame *f)
 static unsigned int name_address(struct state *s, struct proc_rec *p, uint64_t ip,
 				 struct snap_frame *out, bool *complete)
 {
-	uint64_t call = ip ? ip - 1 : 0;	/* a return address: its call is the byte before */
+	bool mapped = p->have_mm && symbolize_mapping_of(&p->mm, ip, true);
 	struct frame f[SYM_MAX_INLINE];
 	int got = 0;
 
 	/* A library loaded after the map was captured: look again while it lives. */
-	if (p->have_mm && !module_map_find(&p->mm, call) && p->alive)
-		state_reread_maps(s, p);
-	if (p->have_mm && module_map_find(&p->mm, call))
+	if (!mapped && p->have_mm && p->alive && state_reread_maps(s, p))
+		mapped = symbolize_mapping_of(&p->mm, ip, true);
+	if (mapped)
 		got = symbolize_frames(s->sym, p->pid, &p->mm, ip, true, f, SYM_MAX_INLINE);
 	if (got <= 0) {	/* in no file the process maps (as far as its map tells) */
 		state_frame_unmapped(s, p);

@@ -714,6 +714,12 @@ static struct addr_entry *image_lookup(struct symbolizer *s, struct image *img, 
 	return image_resolve(s, img, vaddr);
 }
 
+const struct mapping *symbolize_mapping_of(const struct module_map *mm, uint64_t addr,
+					   bool is_return)
+{
+	return module_map_find(mm, is_return && addr > 0 ? addr - 1 : addr);
+}
+
 int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
 		     bool is_return, struct frame *out, unsigned int max)
 {
@@ -729,7 +735,7 @@ int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm,
 	out->addr = addr;
 	out->offset = addr;
 	lookup = is_return && addr > 0 ? addr - 1 : addr;
-	m = module_map_find(mm, lookup);
+	m = symbolize_mapping_of(mm, addr, is_return);
 	if (!m)
 		return 1;
 	e = map_entry_get(s, m);
