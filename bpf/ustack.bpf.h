@@ -8,6 +8,9 @@
 
 /* Bytes of the user stack a walk reads at once (struct walk). */
 #define GM_STACK_WINDOW 256
+/* Windows read onto the BPF stack past the first before the rest of a deep stack is read into
+ * the thread's map value, GM_STACK_FAR bytes at a time (gm_frame_record()). */
+#define GM_STACK_NEAR_READS 3
 /* Frames a call of the walk's bpf_loop callback walks: each call is a call and a return (the
  * return through the kernel's thunk), about 10 ns a frame here. Three or four a call cost the
  * verifier 13% and 50% more instructions than two. */
@@ -58,48 +61,112 @@ static __always_inline bool stack_bounds(struct stack_scratch *sc, __u64 sp)
 	return true;
 }
 
-/* A walk's state, on the BPF stack with the window of the user stack it read last: [base, base
- * + have). On the BPF stack, not in the thread's map value: a read into map memory cost about
- * 125 ns more here, the kernel's check of a heap destination (hardened usercopy, on in
- * Debian's kernels), where a stack destination is told at once. */
+/* The window of the user stack a walk read last, [base, base + have), on the BPF stack: a read
+ * into map memory cost about 65-125 ns more here, the kernel's check of a heap destination
+ * (hardened usercopy, on in Debian's kernels), where a stack destination is told at once. The
+ * first read is from sp up (stack_top()), up to GM_STACK_NEAR_READS more each at the first
+ * frame record past the last (gm_frame_record()). */
+struct stack_win {
+	__u64 sp, base, have;
+	__u64 reads;		/* windows read past the first */
+	__u64 w[GM_STACK_WINDOW / 8];
+};
+
+/* A walk's state, on the BPF stack. */
 struct walk {
 	struct gm_user_stack *st;
-	__u64 sp, fp, hi, base, have;
-	__u64 win[GM_STACK_WINDOW / 8];
+	struct stack_scratch *sc;	/* the thread's: the stack past win (gm_frame_record()) */
+	__u64 fp, hi;
+	struct stack_win win;
 };
+
+/* Reads [fp, fp + len) of the user stack into dst, len at most max, and returns the bytes read
+ * (0 for none): as far as the mapping's end [.., hi) where it is known (hi ~0: not); where the
+ * read fails (past the end when it is not known, or a page not faulted in), the rest of fp's
+ * page, then 16 bytes, so that whether the mapping was known never changes a stack and a 4 KiB
+ * read that fails is not paid again at each frame of its page. */
+static __always_inline __u64 stack_read(void *dst, __u64 fp, __u64 hi, __u64 max)
+{
+	__u64 len = fp + 16 <= hi ? hi - fp : 16, page = 4096 - (fp & 4095);
+
+	if (len > max)
+		len = max;
+	if (!bpf_probe_read_user(dst, len, (void *)fp))
+		return len;
+	if (page >= 16 && page < len && !bpf_probe_read_user(dst, page, (void *)fp))
+		return page;
+	if (len == 16 || bpf_probe_read_user(dst, 16, (void *)fp))
+		return 0;
+	return 16;
+}
+
+/* The frame record at fp (saved fp, return address) past what win holds, into sc->fnext and
+ * sc->fret: win read again at fp while fewer than GM_STACK_NEAR_READS windows were (most
+ * stacks end there, and a read onto the BPF stack costs the least), else from sc->far, read
+ * at fp GM_STACK_FAR bytes at a time where it does not hold it: a read costs about 100 ns here
+ * whatever its size, and frames of a few hundred bytes, as deep stacks have, took a read
+ * apiece in 256-byte windows (40 frames of 384 bytes: 6.4 µs a pair, 4.5 since). False
+ * when it cannot be read. A global function: verified once, not at each step of the walk
+ * (inlined, the two windows took gpumem's start from 1.3 s to 27 s). */
+__noinline bool gm_frame_record(struct stack_scratch *sc, struct stack_win *win, __u64 fp,
+				__u64 hi)
+{
+	__u64 off, len;
+
+	if (!sc || !win)
+		return false;
+	if (win->reads < GM_STACK_NEAR_READS) {
+		len = stack_read(win->w, fp, hi, GM_STACK_WINDOW);
+		if (!len)
+			return false;
+		win->reads++;
+		win->base = fp;
+		win->have = len;
+		sc->fnext = win->w[0];
+		sc->fret = win->w[1];
+		return true;
+	}
+	off = fp - sc->fbase;
+	if (fp < sc->fbase || off + 16 > sc->fhave) {
+		len = stack_read(sc->far, fp, hi, GM_STACK_FAR);
+		if (!len)
+			return false;
+		sc->fbase = fp;
+		sc->fhave = len;
+		off = 0;
+	}
+	off /= 8;
+	if (off > GM_STACK_FAR / 8 - 2)
+		return false;
+	/* The masks are the verifier's proof; the test above keeps both words in what was
+	 * read. */
+	sc->fnext = sc->far[off & (GM_STACK_FAR / 8 - 1)];
+	sc->fret = sc->far[(off + 1) & (GM_STACK_FAR / 8 - 1)];
+	return true;
+}
 
 /* Frame i + 1 of w->st; non-zero: the stack ended. */
 static __always_inline long walk_step(__u64 i, struct walk *w)
 {
-	__u64 fp = w->fp, off, next, ret, len;
+	__u64 fp = w->fp, off = fp - w->win.base, next, ret;
 	__u32 at = (i + 1) & (GM_MAX_STACK_DEPTH - 1);
 
-	if (fp < w->sp || (fp & 7) || fp + 16 < fp)
+	if (fp < w->win.sp || (fp & 7) || fp + 16 < fp)
 		goto end;
-	off = fp - w->base;
-	if (fp < w->base || off + 16 > w->have) {
-		/* The mapping only sizes the read: past it, or where the window does not read (a
-		 * page not faulted in yet), a frame at a time, so that whether the mapping was
-		 * known never changes a stack. */
-		len = fp + 16 <= w->hi ? w->hi - fp : 16;
-		if (len > GM_STACK_WINDOW)
-			len = GM_STACK_WINDOW;
-		if (bpf_probe_read_user(w->win, len, (void *)fp)) {
-			if (len == 16 || bpf_probe_read_user(w->win, 16, (void *)fp))
-				goto end;
-			len = 16;
-		}
-		w->base = fp;
-		w->have = len;
-		off = 0;
+	if (fp >= w->win.base && off + 16 <= w->win.have) {
+		off /= 8;
+		if (off > GM_STACK_WINDOW / 8 - 2)
+			goto end;
+		/* The masks are the verifier's proof; the test above keeps both words in what
+		 * was read. */
+		next = w->win.w[off & (GM_STACK_WINDOW / 8 - 1)];
+		ret = w->win.w[(off + 1) & (GM_STACK_WINDOW / 8 - 1)];
+	} else {
+		if (!gm_frame_record(w->sc, &w->win, fp, w->hi))
+			goto end;
+		next = w->sc->fnext;
+		ret = w->sc->fret;
 	}
-	off /= 8;
-	if (off > GM_STACK_WINDOW / 8 - 2)
-		goto end;
-	/* The masks are the verifier's proof; the check above keeps both words in what was
-	 * read. */
-	next = w->win[off & (GM_STACK_WINDOW / 8 - 1)];
-	ret = w->win[(off + 1) & (GM_STACK_WINDOW / 8 - 1)];
 	if (!ret)
 		goto end;
 	w->st->ips[at] = ret;
@@ -134,13 +201,14 @@ static long walk_frame(__u64 i, void *data)
 }
 
 /* The return addresses from fp up, after first, into w->st: a zero after the last. w->win
- * holds w->have bytes from w->sp up (stack_top's read); past them, inside the stack mapping
- * [lo, hi) (hi ~0: not known now) a window is read at once, elsewhere a frame at a time; a
+ * holds what stack_top() read from sp up; past it, inside the stack mapping [lo, hi) (hi ~0:
+ * not known now) gm_frame_record() reads a window at once, elsewhere a frame at a time; a
  * read that faults ends the stack, as the kernel's walk ends. */
 static __always_inline void walk_frames(struct walk *w, __u64 first, __u64 fp)
 {
 	w->fp = fp;
-	w->base = w->sp;
+	w->win.base = w->win.sp;
+	w->win.reads = 0;
 	w->st->ips[0] = first;
 	bpf_loop((GM_MAX_STACK_DEPTH - 1 + GM_WALK_PER_CALL - 1) / GM_WALK_PER_CALL, walk_frame, w,
 		 0);
@@ -199,11 +267,11 @@ static __always_inline __s32 stack_id_of(struct gm_user_stack *st)
 /* The word at addr, if the window read from sp up holds it (8-aligned, as stack slots are). */
 static __always_inline bool window_word(const struct walk *w, __u64 addr, __u64 *val)
 {
-	__u64 off = addr - w->sp;
+	__u64 off = addr - w->win.sp;
 
-	if (addr < w->sp || (off & 7) || off + 8 > w->have)
+	if (addr < w->win.sp || (off & 7) || off + 8 > w->win.have)
 		return false;
-	*val = w->win[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
+	*val = w->win.w[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
 	return true;
 }
 
@@ -214,13 +282,13 @@ static __always_inline bool window_word(const struct walk *w, __u64 addr, __u64 
 static __always_inline void stack_top(struct walk *w, struct stack_scratch *sc,
 				      const struct gm_inflight *rec, int at_entry)
 {
-	__u64 sp = w->sp, hi = w->hi;
+	__u64 sp = w->win.sp, hi = w->hi;
 	__u64 len = hi > sp && hi - sp < GM_STACK_WINDOW ? hi - sp : GM_STACK_WINDOW;
 
-	w->have = 0;
-	if (len < 16 || bpf_probe_read_user(w->win, len, (void *)sp))
+	w->win.have = 0;
+	if (len < 16 || bpf_probe_read_user(w->win.w, len, (void *)sp))
 		return;
-	w->have = len;
+	w->win.have = len;
 	if (!at_entry) {
 		if (window_word(w, rec->out_ptr, &sc->out_val[0]))
 			sc->out_have |= 1;
@@ -245,19 +313,21 @@ __noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, in
 		return -1;
 	sc = &ts->stack;
 	sc->out_have = 0;
-	w.sp = PT_REGS_SP(ctx);
-	w.hi = stack_bounds(sc, w.sp) ? sc->hi : gm_no_bound;
+	w.win.sp = PT_REGS_SP(ctx);
+	w.hi = stack_bounds(sc, w.win.sp) ? sc->hi : gm_no_bound;
 	stack_top(&w, sc, &ts->rec, at_entry);
 	first = PT_REGS_IP(ctx);
 	if (at_entry) {
-		if (w.have >= sizeof(first))
-			first = w.win[0];
-		else if (bpf_probe_read_user(&first, sizeof(first), (void *)w.sp))
+		if (w.win.have >= sizeof(first))
+			first = w.win.w[0];
+		else if (bpf_probe_read_user(&first, sizeof(first), (void *)w.win.sp))
 			goto out;
 	}
 	st = &sc->st[sc->cur & 1];
 	last = &sc->st[(sc->cur + 1) & 1];
 	w.st = st;
+	w.sc = sc;
+	sc->fhave = 0;
 	walk_frames(&w, first, PT_REGS_FP(ctx));
 	if (sc->last_id_plus1 && same_stack(last, st))
 		return (int)(sc->last_id_plus1 - 1);
