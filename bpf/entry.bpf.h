@@ -93,7 +93,7 @@ static __always_inline void free_enter(struct pt_regs *ctx, struct gm_inflight *
 		mine = alloc_take(idx, seen, &info);
 	stream = stream_calls();
 	if (stream)
-		stack_id = user_stack(ctx, rec, true);
+		stack_id = user_stack(ctx, rec, GM_STACK_AT_ENTRY);
 	if (!mine) {
 		count(GM_CNT_UNKNOWN_FREES);
 		if (stream)

@@ -115,7 +115,7 @@ int tensor_malloc(struct pt_regs *ctx)
 	rec = tensor_thread(task, id >> 32);
 	if (!rec || usdt_call_of(ctx, 3, &c) || !c.arg[0] || c.arg[2] <= 0)
 		return 0;
-	tensor_alloc(ctx, rec, &c, call_stacks(ctx, rec, id >> 32), id);
+	tensor_alloc(ctx, rec, &c, call_stacks(ctx, rec, id >> 32, GM_STACK_IN_BODY), id);
 	return 0;
 }
 
@@ -165,9 +165,9 @@ int tensor_free(struct pt_regs *ctx)
 		reserved = account_free_by(rec, tgid, key.gen, &info, &tensors);
 	}
 	if (rec)
-		emit_record(type, cookie, rec, tgid, (__u32)id, user_stack(ctx, rec, false), -1,
-			    GM_COOKIE_KIND(cookie), ptr, info.size, 0, reserved, tensors,
-			    found ? info.device : GM_DEVICE_UNKNOWN);
+		emit_record(type, cookie, rec, tgid, (__u32)id,
+			    user_stack(ctx, rec, GM_STACK_IN_BODY), -1, GM_COOKIE_KIND(cookie), ptr,
+			    info.size, 0, reserved, tensors, found ? info.device : GM_DEVICE_UNKNOWN);
 	return 0;
 }
 

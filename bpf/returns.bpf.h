@@ -146,7 +146,8 @@ static __always_inline void call_returned(struct pt_regs *ctx, long ret, bool ma
 			teardown_return(rec, id >> 32, shape);
 		return;
 	}
-	alloc_return(ctx, rec, id, (__s32)ret, call_stacks(ctx, rec, id >> 32));
+	alloc_return(ctx, rec, id, (__s32)ret,
+		     call_stacks(ctx, rec, id >> 32, GM_STACK_AT_RETURN));
 }
 
 #endif /* GPUMEM_RETURNS_BPF_H */

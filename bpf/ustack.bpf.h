@@ -16,6 +16,20 @@
  * verifier 13% and 50% more instructions than two. */
 #define GM_WALK_PER_CALL 2
 
+/* Where a walk's probe fired (gm_user_stack_id()). */
+enum gm_stack_at {
+	/* A return probe: the registers are the caller's, and its first window, read from sp,
+	 * also holds the variables the call wrote its results to (rec's out-pointers). */
+	GM_STACK_AT_RETURN,
+	/* A function's first instruction: the caller's return address at sp, fp still the
+	 * caller's. */
+	GM_STACK_AT_ENTRY,
+	/* Inside a function (a USDT probe): no results to read, so the first window is read
+	 * from its frame record up, not from sp: the function's own locals are no frames, and
+	 * a caller's record just past 256 bytes from sp took a second read. */
+	GM_STACK_IN_BODY,
+};
+
 /* A walk's upper bound when the stack mapping is not known now: a variable, not the constant,
  * so that the verifier takes it as it takes a known bound, any value. With the constant, every
  * read's size had two histories and the walk was verified twice over at each frame (with two
@@ -64,8 +78,9 @@ static __always_inline bool stack_bounds(struct stack_scratch *sc, __u64 sp)
 /* The window of the user stack a walk read last, [base, base + have), on the BPF stack: a read
  * into map memory cost about 65-125 ns more here, the kernel's check of a heap destination
  * (hardened usercopy, on in Debian's kernels), where a stack destination is told at once. The
- * first read is from sp up (stack_top()), up to GM_STACK_NEAR_READS more each at the first
- * frame record past the last (gm_frame_record()). */
+ * first read is from sp up, or from the frame record in a function's body (stack_top()), up
+ * to GM_STACK_NEAR_READS more each at the first frame record past the last
+ * (gm_frame_record()). */
 struct stack_win {
 	__u64 sp, base, have;
 	__u64 reads;		/* windows read past the first */
@@ -201,13 +216,12 @@ static long walk_frame(__u64 i, void *data)
 }
 
 /* The return addresses from fp up, after first, into w->st: a zero after the last. w->win
- * holds what stack_top() read from sp up; past it, inside the stack mapping [lo, hi) (hi ~0:
+ * holds what stack_top() read; past it, inside the stack mapping [lo, hi) (hi ~0:
  * not known now) gm_frame_record() reads a window at once, elsewhere a frame at a time; a
  * read that faults ends the stack, as the kernel's walk ends. */
 static __always_inline void walk_frames(struct walk *w, __u64 first, __u64 fp)
 {
 	w->fp = fp;
-	w->win.base = w->win.sp;
 	w->win.reads = 0;
 	w->st->ips[0] = first;
 	bpf_loop((GM_MAX_STACK_DEPTH - 1 + GM_WALK_PER_CALL - 1) / GM_WALK_PER_CALL, walk_frame, w,
@@ -264,32 +278,34 @@ static __always_inline __s32 stack_id_of(struct gm_user_stack *st)
 	return -1;
 }
 
-/* The word at addr, if the window read from sp up holds it (8-aligned, as stack slots are). */
+/* The word at addr, if the walk's first window holds it (8-aligned, as stack slots are). */
 static __always_inline bool window_word(const struct walk *w, __u64 addr, __u64 *val)
 {
-	__u64 off = addr - w->win.sp;
+	__u64 off = addr - w->win.base;
 
-	if (addr < w->win.sp || (off & 7) || off + 8 > w->win.have)
+	if (addr < w->win.base || (off & 7) || off + 8 > w->win.have)
 		return false;
 	*val = w->win.w[(off / 8) & (GM_STACK_WINDOW / 8 - 1)];
 	return true;
 }
 
-/* The first read of a walk: the stack from w->sp up (inside its mapping, w->hi ~0: not known
- * now), which holds the innermost frames and, at a return, most often the caller's variables
- * the call wrote its results to (one read at a return, not two). Sets w->have, the bytes read:
- * 0 when none (the walk then reads frame by frame from fp, as it would past the window). */
+/* The first read of a walk: the stack from `from` up (sp, or the frame record in a function's
+ * body; inside its mapping, w->hi ~0: not known now), which holds the innermost frames and, at
+ * a return, most often the caller's variables the call wrote its results to (one read at a
+ * return, not two). Sets w->win: base, and have, the bytes read: 0 when none (the walk then
+ * reads from fp, as it would past the window). */
 static __always_inline void stack_top(struct walk *w, struct stack_scratch *sc,
-				      const struct gm_inflight *rec, int at_entry)
+				      const struct gm_inflight *rec, __u64 from, int at)
 {
-	__u64 sp = w->win.sp, hi = w->hi;
-	__u64 len = hi > sp && hi - sp < GM_STACK_WINDOW ? hi - sp : GM_STACK_WINDOW;
+	__u64 hi = w->hi;
+	__u64 len = hi > from && hi - from < GM_STACK_WINDOW ? hi - from : GM_STACK_WINDOW;
 
+	w->win.base = from;
 	w->win.have = 0;
-	if (len < 16 || bpf_probe_read_user(w->win.w, len, (void *)sp))
+	if (len < 16 || bpf_probe_read_user(w->win.w, len, (void *)from))
 		return;
 	w->win.have = len;
-	if (!at_entry) {
+	if (at == GM_STACK_AT_RETURN) {
 		if (window_word(w, rec->out_ptr, &sc->out_val[0]))
 			sc->out_have |= 1;
 		if (window_word(w, rec->out_pitch, &sc->out_val[1]))
@@ -297,16 +313,17 @@ static __always_inline void stack_top(struct walk *w, struct stack_scratch *sc,
 	}
 }
 
-/* at_entry: the probe is on a function's first instruction, where the caller's return address
- * is at sp and fp is still the caller's: the stack starts at the caller. Else (a return probe)
- * the registers are the caller's own. A global function: the verifier checks it once, not in
- * every program that calls it (the walk's loop made that a 10 s load). */
-__noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, int at_entry)
+/* at (enum gm_stack_at): at the entry, the probe is on a function's first instruction, where
+ * the caller's return address is at sp and fp is still the caller's: the stack starts at the
+ * caller. Else (a return probe, a USDT probe) the stack starts at the probed instruction. A
+ * global function: the verifier checks it once, not in every program that calls it (the walk's
+ * loop made that a 10 s load). */
+__noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, int at)
 {
 	struct stack_scratch *sc;
 	struct gm_user_stack *st, *last;
 	struct walk w;		/* not zeroed: the walk reads only what it read in */
-	__u64 first;
+	__u64 first, fp, from;
 	int id = -1;
 
 	if (stack_mode == GM_STACKS_NONE || !ctx || !ts)
@@ -315,9 +332,14 @@ __noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, in
 	sc->out_have = 0;
 	w.win.sp = PT_REGS_SP(ctx);
 	w.hi = stack_bounds(sc, w.win.sp) ? sc->hi : gm_no_bound;
-	stack_top(&w, sc, &ts->rec, at_entry);
+	fp = PT_REGS_FP(ctx);
+	/* In a function's body the first window starts at its frame record, where one lies
+	 * above sp inside the stack mapping (else at sp, as at a return): the walk starts at fp
+	 * either way, so the frames found are the same; only the reads differ. */
+	from = at == GM_STACK_IN_BODY && fp > w.win.sp && fp < w.hi && !(fp & 7) ? fp : w.win.sp;
+	stack_top(&w, sc, &ts->rec, from, at);
 	first = PT_REGS_IP(ctx);
-	if (at_entry) {
+	if (at == GM_STACK_AT_ENTRY) {
 		if (w.win.have >= sizeof(first))
 			first = w.win.w[0];
 		else if (bpf_probe_read_user(&first, sizeof(first), (void *)w.win.sp))
@@ -328,7 +350,7 @@ __noinline int gm_user_stack_id(struct pt_regs *ctx, struct thread_state *ts, in
 	w.st = st;
 	w.sc = sc;
 	sc->fhave = 0;
-	walk_frames(&w, first, PT_REGS_FP(ctx));
+	walk_frames(&w, first, fp);
 	if (sc->last_id_plus1 && same_stack(last, st))
 		return (int)(sc->last_id_plus1 - 1);
 	id = stack_id_of(st);
@@ -342,12 +364,12 @@ out:
 	return id;
 }
 
-static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec,
-					 bool at_entry)
+/* The calling thread's user stack id (-1: none), its probe `at` as enum gm_stack_at says. */
+static __always_inline __s32 user_stack(struct pt_regs *ctx, struct gm_inflight *rec, int at)
 {
 	if (stack_mode == GM_STACKS_NONE)
 		return -1;
-	return gm_user_stack_id(ctx, (struct thread_state *)rec, at_entry);
+	return gm_user_stack_id(ctx, (struct thread_state *)rec, at);
 }
 
 /* The bytes from sp to the end of the k-th page from sp's own (k >= 1). */

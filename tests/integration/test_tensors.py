@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (MOCK_LIB_DIR, SystemWide, Workload, find_proc, run_snapshot_c,
-                      C10_LIB, TENSOR_PYTHON, TENSOR_SCRIPT, TENSOR_SKIPS)
+                      run_trace_c, C10_LIB, TENSOR_PYTHON, TENSOR_SCRIPT, TENSOR_SKIPS)
 
 PYTHON, SCRIPT, C10 = TENSOR_PYTHON, TENSOR_SCRIPT, C10_LIB
 KIB, MIB = 1 << 10, 1 << 20
@@ -166,3 +166,24 @@ def test_each_tensor_probe_run_is_a_probe_hit_of_its_process():
     more_segments = segments[200] - segments[100]
     assert 300 + more_segments <= hits[200] - hits[100] <= 300 + 4 * more_segments, (hits,
                                                                                      segments)
+
+
+def test_a_tensor_walked_by_frame_pointers_starts_at_the_probes_function_and_its_caller():
+    # A USDT probe fires inside its function: the walk starts at the probed instruction and
+    # reads its first window from the function's frame record up, not from sp (the function's
+    # own locals hold no frame). Under --unwind fp the frames shown are the walk's own: the
+    # allocator's function, then its caller, ctypes' libffi (its frames past that are libffi's
+    # own layout, not checked here). Each streamed event walks: 2 steps, 4 mallocs, 2 frees.
+    run = run_trace_c([PYTHON, SCRIPT, MOCK_LIB_DIR, "leak", "2", "0"],
+                      gpumem_args=("--unwind", "fp"))
+    assert run.returncode == 0, run.stderr
+    events = [e for e in run.report if e.get("layer") == "pytorch"]
+    assert sorted(e["event"] for e in events) == ["alloc"] * 4 + ["free"] * 2, events
+    for e in events:
+        native = [(f.get("symbol"), Path(f.get("module") or "").name) for f in e["frames"]
+                  if f.get("lang") == "native"]
+        if e["event"] == "alloc":
+            assert native[0] == ("c10_mock_alloc", C10.name), native
+            assert native[1][1].startswith("libffi.so"), native
+        else:
+            assert native[0] == ("c10_mock_free", C10.name), native
