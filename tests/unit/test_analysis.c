@@ -351,6 +351,29 @@ static void test_the_oom_forecast_is_free_memory_over_the_net_growth(void **stat
 	assert_false(f.valid);
 }
 
+/* gpumem's share of a process's CPU: hits x a hit's cost over its CPU time, at most the whole
+ * (an estimate a few percent past it, for a process of little but probed calls, was shown as
+ * 101.6%). */
+static void test_gpumems_share_of_a_process_is_its_estimate_at_most_the_whole(void **state)
+{
+	struct snapshot snap = { .trap_known = true, .trap_ns = 700, .bpf_run_known = true,
+				 .bpf_run_ns = 300 };
+	struct snap_proc p = { .valid = SP_HITS | SP_CPU, .cpu_ns = 4000000 };
+	struct proc_cost c;
+
+	(void)state;
+	p.st.probe_hits = 1000;		/* 1 ms of 4 */
+	proc_cost_of(&snap, &p, &c);
+	assert_true(c.hits_known && c.seconds_known && c.share_known);
+	assert_true(fabs(c.seconds - 0.001) < 1e-12 && fabs(c.share - 0.25) < 1e-12);
+	p.st.probe_hits = 4100;		/* 4.1 ms of 4: the seconds as estimated, the share whole */
+	proc_cost_of(&snap, &p, &c);
+	assert_true(fabs(c.seconds - 0.0041) < 1e-12 && c.share == 1.0);
+	p.valid = SP_HITS;		/* no CPU time read: no share */
+	proc_cost_of(&snap, &p, &c);
+	assert_true(c.seconds_known && !c.share_known);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_oom_context_takes_the_sites_of_the_device_that_failed),
 		cmocka_unit_test(test_history_forgets_a_process_that_left_the_snapshots),
 		cmocka_unit_test(test_the_oom_forecast_is_free_memory_over_the_net_growth),
+		cmocka_unit_test(test_gpumems_share_of_a_process_is_its_estimate_at_most_the_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

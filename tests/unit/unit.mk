@@ -30,7 +30,7 @@ unit_mods_state := model/state model/alloc_table model/slot_table model/stacks m
 	base/util
 unit_mods_container := host/container
 unit_mods_analysis := analysis/history analysis/leak_verdicts analysis/forecast analysis/trends \
-	analysis/failure_context model/snapshot host/gpu_map host/procs probes/table base/util
+	analysis/failure_context analysis/cost model/snapshot host/gpu_map host/procs probes/table base/util
 unit_mods_untrusted := base/untrusted
 unit_mods_site_text := output/site_text output/report model/snapshot model/owners host/gpu_map host/procs probes/table loader/attach \
 	discover/probe_place loader/pin symbols/elf_syms loader/uprobe_multi output/units output/json \
