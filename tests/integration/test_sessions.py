@@ -23,15 +23,20 @@ def kernel_has_sessions():
 
 
 def tracers_of(libdir, but):
-    """Pids other than but whose uprobe_multi links are on a file under libdir."""
+    """Pids other than but whose uprobe_multi links are on a file under libdir, and other
+    gpumems with uprobe_multi links on any file: a system-wide gpumem attaches these copies
+    when a process maps them and lets them go once none does, so that it may have armed a
+    call's return and be gone from them by the time they are looked at."""
     pids = set()
     for fdinfo in Path("/proc").glob("[0-9]*/fdinfo/*"):
         try:
             text = fdinfo.read_text(errors="replace")
+            comm = (fdinfo.parent.parent / "comm").read_text().strip()
         except OSError:
             continue
-        if any(line.split(":", 1)[1].strip().startswith(f"{libdir}/")
-               for line in text.splitlines() if line.startswith("path:")):
+        paths = [line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith("path:")]
+        if any(p.startswith(f"{libdir}/") for p in paths) or (paths and comm == "gpumem"):
             pids.add(int(fdinfo.parts[2]))
     return pids - {but}
 
