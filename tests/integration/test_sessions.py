@@ -31,13 +31,13 @@ def tracers_of(libdir, but):
     for fdinfo in Path("/proc").glob("[0-9]*/fdinfo/*"):
         try:
             text = fdinfo.read_text(errors="replace")
-            comm = (fdinfo.parent.parent / "comm").read_text().strip()
+            paths = [line.split(":", 1)[1].strip() for line in text.splitlines()
+                     if line.startswith("path:")]
+            if paths and (any(p.startswith(f"{libdir}/") for p in paths) or
+                          (fdinfo.parent.parent / "comm").read_text().strip() == "gpumem"):
+                pids.add(int(fdinfo.parts[2]))
         except OSError:
             continue
-        paths = [line.split(":", 1)[1].strip() for line in text.splitlines()
-                 if line.startswith("path:")]
-        if any(p.startswith(f"{libdir}/") for p in paths) or (paths and comm == "gpumem"):
-            pids.add(int(fdinfo.parts[2]))
     return pids - {but}
 
 

@@ -714,10 +714,16 @@ static struct addr_entry *image_lookup(struct symbolizer *s, struct image *img, 
 	return image_resolve(s, img, vaddr);
 }
 
+/* Where addr's code is: for a return address, its call's, the byte before. */
+static uint64_t code_addr(uint64_t addr, bool is_return)
+{
+	return is_return && addr > 0 ? addr - 1 : addr;
+}
+
 const struct mapping *symbolize_mapping_of(const struct module_map *mm, uint64_t addr,
 					   bool is_return)
 {
-	return module_map_find(mm, is_return && addr > 0 ? addr - 1 : addr);
+	return module_map_find(mm, code_addr(addr, is_return));
 }
 
 int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
@@ -734,8 +740,8 @@ int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm,
 	memset(out, 0, sizeof(*out));
 	out->addr = addr;
 	out->offset = addr;
-	lookup = is_return && addr > 0 ? addr - 1 : addr;
-	m = symbolize_mapping_of(mm, addr, is_return);
+	lookup = code_addr(addr, is_return);
+	m = module_map_find(mm, lookup);
 	if (!m)
 		return 1;
 	e = map_entry_get(s, m);

@@ -45,14 +45,14 @@ void symbolizer_free(struct symbolizer *s);
  * Strings stay owned by the symbolizer until symbolizer_free (a sweep keeps them). An address
  * that no mapping or symbol covers still fills a frame.
  */
-/* The mapping of mm that holds addr's code (for a return address, the call's: addr - 1), or
- * NULL: where symbolize_frames looks. */
-const struct mapping *symbolize_mapping_of(const struct module_map *mm, uint64_t addr,
-					   bool is_return);
 int symbolize_frames(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
 		     bool is_return, struct frame *out, unsigned int max);
 int symbolize_addr(struct symbolizer *s, int pid, const struct module_map *mm, uint64_t addr,
 		   bool is_return, struct frame *out);
+/* The mapping of mm that holds addr's code (for a return address, the call's: addr - 1), or
+ * NULL: where symbolize_frames looks. */
+const struct mapping *symbolize_mapping_of(const struct module_map *mm, uint64_t addr,
+					   bool is_return);
 
 /* Opens and loads every executable mapping now, while the process lives: its files stay
  * resolvable after it ends even when deleted or inside a container. */
