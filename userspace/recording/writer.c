@@ -346,12 +346,19 @@ static void event_refs(struct recorder *r, struct rec_proc *p, const struct snap
 }
 
 /* Binds a waiting row's columns from parameter first on, those whose value differs from the
- * one the statement holds (held), which then holds the row. */
+ * one the statement holds (held), which then holds the row. With auto_id its id goes in as
+ * NULL: SQLite gives the row the table's largest id + 1, which is the id it was given (the row
+ * before it in the insert has the largest, written explicitly), and SQLite then finds the
+ * row's place with no search. An explicit id is searched for first, in case it exists: 15 of
+ * a batch's 16 searches cut are 13% of SQLite's instructions a row (callgrind, the events
+ * table alone). */
 static void bind_event_row(sqlite3_stmt *st, int first, const struct rec_event_row *row,
-			   struct rec_event_row *held)
+			   struct rec_event_row *held, bool auto_id)
 {
+	uint32_t null_mask = row->null_mask | (auto_id ? 1u : 0u);
+
 	for (int c = 0; c < REC_EVENT_COLS; c++) {
-		bool null = row->null_mask & (1u << c);
+		bool null = null_mask & (1u << c);
 
 		if (null == !!(held->null_mask & (1u << c)) && (null || row->v[c] == held->v[c]))
 			continue;
@@ -361,6 +368,23 @@ static void bind_event_row(sqlite3_stmt *st, int first, const struct rec_event_r
 			sqlite3_bind_int64(st, first + c, row->v[c]);
 	}
 	*held = *row;
+	held->null_mask = null_mask;
+}
+
+/* Whether the rows just inserted took the ids they were given; else the recording stops: a
+ * free's alloc_id and the spans name rows by these ids. */
+static bool event_ids_kept(struct recorder *r, const struct rec_event_row *last)
+{
+	int64_t got = sqlite3_last_insert_rowid(r->db);
+
+	if (got == last->v[0])
+		return true;
+	if (!r->err) {
+		r->err = SQLITE_INTERNAL;
+		p_err("cannot write the recording %s: an event took id %lld, not %lld", r->path,
+		      (long long)got, (long long)last->v[0]);
+	}
+	return false;
 }
 
 void rec_events_flush(struct recorder *r)
@@ -371,14 +395,16 @@ void rec_events_flush(struct recorder *r)
 	if (r->err || !n)
 		return;
 	if (n == REC_EVENT_BATCH) {
+		/* The ids are consecutive: the first row's given, the others SQLite's. */
 		for (size_t i = 0; i < n; i++)
 			bind_event_row(r->st[ST_EVENTS], 1 + (int)i * REC_EVENT_COLS,
-				       &r->pending[i], &r->held[i]);
-		rec_step(r, ST_EVENTS);
+				       &r->pending[i], &r->held[i], i > 0);
+		if (rec_step(r, ST_EVENTS))
+			event_ids_kept(r, &r->pending[n - 1]);
 		return;
 	}
 	for (size_t i = 0; i < n && !r->err; i++) {
-		bind_event_row(r->st[ST_EVENT], 1, &r->pending[i], &r->held_one);
+		bind_event_row(r->st[ST_EVENT], 1, &r->pending[i], &r->held_one, false);
 		rec_step(r, ST_EVENT);
 	}
 }
