@@ -512,6 +512,61 @@ static void test_a_tampered_recording_is_read_without_harm(void **state)
 	recording_close(rec);
 }
 
+/* A session of n allocations then their frees (addresses base + 0x1000 * i), appended to
+ * the recording (or replacing it). */
+static void alloc_free_session(struct rig *g, bool replace, uint64_t t, uint64_t base, int n)
+{
+	struct recorder_opts o = { .path = g->path, .replace = replace, .sample_interval_s = 1,
+				   .command = "record (unit)" };
+	struct recorder *r;
+
+	assert_int_equal(recorder_open(&o, &r), 0);
+	for (int i = 0; i < n; i++)
+		event(g, r, GM_REC_ALLOC, t + (uint64_t)i, base + 0x1000ull * i, 1000, 0, 0);
+	for (int i = 0; i < n; i++)
+		event(g, r, GM_REC_FREE, t + (uint64_t)(n + i), base + 0x1000ull * i, 1000, 0, 0);
+	assert_int_equal(recorder_close(r), 0);
+}
+
+static int64_t query_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	int64_t v;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Events go in 16 to an insert, the first with its id and the others with SQLite's next: the
+ * ids stay the writer's, past every earlier row and span, even when the newest rows were
+ * deleted (as retention deletes a recording whose events are all old), and each free names
+ * its allocation's row. */
+static void test_event_ids_run_on_past_deleted_rows_and_frees_name_their_allocations(
+	void **state)
+{
+	struct rig *g = *state;
+	sqlite3 *db;
+
+	alloc_free_session(g, true, 10 * SEC, 0x7e0000000000, 40);
+	assert_int_equal(sqlite3_open(g->path, &db), SQLITE_OK);
+	assert_int_equal(query_int(db, "SELECT max(id) FROM events"), 80);
+	assert_int_equal(sqlite3_exec(db, "DELETE FROM events WHERE id > 8", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	alloc_free_session(g, false, 20 * SEC, 0x7f0000000000, 40);
+	assert_int_equal(sqlite3_open(g->path, &db), SQLITE_OK);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM events WHERE id > 80"), 80);
+	assert_int_equal(query_int(db, "SELECT min(id) FROM events WHERE id > 8"), 81);
+	assert_int_equal(query_int(db, "SELECT max(id) FROM events"), 160);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM events f JOIN events a ON"
+				       " a.id = f.alloc_id AND a.addr = f.addr AND a.type = 1"
+				       " WHERE f.type = 2 AND f.id > 80"), 40);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +588,9 @@ int main(void)
 						rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_a_tampered_recording_is_read_without_harm,
 						rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_event_ids_run_on_past_deleted_rows_and_frees_name_their_allocations,
+			rig_setup, rig_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
