@@ -371,20 +371,17 @@ static void bind_event_row(sqlite3_stmt *st, int first, const struct rec_event_r
 	held->null_mask = null_mask;
 }
 
-/* Whether the rows just inserted took the ids they were given; else the recording stops: a
- * free's alloc_id and the spans name rows by these ids. */
-static bool event_ids_kept(struct recorder *r, const struct rec_event_row *last)
+/* The recording stops unless the rows just inserted took the ids they were given: a free's
+ * alloc_id and the spans name rows by these ids. */
+static void check_event_ids(struct recorder *r, const struct rec_event_row *last)
 {
 	int64_t got = sqlite3_last_insert_rowid(r->db);
 
-	if (got == last->v[0])
-		return true;
-	if (!r->err) {
-		r->err = SQLITE_INTERNAL;
-		p_err("cannot write the recording %s: an event took id %lld, not %lld", r->path,
-		      (long long)got, (long long)last->v[0]);
-	}
-	return false;
+	if (got == last->v[0] || r->err)
+		return;
+	r->err = SQLITE_INTERNAL;
+	p_err("cannot write the recording %s: an event took id %lld, not %lld", r->path,
+	      (long long)got, (long long)last->v[0]);
 }
 
 void rec_events_flush(struct recorder *r)
@@ -400,7 +397,7 @@ void rec_events_flush(struct recorder *r)
 			bind_event_row(r->st[ST_EVENTS], 1 + (int)i * REC_EVENT_COLS,
 				       &r->pending[i], &r->held[i], i > 0);
 		if (rec_step(r, ST_EVENTS))
-			event_ids_kept(r, &r->pending[n - 1]);
+			check_event_ids(r, &r->pending[n - 1]);
 		return;
 	}
 	for (size_t i = 0; i < n && !r->err; i++) {
