@@ -183,6 +183,48 @@ static void test_stat_start_time_plain_and_truncated(void **state)
 	assert_int_equal(proc_parse_stat_start_time(no_paren, &ticks), -EINVAL);
 }
 
+static void test_stat_ending_by_state_and_exiting_flag(void **state)
+{
+	/* flags 4194560 (0x400100) and 4194564, the same with PF_EXITING (0x4) */
+	static const char live[] = "1 (a) Z) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42";
+	static const char exiting[] = "1 (a) S 0 1 1 0 -1 4194564 1 2 3 4 5 6 7 8 20 0 1 0 42";
+	static const char zombie[] = "1 (a) Z 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42";
+	static const char dead[] = "1 (a) X 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42";
+	static const char short_stat[] = "1 (a) S 0 1 1 0 -1";
+	static const char no_state[] = "1 (a)";
+
+	(void)state;
+	assert_int_equal(proc_parse_stat_ending(live), 0);
+	assert_int_equal(proc_parse_stat_ending(exiting), 1);
+	assert_int_equal(proc_parse_stat_ending(zombie), 1);
+	assert_int_equal(proc_parse_stat_ending(dead), 1);
+	assert_int_equal(proc_parse_stat_ending(short_stat), -EINVAL);
+	assert_int_equal(proc_parse_stat_ending(no_state), -EINVAL);
+}
+
+/* A zombie's maps read as none, and as an error, not as an empty map of a live process. */
+static void test_maps_read_of_an_ended_process_is_esrch(void **state)
+{
+	struct module_map mm;
+	int status;
+	pid_t child;
+
+	(void)state;
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(0);
+	/* not reaped yet: a zombie once its exit is done */
+	for (int i = 0; i < 1000 && module_map_read(child, &mm) == 0; i++) {
+		module_map_free(&mm);
+		usleep(1000);
+	}
+	assert_int_equal(module_map_read(child, &mm), -ESRCH);
+	assert_null(mm.maps);
+	assert_int_equal(mm.count, 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+}
+
 static void test_stat_start_time_of_self_is_stable(void **state)
 {
 	uint64_t a = 0, b = 0;
@@ -386,6 +428,8 @@ int main(void)
 		cmocka_unit_test(test_stat_start_time_with_paren_space_in_comm),
 		cmocka_unit_test(test_stat_start_time_plain_and_truncated),
 		cmocka_unit_test(test_stat_start_time_of_self_is_stable),
+		cmocka_unit_test(test_stat_ending_by_state_and_exiting_flag),
+		cmocka_unit_test(test_maps_read_of_an_ended_process_is_esrch),
 		cmocka_unit_test(test_start_matches_own_start_within_one_tick),
 		cmocka_unit_test(test_start_matches_a_child_until_it_is_gone),
 		cmocka_unit_test(test_cgroup_v2_only),

@@ -172,6 +172,21 @@ int proc_parse_stat_field(const char *stat_text, int n, uint64_t *value)
 	return 0;
 }
 
+/* The kernel's flag for a task that has begun to exit (linux/sched.h). */
+#define PF_EXITING 0x00000004u
+
+int proc_parse_stat_ending(const char *stat_text)
+{
+	const char *p = strrchr(stat_text, ')');
+	uint64_t flags;
+
+	/* field 3, the state, a letter: Z a zombie, X (or x) dead */
+	if (!p || p[1] != ' ' || !p[2] || p[3] != ' ' ||
+	    proc_parse_stat_field(stat_text, 9, &flags))
+		return -EINVAL;
+	return p[2] == 'Z' || p[2] == 'X' || p[2] == 'x' || (flags & PF_EXITING);
+}
+
 int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
 {
 	return proc_parse_stat_field(stat_text, 22, ticks);
@@ -320,7 +335,8 @@ int module_map_parse(FILE *f, struct module_map *out)
 
 int module_map_read(int pid, struct module_map *out)
 {
-	char path[64];
+	char path[64], text[1024];
+	size_t n;
 	FILE *f;
 	int err;
 
@@ -334,7 +350,20 @@ int module_map_read(int pid, struct module_map *out)
 		return -errno;
 	err = module_map_parse(f, out);
 	fclose(f);
-	return err;
+	if (err)
+		return err;
+	/* Asked after the read: not ending then, it was whole throughout (a task is marked
+	 * PF_EXITING before its mappings go). Seen on Linux 6.18: a read beside the exit of a
+	 * process that had just loaded a library, its newest mappings there and the older ones,
+	 * the executable's own excepted, gone. */
+	err = proc_read_file(pid, "stat", text, sizeof(text), &n);
+	if (!err)
+		err = proc_parse_stat_ending(text);
+	if (err) {
+		module_map_free(out);
+		return err < 0 ? err : -ESRCH;
+	}
+	return 0;
 }
 
 void module_map_free(struct module_map *m)

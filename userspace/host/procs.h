@@ -33,6 +33,9 @@ bool proc_start_matches(int pid, uint64_t start_ns);
 int proc_cpu_time(int pid, uint64_t start_ns, uint64_t *cpu_ns);
 /* Field n (3 and up: after the command) of a /proc/PID/stat text, as a number. */
 int proc_parse_stat_field(const char *stat_text, int n, uint64_t *value);
+/* 1 when a /proc/PID/stat text is of a process that has begun to end (PF_EXITING set, or a
+ * zombie, or dead), 0 when not, -EINVAL when the text is not a stat line. */
+int proc_parse_stat_ending(const char *stat_text);
 bool proc_exists(int pid);
 
 struct mapping {
@@ -49,6 +52,9 @@ struct module_map {
 	size_t count;
 };
 
+/* pid's file-backed mappings, from /proc/PID/maps. -ESRCH when the process had begun to end
+ * by the end of the read: its mappings were being taken down, and the read may have missed
+ * some (the kernel lets a read of the maps run beside exit_mmap), so none of it is kept. */
 int module_map_read(int pid, struct module_map *out);
 int module_map_parse(FILE *f, struct module_map *out);
 void module_map_free(struct module_map *m);
