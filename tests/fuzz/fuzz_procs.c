@@ -129,6 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		   "proc_parse_cmdline took a buffer of 0 bytes");
 	err = proc_parse_stat_start_time(text, &ticks);
 	fuzz_check(err == 0 || err == -EINVAL, "proc_parse_stat_start_time: %d", err);
+	err = proc_parse_stat_ending(text);
+	fuzz_check(err == 0 || err == 1 || err == -EINVAL, "proc_parse_stat_ending: %d", err);
 	free(text);
 	return 0;
 }
