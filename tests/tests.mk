@@ -57,7 +57,10 @@ endif
 # and the program that opens them (test_owners.py).
 TESTS_OWNER_LIBS := $(patsubst %,$(TESTS_OUT)/owners/%,libnccl.so.2 libcublasLt.so.13 \
 	libcudnn.so.9 libnvinfer.so.10)
-TESTS_PROGS += $(TESTS_OUT)/owners/owners $(TESTS_OWNER_LIBS)
+# TensorRT's name again, built without frame pointers as real libraries are: only its stack
+# copies, unwound with its CFI, name its frames.
+TESTS_OWNER_NOFP := $(TESTS_OUT)/owners/nofp/libnvinfer.so.10
+TESTS_PROGS += $(TESTS_OUT)/owners/owners $(TESTS_OWNER_LIBS) $(TESTS_OWNER_NOFP)
 
 # AMD's HIP runtime: a mock for the success paths, alone in its directory, and the program that
 # opens a HIP runtime by path (test_hip.py).
@@ -140,6 +143,11 @@ $(TESTS_OUT)/owners/lib%: tests/workloads/owner_lib.c $(TESTS_MOCK_HEADERS) $(TE
 	@mkdir -p $(@D)
 	$(CC) $(TESTS_CFLAGS) $(TESTS_CUDA_FLAGS) -Itests/mock -fPIC -shared -Wl,-soname,$(@F) \
 		-o $@ $< -L$(TESTS_LIB) -lcudart -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(TESTS_OWNER_NOFP): tests/workloads/owner_lib.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(TESTS_CFLAGS) -fomit-frame-pointer $(TESTS_CUDA_FLAGS) -Itests/mock -fPIC -shared \
+		-Wl,-soname,$(@F) -o $@ $< -L$(TESTS_LIB) -lcudart -Wl,-rpath,'$$ORIGIN/../../lib'
 
 $(TESTS_OUT)/owners/owners: tests/workloads/owners.c $(TESTS_MOCK_HEADERS) $(TESTS_MOCK_LIBS)
 	@mkdir -p $(@D)

@@ -185,7 +185,8 @@ static void test_stat_start_time_plain_and_truncated(void **state)
 
 static void test_stat_ending_by_state_and_exiting_flag(void **state)
 {
-	/* flags 4194560 (0x400100) and 4194564, the same with PF_EXITING (0x4) */
+	/* flags 4194560 (0x400100) and 4194564, the same with PF_EXITING (0x4); the live one's
+	 * command, "a) Z", fakes a zombie's state: the state follows the last ')' */
 	static const char live[] = "1 (a) Z) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42";
 	static const char exiting[] = "1 (a) S 0 1 1 0 -1 4194564 1 2 3 4 5 6 7 8 20 0 1 0 42";
 	static const char zombie[] = "1 (a) Z 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42";
@@ -202,12 +203,15 @@ static void test_stat_ending_by_state_and_exiting_flag(void **state)
 	assert_int_equal(proc_parse_stat_ending(no_state), -EINVAL);
 }
 
-/* A zombie's maps read as none, and as an error, not as an empty map of a live process. */
+/* A zombie's maps read as none, and as an error, not as an empty map of a live process; a
+ * reaped one's as gone. */
 static void test_maps_read_of_an_ended_process_is_esrch(void **state)
 {
 	struct module_map mm;
+	char path[64], stat[1024] = "";
 	int status;
 	pid_t child;
+	FILE *f;
 
 	(void)state;
 	child = fork();
@@ -222,7 +226,18 @@ static void test_maps_read_of_an_ended_process_is_esrch(void **state)
 	assert_int_equal(module_map_read(child, &mm), -ESRCH);
 	assert_null(mm.maps);
 	assert_int_equal(mm.count, 0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(stat, sizeof(stat), f));
+	fclose(f);
+	assert_non_null(strstr(stat, ") Z "));	/* a zombie, not a task still exiting */
+	assert_int_equal(proc_parse_stat_ending(stat), 1);
+	assert_true(proc_is_ending(child));
+	assert_false(proc_is_ending(getpid()));
 	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_int_equal(module_map_read(child, &mm), -ENOENT);
+	assert_true(proc_is_ending(child));
 }
 
 static void test_stat_start_time_of_self_is_stable(void **state)

@@ -187,6 +187,21 @@ int proc_parse_stat_ending(const char *stat_text)
 	return p[2] == 'Z' || p[2] == 'X' || p[2] == 'x' || (flags & PF_EXITING);
 }
 
+/* 1 when pid has begun to end, 0 when not, -errno when its stat cannot be read (gone). */
+static int proc_ending(int pid)
+{
+	char text[1024];
+	size_t n;
+	int err = proc_read_file(pid, "stat", text, sizeof(text), &n);
+
+	return err ? err : proc_parse_stat_ending(text);
+}
+
+bool proc_is_ending(int pid)
+{
+	return proc_ending(pid) != 0;
+}
+
 int proc_parse_stat_start_time(const char *stat_text, uint64_t *ticks)
 {
 	return proc_parse_stat_field(stat_text, 22, ticks);
@@ -321,6 +336,8 @@ int module_map_parse(FILE *f, struct module_map *out)
 			break;
 		count++;
 	}
+	if (!err && ferror(f))	/* a read cut short is no whole map */
+		err = -EIO;
 	free(line);
 	out->maps = maps;
 	out->count = count;
@@ -333,13 +350,13 @@ int module_map_parse(FILE *f, struct module_map *out)
 	return 0;
 }
 
-int module_map_read(int pid, struct module_map *out)
+int module_map_read_ending(int pid, struct module_map *out, bool *whole)
 {
-	char path[64], text[1024];
-	size_t n;
+	char path[64];
 	FILE *f;
 	int err;
 
+	*whole = false;
 	out->maps = NULL;
 	out->count = 0;
 	if (pid <= 0)
@@ -352,18 +369,31 @@ int module_map_read(int pid, struct module_map *out)
 	fclose(f);
 	if (err)
 		return err;
-	/* Asked after the read: not ending then, it was whole throughout (a task is marked
-	 * PF_EXITING before its mappings go). Seen on Linux 6.18: a read beside the exit of a
-	 * process that had just loaded a library, its newest mappings there and the older ones,
-	 * the executable's own excepted, gone. */
-	err = proc_read_file(pid, "stat", text, sizeof(text), &n);
-	if (!err)
-		err = proc_parse_stat_ending(text);
-	if (err) {
+	/* Asked after the read: not ending then, it was whole throughout. The kernel gives the
+	 * maps a chunk at a time and ends the read, as at their end, once the process has let
+	 * go of its memory, which it does after it is marked PF_EXITING. Seen on Linux 6.18: a
+	 * read beside the exit of a process that had just loaded a library gave its lower 17
+	 * mappings of 25, the older libraries above them missing. (An exec replaces the maps
+	 * with no such mark: the model tells an image by its first call's map, same_image.) */
+	err = proc_ending(pid);
+	if (err < 0) {
 		module_map_free(out);
-		return err < 0 ? err : -ESRCH;
+		return err;
 	}
+	*whole = !err;
 	return 0;
+}
+
+int module_map_read(int pid, struct module_map *out)
+{
+	bool whole;
+	int err = module_map_read_ending(pid, out, &whole);
+
+	if (!err && !whole) {
+		module_map_free(out);
+		return -ESRCH;
+	}
+	return err;
 }
 
 void module_map_free(struct module_map *m)

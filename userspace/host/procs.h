@@ -36,6 +36,8 @@ int proc_parse_stat_field(const char *stat_text, int n, uint64_t *value);
 /* 1 when a /proc/PID/stat text is of a process that has begun to end (PF_EXITING set, or a
  * zombie, or dead), 0 when not, -EINVAL when the text is not a stat line. */
 int proc_parse_stat_ending(const char *stat_text);
+/* Whether pid has begun to end, or is gone (its stat unreadable). */
+bool proc_is_ending(int pid);
 bool proc_exists(int pid);
 
 struct mapping {
@@ -53,9 +55,12 @@ struct module_map {
 };
 
 /* pid's file-backed mappings, from /proc/PID/maps. -ESRCH when the process had begun to end
- * by the end of the read: its mappings were being taken down, and the read may have missed
- * some (the kernel lets a read of the maps run beside exit_mmap), so none of it is kept. */
+ * by the end of the read (a zombie too): the read may have been cut short, so none of it is
+ * kept; -ENOENT when it is gone. */
 int module_map_read(int pid, struct module_map *out);
+/* The same, but a read of a process that had begun to end is kept, *whole false: each of its
+ * mappings was there (their paths are right), but some may be missing. */
+int module_map_read_ending(int pid, struct module_map *out, bool *whole);
 int module_map_parse(FILE *f, struct module_map *out);
 void module_map_free(struct module_map *m);
 /* The mapping that holds addr, or NULL. */

@@ -409,6 +409,8 @@ static void adopt_kernel_map(struct state *s, struct proc_rec *p, struct module_
 	p->mm = *m;
 	p->have_mm = true;
 	p->maps_gen++;
+	unwinder_free(p->unwinder);	/* made again, over this map, when next needed */
+	p->unwinder = NULL;
 	m->maps = NULL;
 	m->count = 0;
 	for (size_t i = 0; i < p->npending_copies; i++)
@@ -454,6 +456,24 @@ void state_follow_event_cgroup(struct state *s, struct proc_rec *p, uint64_t cgr
 	follow_cgroup(s, p);
 }
 
+/* p's maps from /proc into *mm; false where there are none to keep. A read of a process that
+ * had begun to end may have been cut short, so it is no map of it; but each path it shows is
+ * right: they are remembered, and the files opened while the process still has them, for the
+ * map of its exit, in which the kernel names each file by its last component alone. */
+static bool read_whole_maps(struct state *s, struct proc_rec *p, struct module_map *mm)
+{
+	bool whole;
+
+	if (module_map_read_ending(p->pid, mm, &whole))
+		return false;
+	if (whole && mm->count)
+		return true;
+	remember_paths(s, mm);
+	symbolizer_prefetch(s->sym, p->pid, mm);
+	module_map_free(mm);
+	return false;
+}
+
 static void read_identity(struct state *s, struct proc_rec *p)
 {
 	/* When the reads began: one begun before the process ended read it, however long the
@@ -478,8 +498,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		p->ns_pid = 0;
 	if (!p->visible.known)
 		gpu_visible_read(p->pid, &p->visible);
-	/* A zombie's maps are empty: that is no capture (its exit map will come). */
-	if (!p->have_mm && module_map_read(p->pid, &p->mm) == 0 && p->mm.count) {
+	/* A process that has begun to end has no maps to keep: its exit map will come. */
+	if (!p->have_mm && read_whole_maps(s, p, &p->mm)) {
 		p->have_mm = true;
 		p->maps_gen++;
 		if (same_image(&p->start_mm, &p->mm))
@@ -586,11 +606,9 @@ bool state_reread_maps(struct state *s, struct proc_rec *p)
 
 	if (!p->alive || p->exit_known || !pid_is_still_its(p))
 		return false;
-	/* A zombie reads as empty: never trade a capture for that. */
-	if (module_map_read(p->pid, &fresh) || !fresh.count) {
-		module_map_free(&fresh);
+	/* Never a capture traded for a read that may have been cut short. */
+	if (!read_whole_maps(s, p, &fresh))
 		return false;
-	}
 	module_map_free(&p->mm);
 	p->mm = fresh;
 	p->have_mm = true;
@@ -614,6 +632,19 @@ static void not_unwound(struct state *s, const struct proc_rec *p, int32_t stack
 		s->lost[SNAP_LOST_NOT_UNWOUND]++;
 }
 
+/* A stack copy kept to unwind once the module map of the process's exit (or exec) arrives;
+ * past the bound, its frame-pointer stack stands. */
+static void defer_copy(struct state *s, struct proc_rec *p, const struct gm_stack_event *e)
+{
+	if (p->npending_copies < STATE_MAX_PENDING_COPIES) {
+		p->pending_copies = xrealloc(p->pending_copies,
+					     (p->npending_copies + 1) * sizeof(*e));
+		p->pending_copies[p->npending_copies++] = *e;
+	} else {
+		not_unwound(s, p, e->stack_id);
+	}
+}
+
 void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
@@ -624,13 +655,7 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 		return;
 	if (!p->have_mm) {
 		/* It ended before its maps were read: unwind once its exit map arrives. */
-		if (p->npending_copies < STATE_MAX_PENDING_COPIES) {
-			p->pending_copies = xrealloc(p->pending_copies,
-						     (p->npending_copies + 1) * sizeof(*e));
-			p->pending_copies[p->npending_copies++] = *e;
-		} else {
-			not_unwound(s, p, e->stack_id);
-		}
+		defer_copy(s, p, e);
 		return;
 	}
 	if (!p->unwinder)
@@ -641,6 +666,11 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 		if (state_reread_maps(s, p)) {
 			p->unwinder = unwinder_new(p->pid, &p->mm);
 			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH, &cut);
+		} else if (!p->exit_known && proc_is_ending(p->pid)) {
+			/* Ending (its maps no longer read whole), or gone: the map of its
+			 * exit has that code. */
+			defer_copy(s, p, e);
+			return;
 		}
 	}
 	if (ds.nips < 2) {	/* the frame-pointer stack is shown */
