@@ -385,6 +385,9 @@ static bool same_image(const struct module_map *start, const struct module_map *
  * process's module map. */
 static void adopt_kernel_map(struct state *s, struct proc_rec *p, struct module_map *m)
 {
+	struct gm_stack_event *copies;
+	size_t ncopies;
+
 	if (!m->count)
 		return;
 	for (size_t i = 0; i < m->count; i++) {
@@ -413,11 +416,14 @@ static void adopt_kernel_map(struct state *s, struct proc_rec *p, struct module_
 	p->unwinder = NULL;
 	m->maps = NULL;
 	m->count = 0;
-	for (size_t i = 0; i < p->npending_copies; i++)
-		state_on_stack_copy(s, &p->pending_copies[i]);
-	free(p->pending_copies);
+	/* Taken off p first: a copy that waits again goes on a list of its own. */
+	copies = p->pending_copies;
+	ncopies = p->npending_copies;
 	p->pending_copies = NULL;
 	p->npending_copies = 0;
+	for (size_t i = 0; i < ncopies; i++)
+		state_on_stack_copy(s, &copies[i]);
+	free(copies);
 }
 
 static void read_owner(struct state *s, struct proc_rec *p)
