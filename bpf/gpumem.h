@@ -37,8 +37,9 @@
  * time in its exit record. 20: a thread's Python scratch keeps its interpreter thread id, the
  * interpreter its thread state was found in and the walk's hash (py_scratch). 21: two
  * counters more (GM_CNT_TARGETS_FULL, GM_CNT_FAILED_ALLOCS). 22: a stack copy says whether it
- * reaches the stack's end (gm_stack_event.flags); the targets map follows --max-procs. */
-#define GM_LAYOUT_VERSION 22
+ * reaches the stack's end (gm_stack_event.flags); the targets map follows --max-procs. 23: an
+ * executable mapping of the kernel's walk carries its file's path (gm_vma_event.path). */
+#define GM_LAYOUT_VERSION 23
 
 #define GM_MAX_STACK_DEPTH 64	/* frames kept per call site */
 #define GM_COMM_LEN 16
@@ -53,7 +54,9 @@
 #define GM_MAX_PY_PROCS 8192			/* processes whose interpreter is walked */
 #define GM_MAX_CGROUP_FILTERS 64		/* --cgroup/--container/--pod selections */
 #define GM_MAX_KNOWN_FILES 16384		/* library files examined by userspace */
-#define GM_VMA_NAME_LEN 64
+/* An executable mapping's file path as the kernel's walk sends it: its components, the file's
+ * own name first, each ending in a NUL (gm_vma_event.path). */
+#define GM_VMA_PATH_LEN 256
 #define GM_STACK_COPY_MAX 16384			/* --stack-bytes: user stack copied for DWARF */
 #define GM_STACK_COPY_WHOLE 1			/* the copy reaches the stack mapping's end */
 #define GM_STACK_COPY_DEFAULT 8192
@@ -646,7 +649,13 @@ struct gm_vma_event {
 	__u64 pgoff;		/* in pages */
 	__u64 ino;
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
-	char name[GM_VMA_NAME_LEN];	/* the file's name (its last path component) */
+	/* The file's path from its mount namespace's root (or its layer's, an overlay's file),
+	 * read from its dentries: path_len bytes of components, the file's own name first, each
+	 * NUL-terminated. path_whole: the walk reached the root, so every component is there;
+	 * else only the first (the name) is. */
+	__u32 path_len;
+	__u32 path_whole;
+	char path[GM_VMA_PATH_LEN];
 };
 
 /* CPython frames. For a process userspace found running a supported interpreter (py_procs),

@@ -10,6 +10,10 @@ extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struc
 				 __u64 addr) __weak __ksym;
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __weak __ksym;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __weak __ksym;
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __weak __ksym;
+
+/* addr as a kernel T, read by plain loads (which fault to 0), no helper call or stack copy. */
+#define kernel_cast(T, addr) ((T *)bpf_rdonly_cast((void *)(addr), bpf_core_type_id_kernel(T)))
 
 #define VM_EXEC_FLAG 0x4
 
@@ -60,6 +64,79 @@ static __always_inline bool hold(__u32 tgid)
 #define GM_MAP_WALK_TRIES (1u << 16)
 #define EBUSY_ERR 16
 
+/* How many dentries and mounts a file's path walk goes through at most. */
+#define GM_PATH_WALK_STEPS 64
+
+/* One step of a file's path walk (path_scratch): its dentry's name, or, at the root of its
+ * mount, across to the dentry that mount is on; 1 (done) at the root of the mount namespace's
+ * tree (whole), past the buffer, or where the kernel's memory could not be read. */
+static long path_step(__u64 i, void *data)
+{
+	static const __u32 zero;
+	struct path_scratch *w = bpf_map_lookup_elem(&path_scratch, &zero);
+	struct dentry *d;
+	struct mount *m;
+	__u64 up;
+	long n;
+
+	if (!w)
+		return 1;
+	d = kernel_cast(struct dentry, w->dentry);
+	m = kernel_cast(struct mount, w->mnt);
+	if (w->dentry == (__u64)m->mnt.mnt_root) {
+		up = (__u64)m->mnt_parent;
+		if (!up)
+			return 1;	/* not read */
+		if (up == w->mnt) {
+			w->whole = 1;	/* a mount that is its own parent: the tree's root */
+			return 1;
+		}
+		w->dentry = (__u64)m->mnt_mountpoint;
+		w->mnt = up;
+		return 0;
+	}
+	up = (__u64)d->d_parent;
+	if (up == w->dentry || !up || w->off >= GM_VMA_PATH_LEN)
+		return 1;	/* a dentry out of its mount's tree, or too long a path */
+	n = bpf_probe_read_kernel_str(&w->path[w->off & (GM_VMA_PATH_LEN - 1)],
+				      GM_VMA_PATH_LEN, d->d_name.name);
+	if (n <= 0)
+		return 1;
+	w->off += n;
+	w->dentry = up;
+	return 0;
+}
+
+/* e's path: its file's dentries walked up to the root of its mount namespace, as the kernel's
+ * prepend_path does but without its locks (a rename meanwhile gives a path at which userspace's
+ * open finds another file, and refuses it). With the scratch busy (the walk preempted by
+ * another program's), or where the walk stops short, the file's name alone. */
+static __always_inline void vma_file_path(struct gm_vma_event *e, struct file *file)
+{
+	static const __u32 zero;
+	struct path_scratch *w = bpf_map_lookup_elem(&path_scratch, &zero);
+	long n;
+
+	e->path_len = 0;
+	e->path_whole = 0;
+	if (w && !__sync_fetch_and_add(&w->busy, 1)) {
+		w->off = 0;
+		w->whole = 0;
+		w->dentry = (__u64)file->f_path.dentry;
+		w->mnt = (__u64)file->f_path.mnt - bpf_core_field_offset(struct mount, mnt);
+		bpf_loop(GM_PATH_WALK_STEPS, path_step, NULL, 0);
+		if (w->off && !bpf_probe_read_kernel(e->path, sizeof(e->path), w->path)) {
+			e->path_len = w->off < sizeof(e->path) ? w->off : sizeof(e->path);
+			e->path_whole = w->whole && w->off <= sizeof(e->path);
+		}
+		w->busy = 0;	/* a program that found it busy added to it too */
+	}
+	if (e->path_len)
+		return;
+	n = bpf_probe_read_kernel_str(e->path, sizeof(e->path), file->f_path.dentry->d_name.name);
+	e->path_len = n > 0 ? n : 0;
+}
+
 struct map_walk {
 	__u64 deadline_ns;
 	__u32 tgid, gen, at_start;
@@ -96,10 +173,9 @@ static long try_module_map(__u64 i, void *data)
 		e->start = vma->vm_start;
 		e->end = vma->vm_end;
 		e->pgoff = vma->vm_pgoff;
-		e->ino = BPF_CORE_READ(file, f_inode, i_ino);
-		e->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
-		bpf_probe_read_kernel_str(e->name, sizeof(e->name),
-					  BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		e->ino = file->f_inode->i_ino;
+		e->dev = file->f_inode->i_sb->s_dev;
+		vma_file_path(e, file);
 		bpf_ringbuf_submit(e, 0);
 	}
 	bpf_iter_task_vma_destroy(&it);

@@ -255,6 +255,25 @@ struct {
 	__type(value, struct py_scratch);
 } py_scratch SEC(".maps");
 
+/* Where the kernel's walk of a process's mappings builds a file's path (lifecycle.bpf.h): per
+ * CPU, taken with busy, since a program on another task may preempt the walk and take it. A
+ * component is read at an offset under GM_VMA_PATH_LEN, up to GM_VMA_PATH_LEN bytes: path has
+ * room for both. */
+struct path_scratch {
+	__u32 busy;
+	__u32 off;		/* bytes of path written */
+	__u64 dentry, mnt;	/* the next dentry up, and the struct mount it is in */
+	__u32 whole;		/* the root was reached */
+	char path[2 * GM_VMA_PATH_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct path_scratch);
+} path_scratch SEC(".maps");
+
 /* What the pins under the agent's directory are, and whose (userspace's only). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -4,6 +4,7 @@ libraries' names (libnccl.so.2, libcublasLt.so.13, libcudnn.so.9, libnvinfer.so.
 memory of their own, the program keeps 64 KiB; the sums per library must be exact and add up
 to the process's. A Python program's memory is owned by its own Python file."""
 import json
+import shutil
 import os
 import subprocess
 import tempfile
@@ -223,30 +224,88 @@ def test_libraries_loaded_after_the_first_call_are_named_while_the_process_lives
         assert s["frames"][0]["file"].endswith("owner_lib.c"), s["frames"][0]
 
 
-def test_a_library_loaded_last_without_frame_pointers_is_unwound_or_counted_as_its_process_ends():
-    """TensorRT's file, built without frame pointers as real libraries are, is opened after
-    NCCL's first allocation, allocates, and the process ends at once. gpumem most often handles
-    the stack copy once the process has begun to end, when its maps can no longer be read
-    whole: a read then only teaches the file's path, and the copy waits for the map of the
-    process's exit, to be unwound with the library's CFI: owner_hold in TensorRT's file, called
-    from main. Handled after the process has ended, the path was never read (the kernel's map
-    at exit names the file by its last component): the frames keep their addresses, and that
-    is counted, never silent. Several runs: the timing differs from run to run."""
-    nofp = OWNERS / "nofp" / "libnvinfer.so.10"
-    args = [str(OWNERS / "owners"), str(OWNERS / "libnccl.so.2"), "1", str(MIB),
-            str(nofp), "1", str(2 * MIB)]
-    for _ in range(5):
+def nofp_runs(lib, runs, *flags):
+    """The site of TensorRT's 2 MiB in each of runs runs of owners over NCCL's file then lib
+    (the library built without frame pointers, as real libraries are), with the report's
+    losses. With --unlink (which removes each file it opens), both are copies beside lib."""
+    nccl = lib.parent / "libnccl.so.2" if flags else OWNERS / "libnccl.so.2"
+    args = [str(OWNERS / "owners"), *flags, str(nccl), "1", str(MIB), str(lib), "1",
+            str(2 * MIB)]
+    for _ in range(runs):
+        if flags:
+            shutil.copy(OWNERS / "libnccl.so.2", nccl)
+            shutil.copy(OWNERS / "nofp" / "libnvinfer.so.10", lib)
         run = run_snapshot_c(args)
         assert run.returncode == 0, run.stderr
         p = owners_proc(run.report)
         sites = [s for s in p["sites"] if s["current_bytes"] == 2 * MIB]
         assert len(sites) == 1, p["sites"]
+        yield sites[0], run.report["lost"]
+
+
+def unwound_in(site, lib, lost):
+    """Whether site's stack was unwound in lib with its CFI: owner_hold, called from main."""
+    frames = site["frames"]
+    if frames[0]["module"] != str(lib) or frames[0]["symbol"] is None:
+        return False
+    assert frames[0]["symbol"] == "owner_hold", frames
+    assert frames[1]["symbol"] == "main", frames
+    assert site["library"] == "libnvinfer.so.10", site
+    assert lost["stacks_not_unwound"] == 0, lost
+    return True
+
+
+def test_a_library_loaded_last_without_frame_pointers_is_unwound_as_its_process_ends():
+    """TensorRT's file is opened after NCCL's first allocation, allocates, and the process ends
+    at once. gpumem most often handles the stack copy once the process has begun to end, when
+    its maps can no longer be read whole, or has ended: the copy waits for the kernel's map of
+    the process's exit, whose walk of each file's dentries names TensorRT's file by its path,
+    and is unwound with the file's CFI, every time. Several runs: the timing differs from run
+    to run."""
+    lib = OWNERS / "nofp" / "libnvinfer.so.10"
+    for site, lost in nofp_runs(lib, 5):
+        assert unwound_in(site, lib, lost), site["frames"]
+
+
+def test_a_library_removed_before_its_process_ends_is_unwound_or_counted(tmp_path):
+    """The same, the library's file removed once it is loaded: handled while the process has
+    it, its stack is unwound (the file opened through the process); handled after, the path of
+    the exit map names no file, and its frames keep their addresses, counted, never silent."""
+    lib = tmp_path / "libnvinfer.so.10"
+    for site, lost in nofp_runs(lib, 5, "--unlink"):
+        if not unwound_in(site, lib, lost):
+            assert site["frames"][0]["module"] == str(lib), site["frames"]
+            assert site["frames"][0]["symbol"] is None, site["frames"]
+            assert lost["stacks_not_unwound"] >= 1, lost
+
+
+def test_a_path_in_another_mount_namespace_never_opens_the_hosts_file_there(tmp_path):
+    """The same program in a mount namespace of its own, TensorRT's file on a tmpfs mounted
+    there over a directory where the host has another file of the same name (a decoy: the mock
+    PyTorch allocator, whose c10_mock_alloc lies where TensorRT's owner_hold does). The exit
+    map's walk names the file by its path in the process's namespace, which on the host is the
+    decoy's: gpumem opens a file at that path only if it is the one mapped (device and inode),
+    so the stack is unwound with TensorRT's own CFI (read while the process had it), or is its
+    frame-pointer stack, short and counted, its frame named from TensorRT's file if that was
+    read in time, else by its address; it is never named from the decoy."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    decoy = shadow / "libnvinfer.so.10"
+    shutil.copy(MOCK_LIB_DIR / "libc10_cuda.so", decoy)
+    nofp = OWNERS / "nofp" / "libnvinfer.so.10"
+    script = (f"mount -t tmpfs none {shadow} && cp {nofp} {shadow}/ && "
+              f"exec {OWNERS / 'owners'} {OWNERS / 'libnccl.so.2'} 1 {MIB} {decoy} 1 {2 * MIB}")
+    for _ in range(3):
+        run = run_snapshot_c(["/usr/bin/unshare", "-m", "/bin/sh", "-c", script])
+        assert run.returncode == 0, run.stderr
+        p = owners_proc(run.report)
+        sites = [s for s in p["sites"] if s["current_bytes"] == 2 * MIB]
+        assert len(sites) == 1, p["sites"]
         frames, lost = sites[0]["frames"], run.report["lost"]
-        if frames[0]["module"] == str(nofp):
-            assert frames[0]["symbol"] == "owner_hold", frames
-            assert frames[1]["symbol"] == "main", frames
-            assert sites[0]["library"] == "libnvinfer.so.10", sites[0]
+        assert frames[0]["module"].endswith(str(decoy)), frames
+        assert frames[0]["symbol"] in (None, "owner_hold"), frames  # never the decoy's
+        if [f["symbol"] for f in frames[:2]] == ["owner_hold", "main"]:
             assert lost["stacks_not_unwound"] == 0, lost
         else:
-            assert frames[0]["module"] == "libnvinfer.so.10", frames
             assert lost["stacks_not_unwound"] >= 1, lost
+

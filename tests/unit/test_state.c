@@ -11,6 +11,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <cmocka.h>
@@ -652,10 +653,89 @@ static void capture_mapping(struct state *s, bool at_start, uint64_t start)
 	struct gm_vma_event e = {
 		.type = GM_REC_EXIT_VMA, .pid = PID_A, .gen = GEN_A, .at_start = at_start,
 		.start = start, .end = start + 0x1000, .ino = 42, .dev = gm_kernel_dev(8, 1),
-		.name = "workload",
+		.path_len = sizeof("workload"), .path = "workload",
 	};
 
 	state_on_exit_vma(s, &e);
+}
+
+/* The path of the one mapping the exit walk sends for file (dev, ino), its path's components
+ * as the walk writes them (the file's own name first, each NUL-terminated), len bytes. */
+static const char *exit_walk_path(struct state *s, uint64_t dev, uint64_t ino,
+				  const char *parts, size_t len, bool whole)
+{
+	int pid = PID_A + (int)ino;	/* a process of its own for each file */
+	struct gm_vma_event e = {
+		.type = GM_REC_EXIT_VMA, .pid = (__u32)pid, .gen = GEN_A, .start = 0x400000,
+		.end = 0x401000, .ino = ino, .dev = dev, .path_len = len, .path_whole = whole,
+	};
+
+	memcpy(e.path, parts, len < sizeof(e.path) ? len : sizeof(e.path));
+	state_on_exit_vma(s, &e);
+	end_process(s, pid, GEN_A, 10, 0);
+	assert_true(state_find(s, pid)->have_mm);
+	return state_find(s, pid)->mm.maps[0].path;
+}
+
+#define PARTS(lit) lit, sizeof(lit)
+
+static void test_the_exit_walk_names_a_file_by_its_path(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	assert_string_equal(exit_walk_path(fx->s, gm_kernel_dev(8, 1), 42,
+					   PARTS("libnvinfer.so.10\0lib\0opt"), true),
+			    "/opt/lib/libnvinfer.so.10");
+}
+
+/* A walk cut short (a component past the record, a mount not read, the scratch busy) gives
+ * the file's name, the first component, alone: never a path that is half of one. */
+static void test_a_walk_cut_short_gives_the_files_name_alone(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+
+	assert_string_equal(exit_walk_path(fx->s, gm_kernel_dev(8, 1), 42,
+					   PARTS("libnvinfer.so.10\0lib\0opt"), false),
+			    "libnvinfer.so.10");
+}
+
+/* What a record of a newer or broken BPF side could hold: a component with no end within the
+ * record or its length, an empty one, a length past the record. */
+static void test_a_malformed_walk_gives_the_files_name_alone(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	char full[GM_VMA_PATH_LEN];
+
+	assert_string_equal(exit_walk_path(fx->s, 1, 42, "lib.so\0usr\0lib", 14, true),
+			    "lib.so");	/* "lib" has no NUL within path_len */
+	assert_string_equal(exit_walk_path(fx->s, 1, 43, PARTS("lib.so\0\0usr"), true),
+			    "lib.so");
+	memset(full, 'a', sizeof(full));	/* a name with no end: the record's bytes */
+	assert_int_equal(strlen(exit_walk_path(fx->s, 1, 44, full, 100000, true)), sizeof(full));
+	memcpy(full, "x.so", 5);
+	assert_string_equal(exit_walk_path(fx->s, 1, 45, full, 100000, true), "x.so");
+}
+
+/* A path read from /proc (or an exec's, checked) names the file rather than the walk's: the
+ * walk's is in the process's mount namespace, which the reader's may not share. */
+static void test_a_path_known_from_proc_names_the_file_over_the_walks(void **state)
+{
+	struct fixture *fx = fixture_or_skip(state);
+	struct gm_file_event exec = { .type = GM_REC_EXEC, .pid = 999999999 };
+	char self[GM_PATH_LEN];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	struct stat st;
+
+	assert_true(n > 0);
+	self[n] = 0;
+	assert_int_equal(stat(self, &st), 0);
+	exec.ino = st.st_ino;
+	exec.dev = gm_kernel_dev(major(st.st_dev), minor(st.st_dev));
+	memcpy(exec.path, self, (size_t)n + 1);
+	state_on_exec(fx->s, &exec);	/* gone: the path it was run by, checked */
+	assert_string_equal(exit_walk_path(fx->s, exec.dev, exec.ino,
+					   PARTS("test_state\0elsewhere"), true),
+			    self);
 }
 
 /* A process that ended before /proc was read is named from the kernel's walk at its exit,
@@ -1042,6 +1122,14 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_proc_reads_before_the_end_are_kept, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_the_exit_walk_names_a_file_by_its_path, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_a_walk_cut_short_gives_the_files_name_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_a_malformed_walk_gives_the_files_name_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_a_path_known_from_proc_names_the_file_over_the_walks, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_an_unread_process_takes_the_exit_walk_over_the_first_calls, setup,
 			teardown),

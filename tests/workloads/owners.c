@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-/* owners [--wait] [LIB N SIZE]...: memory held by libraries and by the program itself. Each LIB
- * (a path) is opened and its owner_hold(N, SIZE) called (N kept, one more made and freed); then
- * the program keeps one allocation of 64 KiB of its own, prints "held", and exits holding it
- * all (--wait: once a line or the end of its input is read). */
+/* owners [--wait] [--unlink] [LIB N SIZE]...: memory held by libraries and by the program
+ * itself. Each LIB (a path) is opened (--unlink: and its file removed) and its owner_hold(N,
+ * SIZE) called (N kept, one more made and freed); then the program keeps one allocation of 64
+ * KiB of its own, prints "held", and exits holding it all (--wait: once a line or the end of
+ * its input is read). */
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mock_cuda.h"
 
@@ -22,15 +24,20 @@ __attribute__((noinline)) static int program_hold(void)
 
 int main(int argc, char **argv)
 {
-	bool wait = argc > 1 && !strcmp(argv[1], "--wait");
+	bool wait = argc > 1 && !strcmp(argv[1], "--wait"), unlink_libs;
 	char line[16];
 
 	if (wait) {
 		argv++;
 		argc--;
 	}
+	unlink_libs = argc > 1 && !strcmp(argv[1], "--unlink");
+	if (unlink_libs) {
+		argv++;
+		argc--;
+	}
 	if ((argc - 1) % 3) {
-		fprintf(stderr, "usage: owners [LIB N SIZE]...\n");
+		fprintf(stderr, "usage: owners [--wait] [--unlink] [LIB N SIZE]...\n");
 		return 2;
 	}
 	for (int i = 1; i + 2 < argc; i += 3) {
@@ -40,6 +47,10 @@ int main(int argc, char **argv)
 
 		if (!lib) {
 			fprintf(stderr, "owners: %s\n", dlerror());
+			return 1;
+		}
+		if (unlink_libs && unlink(argv[i])) {
+			perror(argv[i]);
 			return 1;
 		}
 		*(void **)&hold = dlsym(lib, "owner_hold");

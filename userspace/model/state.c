@@ -327,6 +327,40 @@ void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e)
 		python_on_stack(s->py, e);
 }
 
+/* The path the kernel's walk found for e's file, its components the file's own name first:
+ * malloc'd, absolute where the walk was whole, else the name alone (the walk cut short, a
+ * component not ended within the record). The file at that path is that file only if its
+ * device and inode say so when it is opened (symbolize_open_mapped). */
+static char *kernel_walk_path(const struct gm_vma_event *e)
+{
+	size_t len = e->path_len < sizeof(e->path) ? e->path_len : sizeof(e->path);
+	size_t name = strnlen(e->path, len), at, n = 0;
+	size_t ends[GM_VMA_PATH_LEN / 2];
+	char *path, *w;
+
+	if (!e->path_whole || name == len || !name)
+		return strndup(e->path, name);
+	/* Each component's end, the name's first. */
+	for (at = 0; at < len && n < GM_VMA_PATH_LEN / 2; n++) {
+		size_t c = strnlen(e->path + at, len - at);
+
+		if (!c || at + c == len)
+			return strndup(e->path, name);	/* empty, or no NUL: not whole */
+		ends[n] = at + c;
+		at += c + 1;
+	}
+	path = w = xcalloc(1, len + 2);
+	while (n--) {
+		size_t start = n ? ends[n - 1] + 1 : 0;
+
+		*w++ = '/';
+		memcpy(w, e->path + start, ends[n] - start);
+		w += ends[n] - start;
+	}
+	*w = 0;
+	return path;
+}
+
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
@@ -345,8 +379,8 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 	mp->dev_minor = (uint32_t)(e->dev & GM_DEV_MINOR_MASK);
 	mp->exec = true;
 	path = known_path_of(s, e->dev, e->ino);
-	/* Unknown for now: the file's own name, until a path turns up (adopt_kernel_map). */
-	mp->path = path ? xstrdup(path) : strndup(e->name, GM_VMA_NAME_LEN);
+	/* Else the kernel walk's, until a path read from /proc turns up (adopt_kernel_map). */
+	mp->path = path ? xstrdup(path) : kernel_walk_path(e);
 }
 
 static int mapping_cmp(const void *a, const void *b)
@@ -402,7 +436,7 @@ static void adopt_kernel_map(struct state *s, struct proc_rec *p, struct module_
 			free(mp->path);
 			mp->path = xstrdup(seen->path);
 			mp->deleted = seen->deleted;
-		} else if (path && mp->path[0] != '/') {
+		} else if (path && strcmp(path, mp->path)) {
 			free(mp->path);
 			mp->path = xstrdup(path);
 		}
