@@ -520,6 +520,41 @@ static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 	symbolizer_free(s);
 }
 
+/* The unwinder of a process that has ended opens its files as the symbolizer does: a file
+ * removed since (or inside a container) by the descriptor the symbolizer kept from when it
+ * opened it; once no process maps the file (a sweep), that descriptor is closed. */
+static void test_symbolize_open_mapped_falls_back_to_the_kept_descriptor(void **state)
+{
+	char path[] = "/tmp/gm-test-kept-XXXXXX", name[4200];
+	struct symbolizer *s = symbolizer_new();
+	struct mapping m;
+	struct module_map one = { &m, 1 };
+	struct stat st, kept;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(copy_file(libsyms_path, path), 0);
+	assert_int_equal(stat(path, &st), 0);
+	m = whole_file_mapping(path);
+	symbolizer_prefetch(s, 0, &one);
+	unlink(path);
+	assert_int_equal(symbolize_open_mapped(0, &m, name, sizeof(name)), -ENOENT);
+	fd = symbolizer_open_mapped(s, 0, &m, name, sizeof(name));
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &kept), 0);
+	assert_int_equal(kept.st_ino, st.st_ino);
+	assert_string_equal(name, path);
+	close(fd);
+	assert_int_equal(symbolizer_open_mapped(NULL, 0, &m, name, sizeof(name)), -ENOENT);
+	symbolizer_sweep_begin(s);	/* nothing kept: the file's entry goes */
+	symbolizer_sweep_end(s);
+	assert_int_equal(symbolizer_open_mapped(s, 0, &m, name, sizeof(name)), -ENOENT);
+	symbolizer_free(s);
+}
+
 static void test_symbolize_demangles_cxx_names_once(void **state)
 {
 	static const char mangled[] = "_ZN5gmsym4Pool4grabEm";
@@ -661,6 +696,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_symbolize_second_lookup_of_an_address_is_cached),
 		cmocka_unit_test(test_symbolize_copies_with_one_build_id_are_parsed_once),
 		cmocka_unit_test(test_symbolize_deleted_file_resolves_after_prefetch),
+		cmocka_unit_test(test_symbolize_open_mapped_falls_back_to_the_kept_descriptor),
 		cmocka_unit_test(test_symbolize_demangles_cxx_names_once),
 		cmocka_unit_test(test_symbolize_truncated_and_corrupt_debug_info_never_crash),
 	};

@@ -699,12 +699,12 @@ void state_on_stack_copy(struct state *s, const struct gm_stack_event *e)
 		return;
 	}
 	if (!p->unwinder)
-		p->unwinder = unwinder_new(p->pid, &p->mm);
+		p->unwinder = unwinder_new(s->sym, p->pid, &p->mm);
 	ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH, &cut);
 	if (ds.nips < 2 && p->alive) {
 		/* Perhaps code loaded since the map was read: read it again, once. */
 		if (state_reread_maps(s, p)) {
-			p->unwinder = unwinder_new(p->pid, &p->mm);
+			p->unwinder = unwinder_new(s->sym, p->pid, &p->mm);
 			ds.nips = unwind_stack(p->unwinder, e, ds.ips, GM_MAX_STACK_DEPTH, &cut);
 		} else if (!p->exit_known && proc_is_ending(p->pid)) {
 			/* Ending (its maps no longer read whole), or gone: the map of its

@@ -80,6 +80,10 @@ struct file_entry {
 	uint64_t dev, ino;
 	struct image *img;	/* NULL when load failed */
 	int err;
+	/* The descriptor it was opened by, kept (up to SYM_KEPT_FDS_MAX of them) for the unwinder
+	 * of a process that has ended since: its files, deleted or inside a container, may be
+	 * opened no other way then (symbolizer_open_mapped). -1: none. */
+	int fd;
 };
 
 /* One mapped file as a process's maps named it. */
@@ -117,6 +121,7 @@ struct symbolizer {
 	struct hash_table names;
 	size_t names_bytes, names_max;
 	uint32_t sweep;			/* the sweep under way, or the last */
+	size_t kept_fds;		/* file entries holding a descriptor */
 	int demangler_state;		/* 0 not tried, 1 loaded, -1 not there */
 	void *libstdcxx;
 	cxa_demangle_fn cxa_demangle;
@@ -278,6 +283,14 @@ static void image_free(struct image *img)
 	free(img);
 }
 
+static void file_entry_release(struct hnode *n)
+{
+	struct file_entry *e = (struct file_entry *)n;
+
+	if (e->fd >= 0)
+		close(e->fd);
+}
+
 void symbolizer_free(struct symbolizer *s)
 {
 	struct image *img, *next;
@@ -285,7 +298,7 @@ void symbolizer_free(struct symbolizer *s)
 	if (!s)
 		return;
 	table_destroy(&s->maps, NULL);
-	table_destroy(&s->files, NULL);
+	table_destroy(&s->files, file_entry_release);
 	table_destroy(&s->demangled, demangled_release);
 	table_destroy(&s->names, NULL);
 	/* images are owned by the all_images list, not by the build-id table */
@@ -495,6 +508,7 @@ static struct file_entry *file_entry_get(struct symbolizer *s, int fd, const cha
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
 	e->kept = s->sweep;
+	e->fd = -1;
 	e->err = image_get(s, fd, name, pid, &e->img);
 	if (e->err)
 		s->stats.files_failed++;
@@ -519,7 +533,27 @@ static void map_entry_resolve(struct symbolizer *s, struct map_entry *e, int pid
 		return;
 	}
 	e->file = file_entry_get(s, fd, name, pid);
+	if (e->file && e->file->fd < 0 && !e->file->err && s->kept_fds < SYM_KEPT_FDS_MAX) {
+		e->file->fd = fd;
+		s->kept_fds++;
+		return;
+	}
 	close(fd);
+}
+
+int symbolizer_open_mapped(struct symbolizer *s, int pid, const struct mapping *m, char *name,
+			   size_t len)
+{
+	int fd = symbolize_open_mapped(pid, m, name, len), kept;
+	struct map_entry *e = fd < 0 && s ? map_entry_find(s, m) : NULL;
+
+	if (!e || !e->file || e->file->fd < 0)
+		return fd;
+	kept = fcntl(e->file->fd, F_DUPFD_CLOEXEC, 0);
+	if (kept < 0)
+		return fd;
+	snprintf(name, len, "%s", m->path);
+	return kept;
 }
 
 void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map *mm)
@@ -871,9 +905,18 @@ static bool image_stale(const struct hnode *n, uint32_t sweep)
 	return ((const struct image *)n)->kept != sweep;
 }
 
+/* A file entry let go of at a sweep: its descriptor closed, and counted no more. */
+static void file_entry_drop(struct symbolizer *s, struct hnode *n)
+{
+	if (((struct file_entry *)n)->fd >= 0)
+		s->kept_fds--;
+	file_entry_release(n);
+}
+
 /* Unlinks the entries of t that stale() says are not in use (freeing them when free_them). */
-static void table_drop(struct hash_table *t, bool (*stale)(const struct hnode *, uint32_t),
-		       uint32_t sweep, bool free_them)
+static void table_drop(struct symbolizer *s, struct hash_table *t,
+		       bool (*stale)(const struct hnode *, uint32_t), bool free_them,
+		       void (*release)(struct symbolizer *, struct hnode *))
 {
 	for (size_t i = 0; i < t->nbuckets; i++) {
 		struct hnode **at = &t->buckets[i];
@@ -881,12 +924,14 @@ static void table_drop(struct hash_table *t, bool (*stale)(const struct hnode *,
 		while (*at) {
 			struct hnode *e = *at;
 
-			if (!stale(e, sweep)) {
+			if (!stale(e, s->sweep)) {
 				at = &e->next;
 				continue;
 			}
 			*at = e->next;
 			t->count--;
+			if (release)
+				release(s, e);
 			if (free_them)
 				free(e);
 		}
@@ -900,9 +945,9 @@ void symbolizer_sweep_end(struct symbolizer *s)
 	if (!s)
 		return;
 	at = &s->all_images;
-	table_drop(&s->maps, map_stale, s->sweep, true);
-	table_drop(&s->files, file_stale, s->sweep, true);
-	table_drop(&s->images, image_stale, s->sweep, false);	/* all_images owns them */
+	table_drop(s, &s->maps, map_stale, true, NULL);
+	table_drop(s, &s->files, file_stale, true, file_entry_drop);
+	table_drop(s, &s->images, image_stale, false, NULL);	/* all_images owns them */
 	while (*at) {
 		struct image *img = *at;
 

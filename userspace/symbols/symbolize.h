@@ -64,6 +64,11 @@ const struct mapping *symbolize_mapping_of(const struct module_map *mm, uint64_t
  * files. A descriptor, or -errno.
  */
 int symbolize_open_mapped(int pid, const struct mapping *m, char *name, size_t len);
+/* The same, and where that fails (the process has ended: a file deleted or inside its
+ * container), a descriptor of the file that s opened for this mapping while the process had
+ * it, if it kept one (SYM_KEPT_FDS_MAX at most). */
+int symbolizer_open_mapped(struct symbolizer *s, int pid, const struct mapping *m, char *name,
+			   size_t len);
 void symbolizer_prefetch(struct symbolizer *s, int pid, const struct module_map *mm);
 
 /* A C++ name demangled (libstdc++'s __cxa_demangle, loaded at run time), cached; the name
@@ -81,6 +86,8 @@ void symbolizer_sweep_end(struct symbolizer *s);
  * bytes a new one is dropped (the frame shows its address) and counted. Another bound for
  * this symbolizer: symbolizer_limit_names (a test's, a smaller one). */
 #define SYM_NAMES_MAX_BYTES (64u << 20)
+/* Files whose descriptor the symbolizer keeps for unwinding after their process ends. */
+#define SYM_KEPT_FDS_MAX 512
 void symbolizer_limit_names(struct symbolizer *s, size_t max_bytes);
 
 /* Work done so far: for tests and statistics. */

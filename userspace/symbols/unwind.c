@@ -89,7 +89,8 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 };
 
 /* One module per file, at the bias of its first mapping (as perf reports them). */
-static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
+static void report_modules(Dwfl *dwfl, struct symbolizer *sym, int pid,
+			   const struct module_map *mm)
 {
 	char file[PATH_MAX];
 	int fd;
@@ -106,7 +107,7 @@ static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
 		if (seen)
 			continue;
 		/* As the symbolizer opens it: handed to libdwfl as a descriptor. */
-		fd = symbolize_open_mapped(pid, m, file, sizeof(file));
+		fd = symbolizer_open_mapped(sym, pid, m, file, sizeof(file));
 		if (fd < 0) {
 			p_debug("unwinding PID %d: cannot open %s: %s", pid, file, strerror(-fd));
 			continue;
@@ -118,7 +119,7 @@ static void report_modules(Dwfl *dwfl, int pid, const struct module_map *mm)
 	dwfl_report_end(dwfl, NULL, NULL);
 }
 
-struct unwinder *unwinder_new(int pid, const struct module_map *mm)
+struct unwinder *unwinder_new(struct symbolizer *sym, int pid, const struct module_map *mm)
 {
 	struct unwinder *u = xcalloc(1, sizeof(*u));
 
@@ -127,7 +128,7 @@ struct unwinder *unwinder_new(int pid, const struct module_map *mm)
 		free(u);
 		return NULL;
 	}
-	report_modules(u->dwfl, pid, mm);
+	report_modules(u->dwfl, sym, pid, mm);
 	u->attached = dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u);
 	if (!u->attached)
 		p_debug("cannot unwind PID %d (%zu mappings): %s", pid, mm->count, dwfl_errmsg(-1));

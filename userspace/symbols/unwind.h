@@ -6,11 +6,13 @@
 #include <stdint.h>
 #include "gpumem.h"
 #include "host/procs.h"
+#include "symbols/symbolize.h"
 
 struct unwinder;
 
-/* An unwinder for one process, over the modules of its captured map; NULL on failure. */
-struct unwinder *unwinder_new(int pid, const struct module_map *mm);
+/* An unwinder for one process, over the modules of its captured map, each file opened as sym
+ * opens it (symbolizer_open_mapped; sym may be NULL); NULL on failure. */
+struct unwinder *unwinder_new(struct symbolizer *sym, int pid, const struct module_map *mm);
 void unwinder_free(struct unwinder *u);
 /* Return addresses of the stack in ev, innermost (the call site) first; returns the count.
  * *cut: the frames went on past the bytes copied (--stack-bytes, or a page of the stack not
