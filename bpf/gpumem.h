@@ -649,10 +649,10 @@ struct gm_vma_event {
 	__u64 pgoff;		/* in pages */
 	__u64 ino;
 	__u64 dev;		/* the kernel's encoding: major << 20 | minor */
-	/* The file's path from its mount namespace's root (or its layer's, an overlay's file),
-	 * read from its dentries: path_len bytes of components, the file's own name first, each
-	 * NUL-terminated. path_whole: the walk reached the root, so every component is there;
-	 * else only the first (the name) is. */
+	/* The file's path from its mount namespace's root, read from its dentries: path_len
+	 * bytes of components, the file's own name first, each NUL-terminated. path_whole: the
+	 * walk reached the root, so every component is there; else (an overlay's file among
+	 * others, mapped as its layer's) only the first, the name, is. */
 	__u32 path_len;
 	__u32 path_whole;
 	char path[GM_VMA_PATH_LEN];

@@ -69,7 +69,8 @@ static __always_inline bool hold(__u32 tgid)
 
 /* One step of a file's path walk (path_scratch): its dentry's name, or, at the root of its
  * mount, across to the dentry that mount is on; 1 (done) at the root of the mount namespace's
- * tree (whole), past the buffer, or where the kernel's memory could not be read. */
+ * tree (whole), past the buffer, or where the kernel's memory could not be read. An overlay's
+ * file is mapped as its layer's file, on a mount of the kernel's own: no path is whole. */
 static long path_step(__u64 i, void *data)
 {
 	static const __u32 zero;
@@ -88,7 +89,12 @@ static long path_step(__u64 i, void *data)
 		if (!up)
 			return 1;	/* not read */
 		if (up == w->mnt) {
-			w->whole = 1;	/* a mount that is its own parent: the tree's root */
+			/* A mount that is its own parent: a namespace's root, whole; or a
+			 * mount of the kernel's own (an overlay's layer, shmem), in no
+			 * namespace, whose path no process sees (MNT_NS_INTERNAL is an error
+			 * pointer): the name alone. */
+			up = (__u64)m->mnt_ns;
+			w->whole = up && up < (__u64)-4095;
 			return 1;
 		}
 		w->dentry = (__u64)m->mnt_mountpoint;

@@ -309,3 +309,25 @@ def test_a_path_in_another_mount_namespace_never_opens_the_hosts_file_there(tmp_
         else:
             assert lost["stacks_not_unwound"] >= 1, lost
 
+
+def test_an_overlays_file_is_named_as_the_process_sees_it_or_by_its_name(tmp_path):
+    """TensorRT's file in an overlay's lower layer, loaded through the overlay (as a
+    container's image is): the kernel maps it as the layer's file, on a mount of the kernel's
+    own, whose path from its root ("/libnvinfer.so.10") no process sees. The exit map gives its
+    name alone; a read of /proc, the path through the overlay: never the layer's."""
+    for d in ("lower", "upper", "work", "merged"):
+        (tmp_path / d).mkdir()
+    shutil.copy(OWNERS / "nofp" / "libnvinfer.so.10", tmp_path / "lower")
+    lib = tmp_path / "merged" / "libnvinfer.so.10"
+    script = (f"mount -t overlay overlay -o lowerdir={tmp_path}/lower,upperdir={tmp_path}/upper,"
+              f"workdir={tmp_path}/work {tmp_path}/merged && exec {OWNERS / 'owners'} "
+              f"{OWNERS / 'libnccl.so.2'} 1 {MIB} {lib} 1 {2 * MIB}")
+    for _ in range(3):
+        run = run_snapshot_c(["/usr/bin/unshare", "-m", "/bin/sh", "-c", script])
+        assert run.returncode == 0, run.stderr
+        p = owners_proc(run.report)
+        sites = [s for s in p["sites"] if s["current_bytes"] == 2 * MIB]
+        assert len(sites) == 1, p["sites"]
+        assert sites[0]["frames"][0]["module"] in (str(lib), "libnvinfer.so.10"), sites[0]
+        assert sites[0]["library"] == "libnvinfer.so.10", sites[0]
+
