@@ -13,7 +13,7 @@ UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
 
 # The userspace modules each test links.
 unit_mods_json := output/json
-unit_mods_pycode := symbols/pycode base/util
+unit_mods_pycode := symbols/pycode host/procs base/util
 unit_mods_procs := host/procs
 unit_mods_gpu_map := host/gpu_map host/procs
 unit_mods_alloc_table := model/alloc_table model/slot_table

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "host/procs.h"
@@ -95,6 +96,17 @@ int proc_read_environ(int pid, char *buf, size_t len, size_t *n)
 {
 	*n = 0;
 	return proc_read_file(pid, "environ", buf, len, n);
+}
+
+int proc_read_mem(int pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
 }
 
 int proc_parse_cgroup(const char *text, char *buf, size_t len)

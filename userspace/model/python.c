@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/uio.h>
 #include <bpf/bpf.h>
 #include "base/util.h"
 #include "host/procs.h"
@@ -314,14 +313,6 @@ static bool could_be_interpreter(const char *path)
 	return !strncmp(base, "python", 6) || !strncmp(base, "libpython", 9);
 }
 
-static int read_remote(int pid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { .iov_base = buf, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
-
-	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
-}
-
 /* The thread id a thread state holds is one a thread can have: a pid namespace's tid (below
  * the kernel's PID_MAX_LIMIT), or pthread_self(), a pointer. */
 static bool thread_id_plausible(const struct py_layout *l, uint64_t id)
@@ -342,20 +333,20 @@ static const char *check_live(int pid, const struct py_layout *l, uint64_t runti
 	uint64_t name_ptr = 0, interp = 0, tstate = 0, back = 0, tid = 0;
 	char name[8] = { 0 };
 
-	if (read_remote(pid, code_type + l->type_name, &name_ptr, 8) ||
-	    read_remote(pid, name_ptr, name, 5) || strcmp(name, "code"))
+	if (proc_read_mem(pid, code_type + l->type_name, &name_ptr, 8) ||
+	    proc_read_mem(pid, name_ptr, name, 5) || strcmp(name, "code"))
 		return "PyCode_Type is not the type \"code\"";
-	if (read_remote(pid, runtime + w->runtime_interp_head, &interp, 8))
+	if (proc_read_mem(pid, runtime + w->runtime_interp_head, &interp, 8))
 		return "_PyRuntime cannot be read";
 	if (!interp)
 		return NULL;
-	if (read_remote(pid, interp + w->interp_threads_head, &tstate, 8))
+	if (proc_read_mem(pid, interp + w->interp_threads_head, &tstate, 8))
 		return "the interpreter cannot be read";
 	if (!tstate)
 		return NULL;
-	if (read_remote(pid, tstate + w->tstate_interp, &back, 8) || back != interp)
+	if (proc_read_mem(pid, tstate + w->tstate_interp, &back, 8) || back != interp)
 		return "the first thread state does not point back at its interpreter";
-	if (read_remote(pid, tstate + w->tstate_thread_id, &tid, 8) || !thread_id_plausible(l, tid))
+	if (proc_read_mem(pid, tstate + w->tstate_thread_id, &tid, 8) || !thread_id_plausible(l, tid))
 		return "the first thread state holds no thread id";
 	return NULL;
 }
@@ -368,7 +359,7 @@ static const char *live_layout(int pid, uint64_t runtime, struct py_layout *l)
 	const char *why = NULL;
 	struct py_layout base = *l;
 
-	if (read_remote(pid, runtime, buf, sizeof(buf)))
+	if (proc_read_mem(pid, runtime, buf, sizeof(buf)))
 		return "_PyRuntime cannot be read";
 	if (py_layout_from_debug(buf, sizeof(buf), &base, l, &why))
 		return why;

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include "base/util.h"
+#include "host/procs.h"
 #include "symbols/pycode.h"
 
 #define NONE_OFF GM_PY_OFF_NONE
@@ -297,20 +297,9 @@ int py_layout_from_debug(const void *buf, size_t len, const struct py_layout *ba
 	return *why ? -EINVAL : 0;
 }
 
-static int read_mem(int pid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { .iov_base = buf, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
-	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-
-	if (n < 0)
-		return -errno;
-	return (size_t)n == len ? 0 : -EFAULT;
-}
-
 static int read_u64(int pid, uint64_t addr, uint64_t *out)
 {
-	return read_mem(pid, addr, out, sizeof(*out));
+	return proc_read_mem(pid, addr, out, sizeof(*out));
 }
 
 static void put_utf8(char *out, size_t *at, uint32_t c)
@@ -344,7 +333,7 @@ static int read_str(int pid, uint64_t addr, const struct py_layout *l, char **ou
 
 	*out = NULL;
 	if ((err = read_u64(pid, addr + l->str_length, &length)) ||
-	    (err = read_mem(pid, addr + l->str_state, &state, sizeof(state))))
+	    (err = proc_read_mem(pid, addr + l->str_state, &state, sizeof(state))))
 		return err;
 	kind = (state >> 2) & 7;
 	if (!(state & (1u << 5)) || length > PY_MAX_STR)	/* not compact, or absurd */
@@ -353,7 +342,7 @@ static int read_str(int pid, uint64_t addr, const struct py_layout *l, char **ou
 		return -EINVAL;
 	width = kind;
 	raw = xrealloc(NULL, length * width + 1);
-	err = read_mem(pid, addr + ((state & (1u << 6)) ? l->str_ascii_data : l->str_compact_data),
+	err = proc_read_mem(pid, addr + ((state & (1u << 6)) ? l->str_ascii_data : l->str_compact_data),
 		       raw, length * width);
 	if (err) {
 		free(raw);
@@ -390,7 +379,7 @@ static int read_bytes(int pid, uint64_t addr, const struct py_layout *l, uint8_t
 		return -EINVAL;
 	*out = xrealloc(NULL, size + 1);
 	*len = size;
-	err = read_mem(pid, addr + l->bytes_data, *out, size);
+	err = proc_read_mem(pid, addr + l->bytes_data, *out, size);
 	if (err) {
 		free(*out);
 		*out = NULL;
@@ -413,7 +402,7 @@ int py_read_code(int pid, uint64_t addr, uint64_t code_type, const struct py_lay
 	if ((err = read_u64(pid, addr + l->code_filename, &filename)) ||
 	    (err = read_u64(pid, addr + l->code_name, &qualname)) ||
 	    (err = read_u64(pid, addr + l->code_linetable, &linetable)) ||
-	    (err = read_mem(pid, addr + l->code_firstlineno, &firstlineno, 4)))
+	    (err = proc_read_mem(pid, addr + l->code_firstlineno, &firstlineno, 4)))
 		return err;
 	if (firstlineno < 0)
 		return -EINVAL;
