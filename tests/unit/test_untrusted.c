@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +48,48 @@ static void test_fifo_is_refused_without_blocking(void **state)
 	assert_int_equal(open_untrusted(fifo, NULL), -EINVAL);
 	alarm(0);
 	unlink(fifo);
+}
+
+/* Whether fd (inotify, IN_OPEN) saw an open since it was last read. */
+static bool opened_since(int fd)
+{
+	char events[4096];
+
+	return read(fd, events, sizeof(events)) > 0;
+}
+
+/* What is not the wanted regular file is never opened: found by a lookup that opens nothing
+ * (a device whose open has effects, a FIFO), checked, and only then opened for reading. */
+static void test_nothing_is_opened_before_it_is_checked(void **state)
+{
+	char fifo[256], path[256];
+	struct file_want want = { 0 };
+	struct stat st;
+	int in, fd;
+
+	(void)state;
+	path_in(fifo, sizeof(fifo), "libnvinfer.so.10");
+	path_in(path, sizeof(path), "libnccl.so.2");
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	write_file(path, "x");
+	assert_int_equal(stat(path, &st), 0);
+	in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	assert_true(in >= 0);
+	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	assert_true(inotify_add_watch(in, path, IN_OPEN) >= 0);
+	assert_int_equal(open_untrusted(fifo, NULL), -EINVAL);
+	assert_int_equal(open_in_root(getpid(), fifo, NULL), -EINVAL);
+	want.ino = st.st_ino + 1;
+	assert_int_equal(open_untrusted(path, &want), -ESTALE);
+	assert_false(opened_since(in));
+	want.ino = st.st_ino;	/* the wanted file is opened */
+	fd = open_untrusted(path, &want);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_true(opened_since(in));
+	close(in);
+	unlink(fifo);
+	unlink(path);
 }
 
 static void test_relative_paths_and_directories_are_refused(void **state)
@@ -204,6 +248,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fifo_is_refused_without_blocking),
+		cmocka_unit_test(test_nothing_is_opened_before_it_is_checked),
 		cmocka_unit_test(test_relative_paths_and_directories_are_refused),
 		cmocka_unit_test(test_a_file_is_opened_only_if_it_is_the_wanted_inode),
 		cmocka_unit_test(test_symlinks_in_a_root_resolve_inside_it),

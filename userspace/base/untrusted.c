@@ -12,12 +12,17 @@
 #include "base/untrusted.h"
 
 #define OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+/* How a path is looked up: a handle on what lies there, which opens nothing (a device's open,
+ * whatever it does, never runs), to be checked before the file is opened for reading. */
+#define LOOKUP_FLAGS (O_PATH | O_CLOEXEC)
 
-/* Regular, and the wanted file: checked on the descriptor, after the open. */
-static int check_fd(int fd, const struct file_want *want)
+/* Regular, and the wanted file: checked on what fd (O_PATH) found; then that very file
+ * opened for reading through /proc/self/fd. fd is closed. */
+static int open_checked(int fd, const struct file_want *want)
 {
+	char self[64];
 	struct stat st;
-	int err = 0;
+	int err = 0, rfd = -1;
 
 	if (fstat(fd, &st))
 		err = -errno;
@@ -27,11 +32,14 @@ static int check_fd(int fd, const struct file_want *want)
 		err = -ESTALE;
 	else if (want && want->check_dev && st.st_dev != want->dev)
 		err = -ESTALE;
-	if (err) {
-		close(fd);
-		return err;
+	if (!err) {
+		fd_path(fd, self, sizeof(self));
+		rfd = open(self, OPEN_FLAGS);
+		if (rfd < 0)
+			err = -errno;
 	}
-	return fd;
+	close(fd);
+	return err ? err : rfd;
 }
 
 int open_untrusted(const char *path, const struct file_want *want)
@@ -40,15 +48,15 @@ int open_untrusted(const char *path, const struct file_want *want)
 
 	if (!path || path[0] != '/')
 		return -EINVAL;
-	fd = open(path, OPEN_FLAGS);
+	fd = open(path, LOOKUP_FLAGS);
 	if (fd < 0)
 		return -errno;
-	return check_fd(fd, want);
+	return open_checked(fd, want);
 }
 
 static int openat2_in(int dirfd, const char *path, __u64 resolve)
 {
-	struct open_how how = { .flags = OPEN_FLAGS, .resolve = resolve };
+	struct open_how how = { .flags = LOOKUP_FLAGS, .resolve = resolve };
 
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
@@ -69,7 +77,7 @@ int open_in_root(int pid, const char *path, const struct file_want *want)
 	 * map_files, tried first, still reaches the very file mapped. */
 	err = fd < 0 ? (errno == ENOSYS ? -EOPNOTSUPP : -errno) : 0;
 	close(rootfd);
-	return err ? err : check_fd(fd, want);
+	return err ? err : open_checked(fd, want);
 }
 
 int open_beneath(int dirfd, const char *path, const struct file_want *want)
@@ -81,7 +89,7 @@ int open_beneath(int dirfd, const char *path, const struct file_want *want)
 	fd = openat2_in(dirfd, path, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 	if (fd < 0)
 		return errno == ENOSYS ? -EOPNOTSUPP : -errno;
-	return check_fd(fd, want);
+	return open_checked(fd, want);
 }
 
 void fd_path(int fd, char *buf, size_t len)

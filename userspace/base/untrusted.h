@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Opening files that traced processes and containers control (their paths, their roots, what
- * those hold): regular files only, never blocking on a FIFO or a device, never a relative
- * path, symlinks inside a process's root resolved inside that root, and the file checked by
- * device and inode on the opened descriptor before anything is read from it. */
+ * those hold): regular files only, never a relative path, symlinks inside a process's root
+ * resolved inside that root. A path is looked up first (O_PATH, which opens nothing: a device
+ * or FIFO at a path a container names is never opened), the file found checked (regular, its
+ * inode and device), and only then opened for reading, through /proc/self/fd. */
 #ifndef GPUMEM_UNTRUSTED_H
 #define GPUMEM_UNTRUSTED_H
 
