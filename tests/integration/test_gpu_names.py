@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import GPUMEM, MOCK_NVML_DIR, run_snapshot_c
+from conftest import GPUMEM, MOCK_LIB_DIR, MOCK_NVML_DIR, run_snapshot_c
 from test_accounting import only_proc
 from test_apis import APIS, held_apis
 from test_serve import Agent, pins, wait_until  # noqa: F401 (pins: a fixture)
@@ -72,6 +72,30 @@ def test_an_ordinal_past_the_visible_list_is_unknown_not_a_guess():
     assert run.returncode == 0, run.stderr
     assert only_proc(run.report)["by_gpu"] == by_gpu((0, 1, UUID1, 12000),
                                                      (1, None, None, 24000))
+
+
+# A script that sets its own list before its first CUDA call, as many training scripts do.
+SETS_ITS_OWN_LIST = """
+import ctypes, os, sys
+os.environ["CUDA_VISIBLE_DEVICES"] = sys.argv[2]
+rt = ctypes.CDLL(sys.argv[1])
+p = ctypes.c_void_p()
+for device, size in ((0, 12000), (1, 24000)):
+    assert rt.cudaSetDevice(device) == 0
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size)) == 0
+"""
+
+
+def test_a_list_the_process_set_itself_is_the_one_mapped():
+    """os.environ["CUDA_VISIBLE_DEVICES"] = "1,0" before the first CUDA call: CUDA takes that
+    list, which /proc/PID/environ (the environment the process started with) does not have;
+    gpumem reads it from the process's memory, through the C library's __environ."""
+    env = {**MOCK_NVML, "GPUMEM_MOCK_DEVICES": "2", "CUDA_VISIBLE_DEVICES": "0,1"}
+    run = run_snapshot_c(["/usr/bin/python3", "-c", SETS_ITS_OWN_LIST,
+                          str(MOCK_LIB_DIR / "libcudart.so.13"), "1,0"], env=env)
+    assert run.returncode == 0, run.stderr
+    assert only_proc(run.report)["by_gpu"] == by_gpu((0, 1, UUID1, 12000),
+                                                     (1, 0, UUID0, 24000))
 
 
 def test_without_nvml_integer_lists_still_map_and_names_are_null_with_the_reason():

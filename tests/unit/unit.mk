@@ -6,7 +6,7 @@
 UNIT_DIR := tests/unit
 UNIT_OUT := $(BUILD)/unit
 UNIT_LIBS := -lcmocka -lbpf -ldw -lelf -lz -ldl -lm $(JSONC_LIBS)
-UNIT_TESTS := json site_text procs gpu_map alloc_table slot_table elf symbolize probes state container analysis untrusted oci prom pycode \
+UNIT_TESTS := json site_text procs gpu_map environ alloc_table slot_table elf symbolize probes state container analysis untrusted oci prom pycode \
 	prom_server protobuf pickle record timeline probe_place
 UNIT_BINS := $(patsubst %,$(UNIT_OUT)/test_%,$(UNIT_TESTS))
 UNIT_LIBSYMS := $(UNIT_OUT)/libsyms.so
@@ -16,6 +16,7 @@ unit_mods_json := output/json
 unit_mods_pycode := symbols/pycode host/procs base/util
 unit_mods_procs := host/procs
 unit_mods_gpu_map := host/gpu_map host/procs
+unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize host/procs base/untrusted
 unit_mods_alloc_table := model/alloc_table model/slot_table
 unit_mods_slot_table := model/slot_table
 unit_mods_elf := symbols/elf_syms
@@ -24,6 +25,7 @@ unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin s
 	loader/uprobe_multi base/util
 unit_mods_probe_place := discover/probe_place
 unit_mods_state := model/state model/alloc_table model/slot_table model/stacks model/python \
+	symbols/environ \
 	symbols/pycode model/publish model/snapshot model/owners model/retention host/cgroups host/nvml host/amdgpu host/gpu_map \
 	symbols/symbolize symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
 	loader/attach discover/probe_place loader/pin model/purge loader/uprobe_multi base/untrusted \

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* A process's CUDA or HIP ordinals -> the host's devices (NVML's indices, KFD's GPU order), from
- * the environment it started with. The environment is untrusted input: every value is bounded and parsed here. */
+ * its environment (read live from its memory, symbols/environ.c, or the one it started with).
+ * The environment is untrusted input: every value is bounded and parsed here. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,11 @@ static bool var_is(const char *s, size_t len, const char *name, const char **val
 	*vlen = len - n - 1;
 	return true;
 }
+
+const char *const gpu_visible_vars[] = {
+	"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+	"ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL,
+};
 
 void gpu_visible_parse_environ(const char *data, size_t n, struct gpu_visible *v)
 {

@@ -52,6 +52,8 @@ struct gpu_visible {
 
 /* Parses one list's value (CUDA_VISIBLE_DEVICES' or NVIDIA_VISIBLE_DEVICES'). */
 void gpu_list_parse(const char *value, size_t len, bool nvidia, struct gpu_list *out);
+/* The variables gpu_visible_parse_environ reads (NULL-terminated). */
+extern const char *const gpu_visible_vars[];
 /* Fills v from environ's NUL-separated "NAME=value" strings (n bytes); a last string without
  * its NUL was cut short and is ignored. Sets v->known. */
 void gpu_visible_parse_environ(const char *data, size_t n, struct gpu_visible *v);

@@ -24,6 +24,7 @@
 #include "model/python.h"
 #include "model/state.h"
 #include "probes/table.h"
+#include "symbols/environ.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
 
@@ -514,6 +515,25 @@ static bool read_whole_maps(struct state *s, struct proc_rec *p, struct module_m
 	return false;
 }
 
+/* Room for each of gpu_visible_vars at its longest read. */
+#define GPU_VISIBLE_LIVE_MAX (5 * ENVIRON_VALUE_MAX)
+
+/* p's GPU list variables as they are at its first call, read after CUDA's (or HIP's) start
+ * has read them: from its memory, where it may have set them itself (os.environ in Python),
+ * else from the environment it started with (a static program, its maps not read). */
+static void read_visible(struct proc_rec *p)
+{
+	char *buf = p->have_mm ? malloc(GPU_VISIBLE_LIVE_MAX) : NULL;
+	size_t n;
+
+	if (buf && !environ_read_live(p->pid, &p->mm, gpu_visible_vars, buf,
+				      GPU_VISIBLE_LIVE_MAX, &n))
+		gpu_visible_parse_environ(buf, n, &p->visible);
+	else
+		gpu_visible_read(p->pid, &p->visible);
+	free(buf);
+}
+
 static void read_identity(struct state *s, struct proc_rec *p)
 {
 	/* When the reads began: one begun before the process ended read it, however long the
@@ -536,8 +556,6 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	}
 	if (!p->ns_pid && proc_ns_pid(p->pid, &p->ns_pid))
 		p->ns_pid = 0;
-	if (!p->visible.known)
-		gpu_visible_read(p->pid, &p->visible);
 	/* A process that has begun to end has no maps to keep: its exit map will come. */
 	if (!p->have_mm && read_whole_maps(s, p, &p->mm)) {
 		p->have_mm = true;
@@ -550,6 +568,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		if (s->py)
 			python_examine(s->py, p->pid, &p->mm);
 	}
+	if (!p->visible.known)
+		read_visible(p);
 	p->identity_ns = p->maps_ns = read_ns;
 }
 

@@ -75,7 +75,7 @@ struct proc_rec {
 	struct container_info container;	/* parsed from cgroup */
 	int ns_pid;		/* its pid in its own pid namespace; 0: unknown */
 	char *user;		/* the owner's name; NULL: unknown */
-	struct gpu_visible visible;	/* its GPU list variables at start (with the identity) */
+	struct gpu_visible visible;	/* its GPU list variables at its first call (identity) */
 	struct module_map mm;	/* captured while the process lived */
 	bool have_mm;
 	unsigned int maps_gen;	/* bumped whenever mm is (re)captured: names may improve */

@@ -672,6 +672,56 @@ static int dynamic_soname(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *sh
 	return -ENOENT;
 }
 
+/* name's value in one symbol table: 0, -ENOENT, or -ENOEXEC. */
+static int table_symbol_value(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *shdr,
+			      const char *name, uint64_t *value)
+{
+	size_t entsize = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT);
+	Elf_Data *data = elf_getdata(scn, NULL);
+	const char *sname;
+	GElf_Sym sym;
+
+	if (!entsize || shdr->sh_entsize != entsize || !data)
+		return -ENOEXEC;
+	for (size_t i = 0; i < data->d_size / entsize; i++) {
+		if (!gelf_getsym(data, (int)i, &sym))
+			return -ENOEXEC;
+		if (sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		sname = elf_strptr(ef->elf, shdr->sh_link, sym.st_name);
+		if (sname && !strcmp(sname, name)) {
+			*value = sym.st_value;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int elf_symbol_value_fd(int fd, const char *name, uint64_t *value, uint64_t *first_load)
+{
+	struct elf_file ef;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	int err;
+
+	err = elf_file_open_fd(fd, &ef);
+	if (err)
+		return err;
+	*first_load = UINT64_MAX;
+	for (size_t i = 0; i < ef.nloads; i++)
+		if ((ef.loads[i].vaddr & ~0xfffull) < *first_load)
+			*first_load = ef.loads[i].vaddr & ~0xfffull;
+	err = -ENOENT;
+	while (err == -ENOENT && (scn = elf_nextscn(ef.elf, scn)) != NULL)
+		if (gelf_getshdr(scn, &shdr) &&
+		    (shdr.sh_type == SHT_DYNSYM || shdr.sh_type == SHT_SYMTAB))
+			err = table_symbol_value(&ef, scn, &shdr, name, value);
+	if (!err && *first_load == UINT64_MAX)
+		err = -ENOEXEC;	/* nothing loaded: no bias to place it by */
+	elf_file_close(&ef);
+	return err;
+}
+
 int elf_soname_fd(int fd, char *buf, size_t len)
 {
 	struct elf_file ef;

@@ -44,6 +44,11 @@ int elf_build_id_fd(int fd, char *hex, size_t len);
 bool elf_has_usdt(const char *path, const char *provider, const char *name);
 bool elf_has_usdt_fd(int fd, const char *provider, const char *name);
 
+/* The value of the defined symbol name, of any type (a variable's too), from .dynsym or
+ * .symtab, and the page-aligned vaddr of the file's first PT_LOAD (where that was mapped, less
+ * it, is the file's load bias): 0, -ENOENT when no such symbol, or -errno / -ENOEXEC. */
+int elf_symbol_value_fd(int fd, const char *name, uint64_t *value, uint64_t *first_load);
+
 /* The shared object's own name (DT_SONAME): -ENOENT if none, -ENOSPC if buf is too small. */
 int elf_soname(const char *path, char *buf, size_t len);
 int elf_soname_fd(int fd, char *buf, size_t len);
