@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "symbols/elf_syms.h"
 
 #include "symbols/symbolize.h"
+#include "symbols/unwind.h"
 
 static const char *libsyms_path = "build/unit/libsyms.so";
 
@@ -520,6 +522,45 @@ static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 	symbolizer_free(s);
 }
 
+/* This process's open descriptors. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A file libdwfl refuses (not ELF) is reported to the unwinder and refused: its descriptor,
+ * which libdwfl did not take, is closed, not left open for the agent's life. */
+static void test_unwinder_leaves_no_descriptor_of_a_refused_file(void **state)
+{
+	char path[] = "/tmp/gm-test-unwind-XXXXXX";
+	struct mapping m = { .start = 0x10000, .end = 0x11000, .exec = true, .path = path };
+	struct module_map mm = { &m, 1 };
+	struct unwinder *u;
+	struct stat sb;
+	int fd, before;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "not ELF", 7), 7);
+	assert_int_equal(fstat(fd, &sb), 0);
+	close(fd);
+	m.ino = sb.st_ino;
+	before = open_fds();
+	u = unwinder_new(NULL, 0, &mm);
+	assert_non_null(u);
+	assert_int_equal(open_fds(), before);
+	unwinder_free(u);
+	unlink(path);
+}
+
 /* The unwinder of a process that has ended opens its files as the symbolizer does: a file
  * removed since (or inside a container) by the descriptor the symbolizer kept from when it
  * opened it; once no process maps the file (a sweep), that descriptor is closed. */
@@ -530,7 +571,7 @@ static void test_symbolize_open_mapped_falls_back_to_the_kept_descriptor(void **
 	struct mapping m;
 	struct module_map one = { &m, 1 };
 	struct stat st, kept;
-	int fd;
+	int fd, fds;
 
 	(void)state;
 	fd = mkstemp(path);
@@ -549,8 +590,10 @@ static void test_symbolize_open_mapped_falls_back_to_the_kept_descriptor(void **
 	assert_string_equal(name, path);
 	close(fd);
 	assert_int_equal(symbolizer_open_mapped(NULL, 0, &m, name, sizeof(name)), -ENOENT);
-	symbolizer_sweep_begin(s);	/* nothing kept: the file's entry goes */
-	symbolizer_sweep_end(s);
+	fds = open_fds();
+	symbolizer_sweep_begin(s);	/* nothing kept: the file's entry goes, its descriptors */
+	symbolizer_sweep_end(s);	/* closed (the kept one, and libdwfl's of its image) */
+	assert_int_equal(open_fds(), fds - 2);
 	assert_int_equal(symbolizer_open_mapped(s, 0, &m, name, sizeof(name)), -ENOENT);
 	symbolizer_free(s);
 }
@@ -697,6 +740,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_symbolize_copies_with_one_build_id_are_parsed_once),
 		cmocka_unit_test(test_symbolize_deleted_file_resolves_after_prefetch),
 		cmocka_unit_test(test_symbolize_open_mapped_falls_back_to_the_kept_descriptor),
+		cmocka_unit_test(test_unwinder_leaves_no_descriptor_of_a_refused_file),
 		cmocka_unit_test(test_symbolize_demangles_cxx_names_once),
 		cmocka_unit_test(test_symbolize_truncated_and_corrupt_debug_info_never_crash),
 	};

@@ -20,7 +20,8 @@ unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize host/pro
 unit_mods_alloc_table := model/alloc_table model/slot_table
 unit_mods_slot_table := model/slot_table
 unit_mods_elf := symbols/elf_syms
-unit_mods_symbolize := symbols/symbolize symbols/elf_syms host/procs base/untrusted
+unit_mods_symbolize := symbols/symbolize symbols/elf_syms symbols/unwind host/procs base/untrusted \
+	base/util
 unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin symbols/elf_syms \
 	loader/uprobe_multi base/util
 unit_mods_probe_place := discover/probe_place

@@ -413,7 +413,7 @@ static void image_report_dwfl(struct image *img, int fd, const char *name, int p
 	img->dwfl = dwfl_begin(&img->callbacks);
 	if (!img->dwfl)
 		return;
-	dwfl_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);	/* libdwfl closes the one it is given */
+	dwfl_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);	/* libdwfl closes the one it takes */
 	if (dwfl_fd < 0)
 		goto out_end;
 	dwfl_report_begin(img->dwfl);
@@ -422,6 +422,7 @@ static void image_report_dwfl(struct image *img, int fd, const char *name, int p
 	dwfl_report_end(img->dwfl, NULL, NULL);
 	if (img->mod)
 		return;
+	close(dwfl_fd);	/* refused: not taken */
 out_end:
 	dwfl_end(img->dwfl);
 	img->dwfl = NULL;

@@ -112,9 +112,11 @@ static void report_modules(Dwfl *dwfl, struct symbolizer *sym, int pid,
 			p_debug("unwinding PID %d: cannot open %s: %s", pid, file, strerror(-fd));
 			continue;
 		}
-		/* libdwfl takes the descriptor over. */
-		if (!dwfl_report_elf(dwfl, m->path, file, fd, m->start - m->pgoff, false))
+		/* libdwfl takes the descriptor over, but not when it refuses the file. */
+		if (!dwfl_report_elf(dwfl, m->path, file, fd, m->start - m->pgoff, false)) {
 			p_debug("unwinding PID %d: cannot use %s: %s", pid, file, dwfl_errmsg(-1));
+			close(fd);
+		}
 	}
 	dwfl_report_end(dwfl, NULL, NULL);
 }
