@@ -121,6 +121,7 @@ static __always_inline void vma_file_path(struct gm_vma_event *e, struct file *f
 {
 	static const __u32 zero;
 	struct path_scratch *w = bpf_map_lookup_elem(&path_scratch, &zero);
+	__u32 len;
 	long n;
 
 	e->path_len = 0;
@@ -131,8 +132,10 @@ static __always_inline void vma_file_path(struct gm_vma_event *e, struct file *f
 		w->dentry = (__u64)file->f_path.dentry;
 		w->mnt = (__u64)file->f_path.mnt - bpf_core_field_offset(struct mount, mnt);
 		bpf_loop(GM_PATH_WALK_STEPS, path_step, NULL, 0);
-		if (w->off && !bpf_probe_read_kernel(e->path, sizeof(e->path), w->path)) {
-			e->path_len = w->off < sizeof(e->path) ? w->off : sizeof(e->path);
+		/* Only the walk's bytes: past them, the scratch holds an earlier walk's. */
+		len = w->off < sizeof(e->path) ? w->off : sizeof(e->path);
+		if (len && !bpf_probe_read_kernel(e->path, len, w->path)) {
+			e->path_len = len;
 			e->path_whole = w->whole && w->off <= sizeof(e->path);
 		}
 		w->busy = 0;	/* a program that found it busy added to it too */

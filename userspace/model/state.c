@@ -366,7 +366,6 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 {
 	struct proc_rec *p = state_proc(s, (int)e->pid, e->gen, 0);
 	struct module_map *m = e->at_start ? &p->start_mm : &p->exit_mm;
-	const char *path;
 	struct mapping *mp;
 
 	m->maps = xrealloc(m->maps, (m->count + 1) * sizeof(*m->maps));
@@ -379,9 +378,8 @@ void state_on_exit_vma(struct state *s, const struct gm_vma_event *e)
 	mp->dev_major = (uint32_t)(e->dev >> GM_DEV_MINOR_BITS);
 	mp->dev_minor = (uint32_t)(e->dev & GM_DEV_MINOR_MASK);
 	mp->exec = true;
-	path = known_path_of(s, e->dev, e->ino);
-	/* Else the kernel walk's, until a path read from /proc turns up (adopt_kernel_map). */
-	mp->path = path ? xstrdup(path) : kernel_walk_path(e);
+	/* The kernel walk's, or a path read from /proc where one is known (adopt_kernel_map). */
+	mp->path = kernel_walk_path(e);
 }
 
 static int mapping_cmp(const void *a, const void *b)
@@ -437,7 +435,7 @@ static void adopt_kernel_map(struct state *s, struct proc_rec *p, struct module_
 			free(mp->path);
 			mp->path = xstrdup(seen->path);
 			mp->deleted = seen->deleted;
-		} else if (path && strcmp(path, mp->path)) {
+		} else if (path) {
 			free(mp->path);
 			mp->path = xstrdup(path);
 		}
