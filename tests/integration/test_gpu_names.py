@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -89,13 +90,40 @@ for device, size in ((0, 12000), (1, 24000)):
 def test_a_list_the_process_set_itself_is_the_one_mapped():
     """os.environ["CUDA_VISIBLE_DEVICES"] = "1,0" before the first CUDA call: CUDA takes that
     list, which /proc/PID/environ (the environment the process started with) does not have;
-    gpumem reads it from the process's memory, through the C library's __environ."""
+    gpumem reads it from the process's memory, through its __environ (which Debian's python3
+    keeps a copy of in the program, where the C library then uses it)."""
     env = {**MOCK_NVML, "GPUMEM_MOCK_DEVICES": "2", "CUDA_VISIBLE_DEVICES": "0,1"}
     run = run_snapshot_c(["/usr/bin/python3", "-c", SETS_ITS_OWN_LIST,
                           str(MOCK_LIB_DIR / "libcudart.so.13"), "1,0"], env=env)
     assert run.returncode == 0, run.stderr
     assert only_proc(run.report)["by_gpu"] == by_gpu((0, 1, UUID1, 12000),
                                                      (1, 0, UUID0, 24000))
+
+
+def test_a_list_set_by_a_program_on_an_overlay_is_the_one_mapped(tmp_path):
+    """The same script run by a python on an overlay, as in a container's image: the program
+    that holds the environment's copy is found by its entry point, not by a device, which an
+    overlay's stat gives differently from its mappings."""
+    python = Path(os.path.realpath("/usr/bin/python3"))
+    for d in ("lower", "upper", "work", "merged"):
+        (tmp_path / d).mkdir()
+    shutil.copy(python, tmp_path / "lower")
+    setup = (f"mount -t overlay overlay -o lowerdir={tmp_path}/lower,upperdir={tmp_path}/upper,"
+             f"workdir={tmp_path}/work {tmp_path}/merged")
+    probe = subprocess.run(["/usr/bin/unshare", "-m", "/bin/sh", "-c", setup],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode:
+        pytest.skip(f"cannot mount an overlay in a namespace here: {probe.stderr.strip()}")
+    script = tmp_path / "sets_its_own_list.py"
+    script.write_text(SETS_ITS_OWN_LIST)
+    env = {**MOCK_NVML, "GPUMEM_MOCK_DEVICES": "2", "CUDA_VISIBLE_DEVICES": "0,1"}
+    command = (f"{setup} && exec {tmp_path}/merged/{python.name} {script} "
+               f"{MOCK_LIB_DIR / 'libcudart.so.13'} 1,0")
+    run = run_snapshot_c(["/usr/bin/unshare", "-m", "/bin/sh", "-c", command], env=env)
+    assert run.returncode == 0, run.stderr
+    procs = [p for p in run.report["processes"] if p["by_gpu"]]
+    assert len(procs) == 1, [(p["pid"], p["comm"]) for p in run.report["processes"]]
+    assert procs[0]["by_gpu"] == by_gpu((0, 1, UUID1, 12000), (1, 0, UUID0, 24000))
 
 
 def test_without_nvml_integer_lists_still_map_and_names_are_null_with_the_reason():

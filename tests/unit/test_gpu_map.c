@@ -196,6 +196,12 @@ static void test_environ_parsing_names_order_and_cut_value(void **state)
 	assert_true(v.order_set);
 	assert_false(v.pci_order);
 	assert_false(v.cuda.set);
+	/* A name set twice (execve allows it): the first, as getenv and CUDA take it. */
+	visible_from(&v, (const char *const[]){ "CUDA_VISIBLE_DEVICES=1", "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+					       "CUDA_VISIBLE_DEVICES=0", "CUDA_DEVICE_ORDER=X" }, 4);
+	assert_int_equal(v.cuda.n, 1);
+	assert_int_equal(v.cuda.e[0].index, 1);
+	assert_true(v.pci_order);
 }
 
 static void test_lists_bounded_and_long_names_unknown(void **state)

@@ -112,15 +112,16 @@ void gpu_visible_parse_environ(const char *data, size_t n, struct gpu_visible *v
 			break;	/* cut short by the bound: its value may be only a part */
 		len = (size_t)(nul - s);
 		pos += len + 1;
-		if (var_is(s, len, "CUDA_VISIBLE_DEVICES", &value, &vlen))
+		/* A name set twice: the first, as getenv (and so CUDA) takes it. */
+		if (var_is(s, len, "CUDA_VISIBLE_DEVICES", &value, &vlen) && !v->cuda.set)
 			gpu_list_parse(value, vlen, false, &v->cuda);
-		else if (var_is(s, len, "NVIDIA_VISIBLE_DEVICES", &value, &vlen))
+		else if (var_is(s, len, "NVIDIA_VISIBLE_DEVICES", &value, &vlen) && !v->nvidia.set)
 			gpu_list_parse(value, vlen, true, &v->nvidia);
-		else if (var_is(s, len, "HIP_VISIBLE_DEVICES", &value, &vlen))
+		else if (var_is(s, len, "HIP_VISIBLE_DEVICES", &value, &vlen) && !v->hip.set)
 			gpu_list_parse(value, vlen, false, &v->hip);
-		else if (var_is(s, len, "ROCR_VISIBLE_DEVICES", &value, &vlen))
+		else if (var_is(s, len, "ROCR_VISIBLE_DEVICES", &value, &vlen) && !v->rocr.set)
 			gpu_list_parse(value, vlen, false, &v->rocr);
-		else if (var_is(s, len, "CUDA_DEVICE_ORDER", &value, &vlen)) {
+		else if (var_is(s, len, "CUDA_DEVICE_ORDER", &value, &vlen) && !v->order_set) {
 			v->order_set = true;
 			v->pci_order = vlen == 10 && !memcmp(value, "PCI_BUS_ID", 10);
 		}

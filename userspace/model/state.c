@@ -558,6 +558,8 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	if (!p->have_mm && read_whole_maps(s, p, &p->mm)) {
 		p->have_mm = true;
 		p->maps_gen++;
+		if (!p->visible.known)	/* at once: the addresses are this image's */
+			read_visible(p);
 		if (same_image(&p->start_mm, &p->mm))
 			module_map_free(&p->start_mm);
 		remember_paths(s, &p->mm);

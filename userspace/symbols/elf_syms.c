@@ -672,9 +672,10 @@ static int dynamic_soname(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *sh
 	return -ENOENT;
 }
 
-/* name's value in one symbol table: 0, -ENOENT, or -ENOEXEC. */
-static int table_symbol_value(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *shdr,
-			      const char *name, uint64_t *value)
+/* The values of names in one symbol table, into value[i] (0: not defined there); 0 or
+ * -ENOEXEC. */
+static int table_symbol_values(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *shdr,
+			       const char *const *names, uint64_t *value)
 {
 	size_t entsize = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT);
 	Elf_Data *data = elf_getdata(scn, NULL);
@@ -689,37 +690,51 @@ static int table_symbol_value(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr
 		if (sym.st_shndx == SHN_UNDEF || !sym.st_value)
 			continue;
 		sname = elf_strptr(ef->elf, shdr->sh_link, sym.st_name);
-		if (sname && !strcmp(sname, name)) {
-			*value = sym.st_value;
-			return 0;
-		}
+		for (size_t j = 0; sname && names[j]; j++)
+			if (!value[j] && !strcmp(sname, names[j]))
+				value[j] = sym.st_value;
 	}
-	return -ENOENT;
+	return 0;
 }
 
-int elf_symbol_value_fd(int fd, const char *name, uint64_t *value, uint64_t *first_load)
+#define ELF_SYMBOL_NAMES_MAX 8
+
+int elf_symbol_value_fd(int fd, const char *const *names, uint64_t file_off, uint64_t *value,
+			uint64_t *vaddr_of_off)
 {
+	uint64_t found[ELF_SYMBOL_NAMES_MAX] = { 0 };
 	struct elf_file ef;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr shdr;
+	size_t n = 0;
 	int err;
 
+	while (names[n])
+		if (++n > ELF_SYMBOL_NAMES_MAX)
+			return -EINVAL;
 	err = elf_file_open_fd(fd, &ef);
 	if (err)
 		return err;
-	*first_load = UINT64_MAX;
-	for (size_t i = 0; i < ef.nloads; i++)
-		if ((ef.loads[i].vaddr & ~0xfffull) < *first_load)
-			*first_load = ef.loads[i].vaddr & ~0xfffull;
+	*vaddr_of_off = 0;
 	err = -ENOENT;
-	while (err == -ENOENT && (scn = elf_nextscn(ef.elf, scn)) != NULL)
+	for (size_t i = 0; i < ef.nloads; i++)
+		if (file_off >= ef.loads[i].offset &&
+		    file_off - ef.loads[i].offset < ef.loads[i].filesz) {
+			*vaddr_of_off = ef.loads[i].vaddr + (file_off - ef.loads[i].offset);
+			err = 0;
+			break;
+		}
+	while (!err && (scn = elf_nextscn(ef.elf, scn)) != NULL)
 		if (gelf_getshdr(scn, &shdr) &&
 		    (shdr.sh_type == SHT_DYNSYM || shdr.sh_type == SHT_SYMTAB))
-			err = table_symbol_value(&ef, scn, &shdr, name, value);
-	if (!err && *first_load == UINT64_MAX)
-		err = -ENOEXEC;	/* nothing loaded: no bias to place it by */
+			err = table_symbol_values(&ef, scn, &shdr, names, found);
 	elf_file_close(&ef);
-	return err;
+	for (size_t j = 0; !err && j < n; j++)
+		if (found[j]) {
+			*value = found[j];
+			return 0;
+		}
+	return err ? err : -ENOENT;
 }
 
 int elf_soname_fd(int fd, char *buf, size_t len)

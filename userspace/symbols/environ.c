@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-/* A process's environment read from its memory: the C library's __environ, the array of
- * pointers it holds, and the strings they point to, each read a page at a time. */
+/* A process's environment read from its memory: the __environ its program or C library keeps,
+ * the array of pointers it holds, and the strings they point to, each read a page at a time. */
+#include <elf.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "symbols/elf_syms.h"
@@ -15,66 +15,75 @@
 
 #define ENV_PAGE 4096u		/* no read crosses one: a string may end a mapping */
 #define ENV_NAME_PEEK 32	/* the bytes a string's name is looked at in */
+#define ENV_NAMES_MAX 32	/* names asked for at most (a bit each) */
 
-/* glibc's libc.so.6 (libc-2.X.so before 2.34) or musl's dynamic loader, which is its libc. */
+/* glibc's libc.so.6 (libc-2.X.so before 2.34), or musl's dynamic loader, which is its libc. */
 static bool is_libc(const char *path)
 {
 	const char *base = strrchr(path, '/');
+	size_t len;
 
 	base = base ? base + 1 : path;
-	return !strncmp(base, "libc.so", 7) || (!strncmp(base, "libc-", 5) && strstr(base, ".so")) ||
+	len = strlen(base);
+	return !strcmp(base, "libc.so.6") ||
+	       (!strncmp(base, "libc-2.", 7) && len > 3 && !strcmp(base + len - 3, ".so")) ||
 	       !strncmp(base, "ld-musl-", 8);
 }
 
-/* Where file m (as mm maps it) has __environ (or environ, its alias) in pid, or 0 where it
- * defines neither. */
-static uint64_t environ_in(int pid, const struct module_map *mm, const struct mapping *m)
+/* Where the file mapped at m has __environ (or environ, its alias) in pid, or 0 where it
+ * defines neither. Its load bias comes from m itself: m's start, less the address its file
+ * offset loads at. */
+static uint64_t environ_in(int pid, const struct mapping *m)
 {
-	uint64_t value = 0, first_load = 0, lowest = UINT64_MAX;
+	static const char *const names[] = { "__environ", "environ", NULL };
+	uint64_t value = 0, vaddr = 0;
 	char name[4200];
 	int fd, err;
 
 	fd = symbolize_open_mapped(pid, m, name, sizeof(name));
 	if (fd < 0)
 		return 0;
-	err = elf_symbol_value_fd(fd, "__environ", &value, &first_load);
-	if (err == -ENOENT)
-		err = elf_symbol_value_fd(fd, "environ", &value, &first_load);
+	err = elf_symbol_value_fd(fd, names, m->pgoff, &value, &vaddr);
 	close(fd);
-	/* Its load bias: where its first segment was mapped, less that segment's address. */
-	for (size_t i = 0; !err && i < mm->count; i++)
-		if (mm->maps[i].path && !strcmp(mm->maps[i].path, m->path) && !mm->maps[i].pgoff &&
-		    mm->maps[i].start < lowest)
-			lowest = mm->maps[i].start;
-	return err || lowest == UINT64_MAX ? 0 : lowest - first_load + value;
+	return err ? 0 : m->start - vaddr + value;
 }
 
-/* Where pid's __environ is: in its executable where that defines it (a program that refers
- * to environ has it copied there, R_X86_64_COPY, and the C library uses that copy: Debian's
- * python3 does), else in its C library; 0 where neither is mapped. */
-static uint64_t environ_addr(int pid, const struct module_map *mm)
+/* Where pid's __environ is, and the mapping that holds it (*from): in its program where that
+ * defines it (a program that refers to environ has it copied in, R_X86_64_COPY, and the C
+ * library uses that copy: Debian's python3 does), else in its C library; 0 where neither is
+ * mapped. The program is the mapping of its entry point (AT_ENTRY). */
+static uint64_t environ_addr(int pid, const struct module_map *mm, const struct mapping **from)
 {
-	const struct mapping *exe = NULL, *libc = NULL;
-	char link[64];
-	struct stat st;
-	uint64_t at;
+	const struct mapping *exe = NULL;
+	uint64_t entry = 0, at = 0;
 
-	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
-	if (stat(link, &st))
-		st.st_ino = 0;
-	for (size_t i = 0; i < mm->count; i++) {
-		const struct mapping *m = &mm->maps[i];
-
-		if (!m->exec || !m->path)
-			continue;
-		if (!exe && st.st_ino && m->ino == st.st_ino &&
-		    makedev(m->dev_major, m->dev_minor) == st.st_dev)
-			exe = m;
-		else if (!libc && is_libc(m->path))
-			libc = m;
+	if (proc_auxv_value(pid, AT_ENTRY, &entry))
+		entry = 0;
+	for (size_t i = 0; i < mm->count && !exe; i++)
+		if (mm->maps[i].exec && mm->maps[i].path && entry >= mm->maps[i].start &&
+		    entry < mm->maps[i].end)
+			exe = &mm->maps[i];
+	if (exe && (at = environ_in(pid, exe))) {
+		*from = exe;
+		return at;
 	}
-	at = exe ? environ_in(pid, mm, exe) : 0;
-	return at || !libc ? at : environ_in(pid, mm, libc);
+	for (size_t i = 0; i < mm->count && !at; i++)
+		if (mm->maps[i].exec && mm->maps[i].path && &mm->maps[i] != exe &&
+		    is_libc(mm->maps[i].path) && (at = environ_in(pid, &mm->maps[i])))
+			*from = &mm->maps[i];
+	return at;
+}
+
+/* Whether m still maps the file it did when mm was read: not after an exec, whose image may
+ * have anything at the addresses read. */
+static bool still_mapped(int pid, const struct mapping *m)
+{
+	char link[96];
+	struct stat st;
+
+	snprintf(link, sizeof(link), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	return !stat(link, &st) && (uint64_t)st.st_ino == m->ino;
 }
 
 /* The C string at addr, max - 1 bytes at most, into out (NUL-terminated): its length, or
@@ -102,27 +111,33 @@ static long read_string(int pid, uint64_t addr, char *out, size_t max)
 	return -E2BIG;
 }
 
-/* The name of names that string (its first bytes) gives a value to, or NULL. */
-static const char *named(const char *string, const char *const *names)
+/* The index in names of the name string (its first bytes) gives a value to, or -1. */
+static int named(const char *string, const char *const *names)
 {
-	for (; *names; names++) {
-		size_t len = strlen(*names);
+	for (int i = 0; names[i]; i++) {
+		size_t len = strlen(names[i]);
 
-		if (!strncmp(string, *names, len) && string[len] == '=')
-			return *names;
+		if (!strncmp(string, names[i], len) && string[len] == '=')
+			return i;
 	}
-	return NULL;
+	return -1;
 }
 
 int environ_read_live(int pid, const struct module_map *mm, const char *const *names,
 		      char *buf, size_t cap, size_t *n)
 {
-	uint64_t at = environ_addr(pid, mm), envp, ptrs[ENV_PAGE / 8];
+	const struct mapping *from = NULL;
+	uint64_t at, envp, ptrs[ENV_PAGE / 8];
 	char head[ENV_NAME_PEEK], value[ENVIRON_VALUE_MAX];
+	uint32_t seen_names = 0;
 	size_t seen = 0;
 	int err;
 
 	*n = 0;
+	for (int i = 0; names[i]; i++)
+		if (i >= ENV_NAMES_MAX || strlen(names[i]) + 2 > sizeof(head))
+			return -EINVAL;	/* a name the peek could not tell */
+	at = environ_addr(pid, mm, &from);
 	if (!at)
 		return -ENOENT;
 	err = proc_read_mem(pid, at, &envp, sizeof(envp));
@@ -130,7 +145,7 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 		return err;
 	if (!envp || envp & 7)
 		return -ENOENT;	/* no environment, or not an array of pointers */
-	/* The array a page at a time, up to its NULL or ENVIRON_MAX_VARS entries. */
+	/* The array a page at a time, up to its NULL; past ENVIRON_MAX_VARS entries, -E2BIG. */
 	while (seen < ENVIRON_MAX_VARS) {
 		uint64_t addr = envp + seen * 8;
 		size_t count = (ENV_PAGE - (addr & (ENV_PAGE - 1))) / 8;
@@ -142,13 +157,19 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 			return err;
 		for (size_t i = 0; i < count; i++, seen++) {
 			long len;
+			int which;
 
 			if (!ptrs[i])
-				return 0;
-			/* A string named as wanted, whole, and room for it: else left out. */
+				return still_mapped(pid, from) ? 0 : -ESTALE;
+			/* A wanted name's first string only, as getenv takes it; whole, and with
+			 * room for it, else it counts as unset. */
 			len = read_string(pid, ptrs[i], head, sizeof(head));
-			if ((len < 0 && len != -E2BIG) || !named(head, names))
+			if (len < 0 && len != -E2BIG)
 				continue;
+			which = named(head, names);
+			if (which < 0 || (seen_names & (1u << which)))
+				continue;
+			seen_names |= 1u << which;
 			len = read_string(pid, ptrs[i], value, sizeof(value));
 			if (len > 0 && (size_t)len + 1 <= cap - *n) {
 				memcpy(buf + *n, value, (size_t)len + 1);
@@ -156,5 +177,5 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 			}
 		}
 	}
-	return 0;
+	return -E2BIG;
 }
