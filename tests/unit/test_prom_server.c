@@ -22,6 +22,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "open_fds.h"
+
 #include "probes/table.h"
 #include "export/prometheus.h"
 
@@ -421,18 +423,6 @@ static void test_listen_addresses_gpumem_cannot_read_are_refused(void **state)
 		assert_int_equal(prom_server_start(bad[i], NULL, &srv), -EINVAL);
 		assert_null(srv);
 	}
-}
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 static void test_a_port_in_use_is_refused_and_stop_frees_it(void **state)

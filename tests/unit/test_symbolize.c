@@ -9,7 +9,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+
+#include "open_fds.h"
 #include <gelf.h>
 #include <libelf.h>
 
@@ -520,19 +521,6 @@ static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 	assert_string_equal(f.symbol, "syms_mul");
 	assert_non_null(f.file);
 	symbolizer_free(s);
-}
-
-/* This process's open descriptors. */
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 /* A file libdwfl refuses (not ELF) is reported to the unwinder and refused: its descriptor,
