@@ -314,6 +314,7 @@ def test_a_path_in_another_mount_namespace_never_opens_the_hosts_file_there(tmp_
     so the stack is unwound with TensorRT's own CFI (read while the process had it), or is its
     frame-pointer stack, short and counted, its frame named from TensorRT's file if that was
     read in time, else by its address; it is never named from the decoy."""
+    skip_on_overlay(tmp_path)
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     decoy = shadow / "libnvinfer.so.10"

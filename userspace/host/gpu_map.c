@@ -138,6 +138,10 @@ int gpu_visible_read(int pid, struct gpu_visible *v)
 	if (!buf)
 		return -ENOMEM;
 	err = proc_read_environ(pid, buf, GPU_ENVIRON_MAX, &n);
+	/* Nothing, from a process that has begun to end (its memory gone): not an empty
+	 * environment, which maps every ordinal as itself, but none read. */
+	if (!err && !n && proc_is_ending(pid))
+		err = -ESRCH;
 	if (!err)
 		gpu_visible_parse_environ(buf, n, v);
 	free(buf);

@@ -57,7 +57,8 @@ extern const char *const gpu_visible_vars[];
 /* Fills v from environ's NUL-separated "NAME=value" strings (n bytes); a last string without
  * its NUL was cut short and is ignored. Sets v->known. */
 void gpu_visible_parse_environ(const char *data, size_t n, struct gpu_visible *v);
-/* Reads /proc/PID/environ (at most GPU_ENVIRON_MAX bytes): 0 or -errno (v left unknown). */
+/* Reads /proc/PID/environ (at most GPU_ENVIRON_MAX bytes): 0 or -errno (v left unknown);
+ * -ESRCH for a process that has begun to end, whose environ reads empty. */
 int gpu_visible_read(int pid, struct gpu_visible *v);
 
 /* The host index (NVML's) of the device the process calls ordinal, or -1 when not known: its

@@ -498,7 +498,8 @@ void state_follow_event_cgroup(struct state *s, struct proc_rec *p, uint64_t cgr
 /* p's maps from /proc into *mm; false where there are none to keep. A read of a process that
  * had begun to end may have been cut short, so it is no map of it; but each path it shows is
  * right: they are remembered, and the files opened while the process still has them, for the
- * map of its exit, in which the kernel names each file by its last component alone. */
+ * map of its exit, whose paths are the process's own (in its mount namespace; an overlay's
+ * file by its name alone). */
 static bool read_whole_maps(struct state *s, struct proc_rec *p, struct module_map *mm)
 {
 	bool whole;
@@ -521,13 +522,20 @@ static bool read_whole_maps(struct state *s, struct proc_rec *p, struct module_m
  * else from the environment it started with (a static program, its maps not read). */
 static void read_visible(struct proc_rec *p)
 {
-	char *buf = p->have_mm ? malloc(GPU_VISIBLE_LIVE_MAX) : NULL;
+	char *buf;
 	size_t n;
+	int err = -ENOENT;
 
-	if (buf && !environ_read_live(p->pid, &p->mm, gpu_visible_vars, buf,
-				      GPU_VISIBLE_LIVE_MAX, &n))
+	if (p->visible_tried || p->visible.known)
+		return;
+	p->visible_tried = true;	/* once: a second try would be later still */
+	buf = p->have_mm ? malloc(GPU_VISIBLE_LIVE_MAX) : NULL;
+	if (buf)
+		err = environ_read_live(p->pid, &p->mm, gpu_visible_vars, buf,
+					GPU_VISIBLE_LIVE_MAX, &n);
+	if (!err)
 		gpu_visible_parse_environ(buf, n, &p->visible);
-	else
+	else if (err != -ESTALE)	/* exec'd: /proc has the next image's; unknown */
 		gpu_visible_read(p->pid, &p->visible);
 	free(buf);
 }
@@ -558,8 +566,7 @@ static void read_identity(struct state *s, struct proc_rec *p)
 	if (!p->have_mm && read_whole_maps(s, p, &p->mm)) {
 		p->have_mm = true;
 		p->maps_gen++;
-		if (!p->visible.known)	/* at once: the addresses are this image's */
-			read_visible(p);
+		read_visible(p);	/* at once: the addresses are this image's */
 		if (same_image(&p->start_mm, &p->mm))
 			module_map_free(&p->start_mm);
 		remember_paths(s, &p->mm);
@@ -568,8 +575,7 @@ static void read_identity(struct state *s, struct proc_rec *p)
 		if (s->py)
 			python_examine(s->py, p->pid, &p->mm);
 	}
-	if (!p->visible.known)
-		read_visible(p);
+	read_visible(p);	/* no maps: from /proc, if not tried above */
 	p->identity_ns = p->maps_ns = read_ns;
 }
 

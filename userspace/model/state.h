@@ -76,6 +76,7 @@ struct proc_rec {
 	int ns_pid;		/* its pid in its own pid namespace; 0: unknown */
 	char *user;		/* the owner's name; NULL: unknown */
 	struct gpu_visible visible;	/* its GPU list variables at its first call (identity) */
+	bool visible_tried;		/* read_visible ran (visible may still be unknown) */
 	struct module_map mm;	/* captured while the process lived */
 	bool have_mm;
 	unsigned int maps_gen;	/* bumped whenever mm is (re)captured: names may improve */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Function symbols, file offsets and build-ids of ELF files, read with libelf. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -23,6 +24,7 @@ struct elf_sym {
 
 struct load_seg {
 	uint64_t vaddr, filesz, offset;
+	bool exec;	/* PF_X */
 };
 
 struct elf_symtab {
@@ -123,6 +125,7 @@ static int elf_file_read_loads(struct elf_file *ef)
 		ef->loads[ef->nloads].vaddr = phdr.p_vaddr;
 		ef->loads[ef->nloads].filesz = phdr.p_filesz;
 		ef->loads[ef->nloads].offset = phdr.p_offset;
+		ef->loads[ef->nloads].exec = phdr.p_flags & PF_X;
 		ef->nloads++;
 	}
 	return 0;
@@ -672,13 +675,15 @@ static int dynamic_soname(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *sh
 	return -ENOENT;
 }
 
-/* The values of names in one symbol table, into value[i] (0: not defined there); 0 or
+/* The values of names in a .dynsym, into value[i] (0: not exported there), each a defined,
+ * global or weak data symbol (OBJECT or NOTYPE): never a local, TLS or absolute one. 0 or
  * -ENOEXEC. */
-static int table_symbol_values(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *shdr,
-			       const char *const *names, uint64_t *value)
+static int exported_objects(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *shdr,
+			    const char *const *names, uint64_t *value)
 {
 	size_t entsize = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT);
 	Elf_Data *data = elf_getdata(scn, NULL);
+	unsigned char bind, type;
 	const char *sname;
 	GElf_Sym sym;
 
@@ -687,7 +692,11 @@ static int table_symbol_values(struct elf_file *ef, Elf_Scn *scn, const GElf_Shd
 	for (size_t i = 0; i < data->d_size / entsize; i++) {
 		if (!gelf_getsym(data, (int)i, &sym))
 			return -ENOEXEC;
-		if (sym.st_shndx == SHN_UNDEF || !sym.st_value)
+		bind = GELF_ST_BIND(sym.st_info);
+		type = GELF_ST_TYPE(sym.st_info);
+		if (sym.st_shndx == SHN_UNDEF || sym.st_shndx == SHN_ABS || !sym.st_value ||
+		    (bind != STB_GLOBAL && bind != STB_WEAK) ||
+		    (type != STT_OBJECT && type != STT_NOTYPE))
 			continue;
 		sname = elf_strptr(ef->elf, shdr->sh_link, sym.st_name);
 		for (size_t j = 0; sname && names[j]; j++)
@@ -698,9 +707,28 @@ static int table_symbol_values(struct elf_file *ef, Elf_Scn *scn, const GElf_Shd
 }
 
 #define ELF_SYMBOL_NAMES_MAX 8
+#define ELF_PAGE 4096u
 
-int elf_symbol_value_fd(int fd, const char *const *names, uint64_t file_off, uint64_t *value,
-			uint64_t *vaddr_of_off)
+/* The vaddr file_off loads at, through the PT_LOAD whose pages hold it (a mapping starts on a
+ * page, a segment need not: lld's share their pages), an executable one first (exec: the
+ * offset is an executable mapping's). 0 or -ENOENT. */
+static int off_to_vaddr(const struct elf_file *ef, uint64_t file_off, bool exec, uint64_t *vaddr)
+{
+	for (int pass = exec ? 0 : 1; pass < 2; pass++)
+		for (size_t i = 0; i < ef->nloads; i++) {
+			const struct load_seg *l = &ef->loads[i];
+
+			if ((!pass && !l->exec) || file_off < (l->offset & ~(uint64_t)(ELF_PAGE - 1)) ||
+			    file_off >= l->offset + l->filesz)
+				continue;
+			*vaddr = l->vaddr - l->offset + file_off;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int elf_exported_object_fd(int fd, const char *const *names, uint64_t file_off, bool exec,
+			   uint64_t *value, uint64_t *vaddr_of_off)
 {
 	uint64_t found[ELF_SYMBOL_NAMES_MAX] = { 0 };
 	struct elf_file ef;
@@ -715,19 +743,10 @@ int elf_symbol_value_fd(int fd, const char *const *names, uint64_t file_off, uin
 	err = elf_file_open_fd(fd, &ef);
 	if (err)
 		return err;
-	*vaddr_of_off = 0;
-	err = -ENOENT;
-	for (size_t i = 0; i < ef.nloads; i++)
-		if (file_off >= ef.loads[i].offset &&
-		    file_off - ef.loads[i].offset < ef.loads[i].filesz) {
-			*vaddr_of_off = ef.loads[i].vaddr + (file_off - ef.loads[i].offset);
-			err = 0;
-			break;
-		}
+	err = off_to_vaddr(&ef, file_off, exec, vaddr_of_off);
 	while (!err && (scn = elf_nextscn(ef.elf, scn)) != NULL)
-		if (gelf_getshdr(scn, &shdr) &&
-		    (shdr.sh_type == SHT_DYNSYM || shdr.sh_type == SHT_SYMTAB))
-			err = table_symbol_values(&ef, scn, &shdr, names, found);
+		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_DYNSYM)
+			err = exported_objects(&ef, scn, &shdr, names, found);
 	elf_file_close(&ef);
 	for (size_t j = 0; !err && j < n; j++)
 		if (found[j]) {

@@ -44,12 +44,13 @@ int elf_build_id_fd(int fd, char *hex, size_t len);
 bool elf_has_usdt(const char *path, const char *provider, const char *name);
 bool elf_has_usdt_fd(int fd, const char *provider, const char *name);
 
-/* The value of the first of names (NULL-terminated) defined in .dynsym or .symtab, a symbol of
- * any type (a variable's too), and the vaddr that file offset file_off loads at (a mapping of
- * that offset, less it, is the file's load bias): 0, -ENOENT when none of them is defined or
- * no PT_LOAD holds file_off, or -errno / -ENOEXEC. */
-int elf_symbol_value_fd(int fd, const char *const *names, uint64_t file_off, uint64_t *value,
-			uint64_t *vaddr_of_off);
+/* The value of the first of names (NULL-terminated, 8 at most) that the file exports as data
+ * (.dynsym: defined, global or weak, OBJECT or NOTYPE), and the vaddr that file offset
+ * file_off loads at (a mapping of that offset, less it, is the file's load bias; exec: the
+ * mapping is executable, and its segment is taken where two share a page). 0, -ENOENT when
+ * none of them is exported or no PT_LOAD holds file_off, or -errno / -ENOEXEC. */
+int elf_exported_object_fd(int fd, const char *const *names, uint64_t file_off, bool exec,
+			   uint64_t *value, uint64_t *vaddr_of_off);
 
 /* The shared object's own name (DT_SONAME): -ENOENT if none, -ENOSPC if buf is too small. */
 int elf_soname(const char *path, char *buf, size_t len);

@@ -6,7 +6,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "symbols/elf_syms.h"
@@ -43,16 +42,16 @@ static uint64_t environ_in(int pid, const struct mapping *m)
 	fd = symbolize_open_mapped(pid, m, name, sizeof(name));
 	if (fd < 0)
 		return 0;
-	err = elf_symbol_value_fd(fd, names, m->pgoff, &value, &vaddr);
+	err = elf_exported_object_fd(fd, names, m->pgoff, m->exec, &value, &vaddr);
 	close(fd);
 	return err ? 0 : m->start - vaddr + value;
 }
 
-/* Where pid's __environ is, and the mapping that holds it (*from): in its program where that
+/* Where pid's __environ is: in its program where that
  * defines it (a program that refers to environ has it copied in, R_X86_64_COPY, and the C
  * library uses that copy: Debian's python3 does), else in its C library; 0 where neither is
  * mapped. The program is the mapping of its entry point (AT_ENTRY). */
-static uint64_t environ_addr(int pid, const struct module_map *mm, const struct mapping **from)
+static uint64_t environ_addr(int pid, const struct module_map *mm)
 {
 	const struct mapping *exe = NULL;
 	uint64_t entry = 0, at = 0;
@@ -63,27 +62,22 @@ static uint64_t environ_addr(int pid, const struct module_map *mm, const struct 
 		if (mm->maps[i].exec && mm->maps[i].path && entry >= mm->maps[i].start &&
 		    entry < mm->maps[i].end)
 			exe = &mm->maps[i];
-	if (exe && (at = environ_in(pid, exe))) {
-		*from = exe;
+	if (exe && (at = environ_in(pid, exe)))
 		return at;
-	}
 	for (size_t i = 0; i < mm->count && !at; i++)
 		if (mm->maps[i].exec && mm->maps[i].path && &mm->maps[i] != exe &&
-		    is_libc(mm->maps[i].path) && (at = environ_in(pid, &mm->maps[i])))
-			*from = &mm->maps[i];
+		    is_libc(mm->maps[i].path))
+			at = environ_in(pid, &mm->maps[i]);
 	return at;
 }
 
-/* Whether m still maps the file it did when mm was read: not after an exec, whose image may
- * have anything at the addresses read. */
-static bool still_mapped(int pid, const struct mapping *m)
+/* What tells one image of pid from the next: AT_RANDOM, the address of the 16 random bytes
+ * the kernel puts on each new image's stack. 0 where the vector cannot be read. */
+static uint64_t image_mark(int pid)
 {
-	char link[96];
-	struct stat st;
+	uint64_t mark = 0;
 
-	snprintf(link, sizeof(link), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	return !stat(link, &st) && (uint64_t)st.st_ino == m->ino;
+	return proc_auxv_value(pid, AT_RANDOM, &mark) ? 0 : mark;
 }
 
 /* The C string at addr, max - 1 bytes at most, into out (NUL-terminated): its length, or
@@ -126,8 +120,7 @@ static int named(const char *string, const char *const *names)
 int environ_read_live(int pid, const struct module_map *mm, const char *const *names,
 		      char *buf, size_t cap, size_t *n)
 {
-	const struct mapping *from = NULL;
-	uint64_t at, envp, ptrs[ENV_PAGE / 8];
+	uint64_t at, envp, mark, ptrs[ENV_PAGE / 8];
 	char head[ENV_NAME_PEEK], value[ENVIRON_VALUE_MAX];
 	uint32_t seen_names = 0;
 	size_t seen = 0;
@@ -137,7 +130,10 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 	for (int i = 0; names[i]; i++)
 		if (i >= ENV_NAMES_MAX || strlen(names[i]) + 2 > sizeof(head))
 			return -EINVAL;	/* a name the peek could not tell */
-	at = environ_addr(pid, mm, &from);
+	mark = image_mark(pid);
+	if (!mark)
+		return -ENOENT;
+	at = environ_addr(pid, mm);
 	if (!at)
 		return -ENOENT;
 	err = proc_read_mem(pid, at, &envp, sizeof(envp));
@@ -159,8 +155,8 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 			long len;
 			int which;
 
-			if (!ptrs[i])
-				return still_mapped(pid, from) ? 0 : -ESTALE;
+			if (!ptrs[i])	/* read whole: of the image mm was read from? */
+				return image_mark(pid) == mark ? 0 : -ESTALE;
 			/* A wanted name's first string only, as getenv takes it; whole, and with
 			 * room for it, else it counts as unset. */
 			len = read_string(pid, ptrs[i], head, sizeof(head));

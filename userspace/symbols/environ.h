@@ -12,15 +12,15 @@
 #define ENVIRON_VALUE_MAX 4096	/* a variable longer than this is left out */
 
 /*
- * The variables of pid named in names (NULL-terminated, 32 at most, each under 30
- * characters), as /proc/PID/environ has them ("NAME=value", each NUL-terminated), in buf (cap
+ * The variables of pid named in names (NULL-terminated, 32 at most, each 30 characters at
+ * most), as /proc/PID/environ has them ("NAME=value", each NUL-terminated), in buf (cap
  * bytes; *n of them used), read through the __environ of the program or C library (glibc's
  * or musl's) mm maps. Of a name set twice, the first, as getenv takes it; one longer than
  * ENVIRON_VALUE_MAX, or past cap, is left out (unset). 0 when the environment was read
  * whole (a name missing from it is unset); -ENOENT when no __environ is mapped (a static
- * program), -E2BIG past ENVIRON_MAX_VARS variables, -ESTALE when the process exec'd since mm
- * was read, or -errno. Untrusted: the process makes its memory what it likes; every read is
- * bounded to its page, at most 2 + ENVIRON_MAX_VARS * 2 + 32 * 2 of them.
+ * program), -E2BIG past ENVIRON_MAX_VARS variables, -ESTALE when the process exec'd during
+ * the read (its AT_RANDOM changed), or -errno. Untrusted: the process makes its memory what it likes; every read is
+ * bounded to its page, at most about 10 + ENVIRON_MAX_VARS * 2 + 32 * 2 of them.
  */
 int environ_read_live(int pid, const struct module_map *mm, const char *const *names,
 		      char *buf, size_t cap, size_t *n);
