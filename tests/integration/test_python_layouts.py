@@ -13,7 +13,7 @@ from conftest import ROOT
 from test_python import DEBIAN, SUPPORTED, interpreter_params
 
 SOURCES = [ROOT / "tests" / "workloads" / "pylayout.c", ROOT / "userspace" / "symbols" / "pycode.c",
-           ROOT / "userspace" / "base" / "util.c"]
+           ROOT / "userspace" / "host" / "procs.c", ROOT / "userspace" / "base" / "util.c"]
 
 
 def config_of(python):
