@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -426,6 +427,25 @@ static void test_comm_and_cmdline_of_self(void **state)
 	assert_int_equal(proc_read_comm(0, buf, sizeof(buf)), -EINVAL);
 }
 
+/* Several entries of one read of this process's vector, as the C library has them; one it
+ * does not have is 0 and makes the whole -ENOENT, the others still read. */
+static void test_auxv_values_of_self(void **state)
+{
+	const uint64_t types[] = { AT_RANDOM, AT_ENTRY }, with_missing[] = { AT_PAGESZ, 0xfff0 };
+	uint64_t v[2] = { 1, 1 };
+
+	(void)state;
+	assert_int_equal(proc_auxv_values(getpid(), types, v, 2), 0);
+	assert_int_equal(v[0], getauxval(AT_RANDOM));
+	assert_int_equal(v[1], getauxval(AT_ENTRY));
+	assert_int_equal(proc_auxv_values(getpid(), with_missing, v, 2), -ENOENT);
+	assert_int_equal(v[0], getauxval(AT_PAGESZ));
+	assert_int_equal(v[1], 0);
+	v[0] = 1;
+	assert_int_equal(proc_auxv_values(-1, types, v, 1), -EINVAL);
+	assert_int_equal(v[0], 0);
+}
+
 static void test_proc_exists(void **state)
 {
 	(void)state;
@@ -462,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_cmdline_truncated_and_empty),
 		cmocka_unit_test(test_cmdline_setproctitle_padding_dropped),
 		cmocka_unit_test(test_comm_and_cmdline_of_self),
+		cmocka_unit_test(test_auxv_values_of_self),
 		cmocka_unit_test(test_proc_exists),
 	};
 

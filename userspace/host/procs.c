@@ -98,18 +98,22 @@ int proc_read_environ(int pid, char *buf, size_t len, size_t *n)
 	return proc_read_file(pid, "environ", buf, len, n);
 }
 
-int proc_auxv_value(int pid, uint64_t type, uint64_t *value)
+int proc_auxv_values(int pid, const uint64_t *types, uint64_t *values, size_t count)
 {
 	uint64_t auxv[128 + 1];	/* pairs; the kernel's vector has under 40 */
-	size_t n = 0;
+	size_t n = 0, found = 0;
 	int err = proc_read_file(pid, "auxv", (char *)auxv, sizeof(auxv), &n);
 
-	for (size_t i = 0; !err && i + 1 < n / 8; i += 2)
-		if (auxv[i] == type) {
-			*value = auxv[i + 1];
-			return 0;
-		}
-	return err ? err : -ENOENT;
+	for (size_t t = 0; t < count; t++) {
+		values[t] = 0;
+		for (size_t i = 0; !err && i + 1 < n / 8; i += 2)
+			if (auxv[i] == types[t]) {
+				values[t] = auxv[i + 1];
+				found++;
+				break;
+			}
+	}
+	return err ? err : found == count ? 0 : -ENOENT;
 }
 
 int proc_read_mem(int pid, uint64_t addr, void *buf, size_t len)

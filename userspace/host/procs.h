@@ -17,9 +17,9 @@ int proc_parse_cmdline(const char *data, size_t datalen, char *buf, size_t len);
 /* The raw NUL-separated environment the process started with, at most len - 1 bytes (*n of
  * them; buf NUL-terminated). Untrusted: the caller parses it with a bound. */
 int proc_read_environ(int pid, char *buf, size_t len, size_t *n);
-/* The value of entry type (AT_ENTRY, ...) of pid's auxiliary vector: 0, -ENOENT when it has
- * none, or -errno. */
-int proc_auxv_value(int pid, uint64_t type, uint64_t *value);
+/* The values of entry types[0..count) (AT_ENTRY, ...) of pid's auxiliary vector, one read of
+ * it, into values: 0, -ENOENT when one is not there (its value 0), or -errno (every value 0). */
+int proc_auxv_values(int pid, const uint64_t *types, uint64_t *values, size_t count);
 /* len bytes of pid's memory at addr (process_vm_readv): 0, -EFAULT when fewer could be read,
  * or -errno. Untrusted: what a process's memory holds is its own to make up. */
 int proc_read_mem(int pid, uint64_t addr, void *buf, size_t len);

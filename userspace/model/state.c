@@ -335,14 +335,15 @@ void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e)
 static char *kernel_walk_path(const struct gm_vma_event *e)
 {
 	size_t len = e->path_len < sizeof(e->path) ? e->path_len : sizeof(e->path);
-	size_t name = strnlen(e->path, len), at, n = 0;
+	size_t name = strnlen(e->path, len), at = name + 1, n = 1;
 	size_t ends[GM_VMA_PATH_LEN / 2];
 	char *path, *w;
 
 	if (!e->path_whole || name == len || !name)
 		return strndup(e->path, name);
 	/* Each component's end, the name's first. */
-	for (at = 0; at < len && n < GM_VMA_PATH_LEN / 2; n++) {
+	ends[0] = name;
+	for (; at < len && n < GM_VMA_PATH_LEN / 2; n++) {
 		size_t c = strnlen(e->path + at, len - at);
 
 		if (!c || at + c == len)

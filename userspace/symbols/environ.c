@@ -50,14 +50,12 @@ static uint64_t environ_in(int pid, const struct mapping *m)
 /* Where pid's __environ is: in its program where that
  * defines it (a program that refers to environ has it copied in, R_X86_64_COPY, and the C
  * library uses that copy: Debian's python3 does), else in its C library; 0 where neither is
- * mapped. The program is the mapping of its entry point (AT_ENTRY). */
-static uint64_t environ_addr(int pid, const struct module_map *mm)
+ * mapped. The program is the mapping of its entry point, entry (AT_ENTRY; 0 where unknown). */
+static uint64_t environ_addr(int pid, const struct module_map *mm, uint64_t entry)
 {
 	const struct mapping *exe = NULL;
-	uint64_t entry = 0, at = 0;
+	uint64_t at = 0;
 
-	if (proc_auxv_value(pid, AT_ENTRY, &entry))
-		entry = 0;
 	for (size_t i = 0; i < mm->count && !exe; i++)
 		if (mm->maps[i].exec && mm->maps[i].path && entry >= mm->maps[i].start &&
 		    entry < mm->maps[i].end)
@@ -71,13 +69,18 @@ static uint64_t environ_addr(int pid, const struct module_map *mm)
 	return at;
 }
 
-/* What tells one image of pid from the next: AT_RANDOM, the address of the 16 random bytes
- * the kernel puts on each new image's stack. 0 where the vector cannot be read. */
+/* Read from the auxiliary vector: what tells one image of pid from the next, AT_RANDOM (the
+ * address of the 16 random bytes the kernel puts on each new image's stack); then where the
+ * image's program starts, AT_ENTRY. Each 0 where the vector has none or cannot be read. */
+static const uint64_t image_types[] = { AT_RANDOM, AT_ENTRY };
+
+/* pid's AT_RANDOM now. */
 static uint64_t image_mark(int pid)
 {
-	uint64_t mark = 0;
+	uint64_t mark;
 
-	return proc_auxv_value(pid, AT_RANDOM, &mark) ? 0 : mark;
+	proc_auxv_values(pid, image_types, &mark, 1);
+	return mark;
 }
 
 /* The C string at addr, max - 1 bytes at most, into out (NUL-terminated): its length, or
@@ -120,7 +123,7 @@ static int named(const char *string, const char *const *names)
 int environ_read_live(int pid, const struct module_map *mm, const char *const *names,
 		      char *buf, size_t cap, size_t *n)
 {
-	uint64_t at, envp, mark, ptrs[ENV_PAGE / 8];
+	uint64_t at, envp, image[2], ptrs[ENV_PAGE / 8];
 	char head[ENV_NAME_PEEK], value[ENVIRON_VALUE_MAX];
 	uint32_t seen_names = 0;
 	size_t seen = 0;
@@ -130,10 +133,10 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 	for (int i = 0; names[i]; i++)
 		if (i >= ENV_NAMES_MAX || strlen(names[i]) + 2 > sizeof(head))
 			return -EINVAL;	/* a name the peek could not tell */
-	mark = image_mark(pid);
-	if (!mark)
+	proc_auxv_values(pid, image_types, image, 2);
+	if (!image[0])
 		return -ENOENT;
-	at = environ_addr(pid, mm);
+	at = environ_addr(pid, mm, image[1]);
 	if (!at)
 		return -ENOENT;
 	err = proc_read_mem(pid, at, &envp, sizeof(envp));
@@ -156,7 +159,7 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 			int which;
 
 			if (!ptrs[i])	/* read whole: of the image mm was read from? */
-				return image_mark(pid) == mark ? 0 : -ESTALE;
+				return image_mark(pid) == image[0] ? 0 : -ESTALE;
 			/* A wanted name's first string only, as getenv takes it; whole, and with
 			 * room for it, else it counts as unset. */
 			len = read_string(pid, ptrs[i], head, sizeof(head));
