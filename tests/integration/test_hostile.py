@@ -9,6 +9,7 @@ import shutil
 import signal
 import sqlite3
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -404,6 +405,49 @@ def test_a_live_snapshot_past_max_files_names_the_loss(public_tmp):
         for w in workers:
             w.end()
         assert check(out), out
+
+
+def sparse_symtab_copy(program, dest, claim):
+    """A copy of program whose .symtab claims `claim` bytes of a sparse tail past its end: a
+    few KiB on disk, gigabytes to whatever reads the table whole."""
+    data = bytearray(Path(program).read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3a)
+    patched = 0
+    for i in range(shnum):
+        at = shoff + i * shentsize
+        if struct.unpack_from("<I", data, at + 4)[0] == 2:     # SHT_SYMTAB
+            struct.pack_into("<QQ", data, at + 24, len(data), claim)   # sh_offset, sh_size
+            patched += 1
+    assert patched == 1, f"{program} has no .symtab"
+    dest.write_bytes(data)
+    os.truncate(dest, len(data) + claim)
+    dest.chmod(0o755)
+    return dest
+
+
+def test_a_program_whose_symbol_table_claims_gigabytes_costs_no_memory(tmp_path):
+    """Any local user can run a program whose section headers claim a 4 GiB symbol table over
+    a sparse tail: discovery examines every program run for a static runtime, and read that
+    table whole (gigabytes of memory, seconds of zeros). Now a table over 256 MiB is not read:
+    gpumem stays small, says so and counts the file (files_not_attached), and the program's
+    calls through the runtime it loads are counted as any program's."""
+    program = sparse_symtab_copy(WORKLOAD, tmp_path / "workload", 4 << 30)
+    (tmp_path / "lib").symlink_to(MOCK_LIB_DIR)        # its RUNPATH: $ORIGIN/lib
+    gm = subprocess.Popen([str(GPUMEM), "snapshot", "--json", "-o", str(tmp_path / "r.json"),
+                           "-v", "-c", str(program), "reuse", "4096"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = LineReader(gm.stderr)
+    _, status, usage = os.wait4(gm.pid, 0)
+    err.join()
+    assert os.waitstatus_to_exitcode(status) == 0, err.lines
+    assert usage.ru_maxrss < 1024 * 1024, usage.ru_maxrss    # KiB: well under the 4 GiB
+    assert any("a symbol table over 256 MiB, more than gpumem reads" in line
+               for line in err.lines), err.lines
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["lost"]["files_not_attached"] >= 1
+    (mine,) = [p for p in report["processes"] if p["comm"] == "workload"]
+    assert mine["alloc_count"] == 2
 
 
 def test_an_agent_removes_the_pins_of_files_no_process_maps_since_a_kill(pins, public_tmp):

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -361,6 +362,43 @@ static void test_elf_truncated_copy_is_enoexec(void **state)
 	free(buf);
 }
 
+/* A table that claims more than is read whole: the fixture's .symtab pointed at a sparse
+ * tail of 1 GiB past its end (a few KiB on disk). Refused at once, -EFBIG, before anything of
+ * it is read: it used to cost a gigabyte of memory and seconds of reading zeros. */
+static void test_elf_table_over_the_bound_is_efbig_at_once(void **state)
+{
+	const uint64_t claim = 1ull << 30;
+	struct elf_symtab *t = (void *)1;
+	Elf64_Ehdr *eh;
+	char path[64];
+	size_t len;
+	int n = 0, patched = 0;
+	void *buf;
+
+	(void)state;
+	buf = read_fixture(&len);
+	eh = buf;
+	for (unsigned int i = 0; i < eh->e_shnum; i++) {
+		Elf64_Shdr *sh = (Elf64_Shdr *)((char *)buf + eh->e_shoff + i * eh->e_shentsize);
+
+		if (sh->sh_type == SHT_SYMTAB) {
+			sh->sh_offset = len;
+			sh->sh_size = claim;
+			patched++;
+		}
+	}
+	assert_int_equal(patched, 1);
+	write_temp(path, sizeof(path), buf, len);
+	assert_int_equal(truncate(path, (off_t)(len + claim)), 0);
+	assert_true(claim > ELF_TABLE_MAX_BYTES);
+	assert_int_equal(elf_for_each_func(path, count_cb, &n), -EFBIG);
+	assert_int_equal(n, 0);
+	assert_int_equal(elf_symtab_load(path, &t), -EFBIG);
+	assert_null(t);
+	unlink(path);
+	free(buf);
+}
+
 static void test_elf_random_garbage_is_enoexec(void **state)
 {
 	unsigned char garbage[8192];
@@ -445,6 +483,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_elf_symtab_lookup_prefers_global_alias),
 		cmocka_unit_test(test_elf_build_id_is_sha1_hex),
 		cmocka_unit_test(test_elf_truncated_copy_is_enoexec),
+		cmocka_unit_test(test_elf_table_over_the_bound_is_efbig_at_once),
 		cmocka_unit_test(test_elf_random_garbage_is_enoexec),
 		cmocka_unit_test(test_elf_not_a_regular_file_or_missing),
 		cmocka_unit_test(test_elf_corrupted_bytes_never_crash),

@@ -257,7 +257,12 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	fd_path(fd, path, sizeof(path));
 	err = d->at.attach(d->at.ctx, path, &attached_file, &nprobes);
 	if (err && err != -ENOEXEC) {
-		snprintf(why, sizeof(why), "attaching failed: %s", strerror(-err));
+		if (err == -EFBIG)	/* elf_syms.h: a sparse file's claim, or a huge one */
+			snprintf(why, sizeof(why), "a symbol table over %llu MiB, more than gpumem "
+				 "reads: its CUDA API was not looked for",
+				 (unsigned long long)(ELF_TABLE_MAX_BYTES >> 20));
+		else
+			snprintf(why, sizeof(why), "attaching failed: %s", strerror(-err));
 		if (!find_file(d, st.st_dev, st.st_ino))	/* refused before: counted then */
 			refuse(d, fd, &st, why, false);
 		return err;

@@ -85,6 +85,16 @@ static int elf_file_check_tables(struct elf_file *ef, const GElf_Ehdr *ehdr)
 	return 0;
 }
 
+/* The sections read whole into memory (libelf's ELF_C_READ copies each): the symbol and
+ * string tables, notes, the dynamic section. */
+static bool elf_section_is_read(uint32_t type)
+{
+	return type == SHT_SYMTAB || type == SHT_DYNSYM || type == SHT_STRTAB ||
+	       type == SHT_NOTE || type == SHT_DYNAMIC;
+}
+
+/* Every section lies inside the file, and none that is read is over ELF_TABLE_MAX_BYTES: a
+ * sparse file of a few KiB on disk can claim gigabytes. */
 static int elf_file_check_sections(struct elf_file *ef)
 {
 	Elf_Scn *scn = NULL;
@@ -97,6 +107,8 @@ static int elf_file_check_sections(struct elf_file *ef)
 			continue;
 		if (shdr.sh_offset > ef->size || shdr.sh_size > ef->size - shdr.sh_offset)
 			return -ENOEXEC;
+		if (elf_section_is_read(shdr.sh_type) && shdr.sh_size > ELF_TABLE_MAX_BYTES)
+			return -EFBIG;
 	}
 	if (elf_errno())
 		return -ENOEXEC;
@@ -580,7 +592,8 @@ int elf_build_id_fd(int fd, char *hex, size_t len)
 		for (i = 0; i < phnum && err == -ENOENT; i++) {
 			if (!gelf_getphdr(ef.elf, i, &phdr) || phdr.p_type != PT_NOTE)
 				continue;
-			if (phdr.p_offset > ef.size || phdr.p_filesz > ef.size - phdr.p_offset)
+			if (phdr.p_offset > ef.size || phdr.p_filesz > ef.size - phdr.p_offset ||
+			    phdr.p_filesz > ELF_TABLE_MAX_BYTES)
 				continue;
 			data = elf_getdata_rawchunk(ef.elf, phdr.p_offset, phdr.p_filesz,
 						    ELF_T_NHDR);

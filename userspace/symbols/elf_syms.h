@@ -17,7 +17,14 @@
 typedef int (*elf_sym_cb)(const char *name, uint64_t vaddr, uint64_t size, uint64_t file_off,
 			  void *ctx);
 
-/* 0 or -errno; a truncated or corrupt ELF gives -ENOEXEC. */
+/* The most bytes a symbol or string table, note or dynamic section may have, each read whole
+ * into memory (and freed with the file): 80 times the largest on the project's host, libLLVM's
+ * .dynstr (3 MB), room for a debug build's tables. A file with a larger one is not read
+ * (-EFBIG): a few KiB of sparse file on disk can claim gigabytes. */
+#define ELF_TABLE_MAX_BYTES (256ull << 20)
+
+/* 0 or -errno; a truncated or corrupt ELF gives -ENOEXEC, one with a table over
+ * ELF_TABLE_MAX_BYTES -EFBIG. */
 int elf_for_each_func(const char *path, elf_sym_cb cb, void *ctx);
 int elf_for_each_func_fd(int fd, elf_sym_cb cb, void *ctx);
 bool elf_has_func(const char *path, const char *name);
