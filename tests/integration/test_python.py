@@ -7,13 +7,15 @@ import glob
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import GPUMEM, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, WORKLOAD, run_snapshot_c
+from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, ROOT, RUN_TIMEOUT, WORKLOAD,
+                      SystemWide, find_proc, run_snapshot_c)
 
 SCRIPT = ROOT / "tests" / "workloads" / "pyalloc.py"
 CUDART = MOCK_LIB_DIR / "libcudart.so.13"
@@ -347,3 +349,50 @@ def test_python_stacks_past_what_a_process_names_are_counted():
     # Each allocation's stack is new: those past the 4,096 named (a few of the process's own
     # stacks, its start-up's, may be among them) are counted.
     assert 4200 - 4096 - 8 <= lost["python_stacks_unnamed"] <= 4200 - 4096, lost
+
+
+FIFO_AT_ITS_PATH = """
+import ctypes, os, sys
+os.unlink(sys.executable)
+os.mkfifo(sys.executable)       # what lies at its path now: a FIFO, opened, would never return
+print("ready", flush=True)
+rt = ctypes.CDLL(sys.argv[1])
+ptr = ctypes.c_void_p()
+for size in (4096, 12288):      # the first call has gpumem examine it; the second, walked
+    sys.stdin.readline()
+    assert rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0
+    print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_interpreter_whose_path_now_holds_a_fifo_is_read_from_its_mapping(tmp_path):
+    """A process controls what lies at the path its interpreter was mapped from: one that
+    deletes its python and puts a FIFO there, then allocates under a gpumem started after,
+    is examined (at its first call) through the very file it maps (/proc/PID/map_files):
+    gpumem neither blocks opening the FIFO (it would, for ever, SIGINT and all) nor reads
+    another file, and names its next allocation's Python line."""
+    if not Path(DEBIAN).exists():
+        pytest.skip(f"{DEBIAN} is missing (Debian's python3)")
+    python = tmp_path / "python3.11"
+    shutil.copy(DEBIAN, python)
+    proc = subprocess.Popen([str(python), "-c", FIFO_AT_ITS_PATH, str(CUDART)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        assert stat.S_ISFIFO(os.lstat(python).st_mode)
+        with SystemWide("-v", "-p", proc.pid, *MOCK_LIB_ARGS) as gpumem:
+            for said in (f"gpumem: PID {proc.pid}: Python 3.11 frames from {python}", None):
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                assert proc.stdout.readline() == "done\n"
+                if said:
+                    gpumem.stderr.wait_for(said, 30)
+            gpumem.stop()       # within its stop timeout: it did not block on the FIFO
+        mine = find_proc(gpumem.report, proc.pid)
+        assert mine["alloc_count"] == 2
+        [walked] = [s for s in mine["sites"] if s["alloc_bytes_total"] == 12288]
+        assert [(f["file"], f["line"]) for f in python_frames(walked)] == [("<string>", 10)]
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -17,7 +17,9 @@
 #include "base/util.h"
 #include "host/procs.h"
 #include "model/python.h"
+#include "symbols/elf_syms.h"
 #include "symbols/pycode.h"
+#include "symbols/symbolize.h"
 
 #define PY_KEEP_ENDED 1024	/* ended processes whose named stacks are kept */
 
@@ -212,17 +214,29 @@ struct interp_file {
 	bool frame_getcode, is_none;	/* PyFrame_GetCode (new in 3.9), Py_IsNone (3.10) */
 };
 
-static int read_interp_file(const char *path, struct interp_file *out)
+/* Whether the symbol table scn's header sh describes, and its string table, are within what
+ * is read whole (ELF_TABLE_MAX_BYTES; libelf checks that they lie inside the file). */
+static bool symbols_readable(Elf *elf, const GElf_Shdr *sh)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err = -ENOEXEC;
+	GElf_Shdr strs;
+
+	return sh->sh_size <= ELF_TABLE_MAX_BYTES &&
+	       gelf_getshdr(elf_getscn(elf, sh->sh_link), &strs) &&
+	       strs.sh_size <= ELF_TABLE_MAX_BYTES;
+}
+
+/* The interpreter's file, opened (fd; closed here) from the very file the process maps. */
+static int read_interp_fd(int fd, struct interp_file *out)
+{
 	Elf_Scn *scn = NULL;
+	int err = -ENOEXEC;
 	GElf_Ehdr eh;
 	size_t nph;
 	Elf *elf;
 
 	memset(out, 0, sizeof(*out));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || !gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &nph))
@@ -241,7 +255,7 @@ static int read_interp_file(const char *path, struct interp_file *out)
 		Elf_Data *data;
 
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
-		    !sh.sh_entsize || !(data = elf_getdata(scn, NULL)))
+		    !sh.sh_entsize || !symbols_readable(elf, &sh) || !(data = elf_getdata(scn, NULL)))
 			continue;
 		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Sym sym;
@@ -484,11 +498,11 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 	struct interp_file f;
 	uint64_t bias;
 	const char *why;
-	char path[64 + 4096], why_v[80];
+	char name[64 + 4096], why_v[80];
 
-	/* Through the process's root: an interpreter in a container is its own file. */
-	snprintf(path, sizeof(path), "/proc/%d/root%s", pi->pid, m->path);
-	if (read_interp_file(path, &f) && read_interp_file(m->path, &f))
+	/* The very file mapped (an interpreter in a container is its own file), opened as any
+	 * file a process names is: what lies at its path now may be a FIFO. */
+	if (read_interp_fd(symbolize_open_mapped(pi->pid, m, name, sizeof(name)), &f))
 		return false;
 	why = interp_version(&f, m->path, &major, &minor);
 	table = why ? NULL : py_layout_find(major, minor);
