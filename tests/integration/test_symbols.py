@@ -306,3 +306,53 @@ def test_text_report_shows_function_and_file_line(tmp_path):
         assert f"{name} (sym_levels.c:{marker_line('sym_levels.c', marker)})" in text, text
     assert (f"sym_inlined_alloc (sym_levels.c:{marker_line('sym_levels.c', 'sym_inlined_alloc')})"
             " [inlined]") in text, text
+
+
+def debuglinked_copy(lib, sub):
+    """A copy of lib in sub, its DWARF split off beside it and named by .gnu_debuglink: the
+    debug file's path is the library's directory's, which its owner chooses."""
+    sub.mkdir()
+    (sub.parent / "lib").symlink_to(MOCK_LIB_DIR)      # the copy's RUNPATH: $ORIGIN/../lib
+    copy, debug = sub / "libq.so", sub / "libq.debug"
+    shutil.copy(lib, copy)
+    for args in (["--only-keep-debug", str(copy), str(debug)],
+                 ["--strip-debug", "--remove-section=.gnu_debuglink",
+                  f"--add-gnu-debuglink={debug}", str(copy)]):
+        subprocess.run(["objcopy", *args], check=True, cwd=sub)
+    return copy, debug
+
+
+def owner_hold_frame(copy):
+    """The innermost frame of owners' allocation through copy's owner_hold, reported while
+    owners still lives: its files are looked at through /proc/PID/root, and the debug file
+    looked for beside them."""
+    with SystemWide(*MOCK_LIB_ARGS) as gpumem:
+        owners = subprocess.Popen([str(BUILD / "tests" / "owners" / "owners"), "--wait",
+                                   str(copy), "1", "4096"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert owners.stdout.readline() == "held\n"
+            gpumem.stop()   # within its stop timeout
+        finally:
+            owners.kill()
+            owners.wait(10)
+    mine = find_proc(gpumem.report, owners.pid)
+    [site] = [s for s in mine["sites"] if s["frames"][0]["symbol"] == "owner_hold" and
+              s["current_allocs"] == 1]
+    return site["frames"][0]
+
+
+def test_a_debuglink_to_a_fifo_is_never_opened_and_the_right_file_is_read(tmp_path):
+    """The .gnu_debuglink name beside a library is its owner's to make anything: a FIFO
+    there, which libdwfl's own open() waited on for ever (gpumem with it, SIGINT and all),
+    is passed over; the real debug file there gives the frame its line."""
+    copy, debug = debuglinked_copy(BUILD / "tests" / "owners" / "libnccl.so.2",
+                                   tmp_path / "sub")
+    kept = debug.rename(tmp_path / "kept.debug")
+    os.mkfifo(debug)
+    frame = owner_hold_frame(copy)
+    assert frame["line"] is None, frame
+    debug.unlink()
+    kept.rename(debug)
+    frame = owner_hold_frame(copy)
+    assert frame["file"].endswith("owner_lib.c") and frame["line"] > 0, frame

@@ -16,11 +16,11 @@ unit_mods_json := output/json
 unit_mods_pycode := symbols/pycode host/procs base/util
 unit_mods_procs := host/procs
 unit_mods_gpu_map := host/gpu_map host/procs
-unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize host/procs base/untrusted
+unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize symbols/debuginfo host/procs base/untrusted
 unit_mods_alloc_table := model/alloc_table model/slot_table
 unit_mods_slot_table := model/slot_table
 unit_mods_elf := symbols/elf_syms
-unit_mods_symbolize := symbols/symbolize symbols/elf_syms symbols/unwind host/procs base/untrusted \
+unit_mods_symbolize := symbols/symbolize symbols/debuginfo symbols/elf_syms symbols/unwind host/procs base/untrusted \
 	base/util
 unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin symbols/elf_syms \
 	loader/uprobe_multi base/util
@@ -28,7 +28,7 @@ unit_mods_probe_place := discover/probe_place
 unit_mods_state := model/state model/alloc_table model/slot_table model/stacks model/python \
 	symbols/environ \
 	symbols/pycode model/publish model/snapshot model/owners model/retention host/cgroups host/nvml host/amdgpu host/gpu_map \
-	symbols/symbolize symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
+	symbols/symbolize symbols/debuginfo symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
 	loader/attach discover/probe_place loader/pin model/purge loader/uprobe_multi base/untrusted \
 	base/util
 unit_mods_container := host/container

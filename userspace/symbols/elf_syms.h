@@ -43,7 +43,9 @@ int elf_symtab_file_off_to_vaddr(const struct elf_symtab *t, uint64_t file_off, 
 const char *elf_symtab_lookup(const struct elf_symtab *t, uint64_t vaddr, uint64_t *sym_off);
 size_t elf_symtab_count(const struct elf_symtab *t);
 
-/* NT_GNU_BUILD_ID as lowercase hex: -ENOENT if none, -ENOSPC if hex is too small. */
+/* NT_GNU_BUILD_ID as lowercase hex: -ENOENT if none, -ENOSPC if hex is too small (room for
+ * any: ELF_BUILD_ID_HEX_MAX, 64 bytes of id as hex). */
+#define ELF_BUILD_ID_HEX_MAX 129
 int elf_build_id(const char *path, char *hex, size_t len);
 int elf_build_id_fd(int fd, char *hex, size_t len);
 

@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "base/untrusted.h"
+#include "symbols/debuginfo.h"
 #include "symbols/elf_syms.h"
 #include "symbols/symbolize.h"
 
-#define BUILD_ID_HEX_MAX 129	/* 64 bytes of id, as hex */
 #define INLINE_SCAN_MAX 64	/* scopes looked at for one address */
 
 /* Every cached entry begins with this: a chain link and its full hash. */
@@ -62,7 +62,7 @@ struct image {
 	struct hnode node;
 	struct image *all_next;
 	uint32_t kept;			/* the sweep that last found it in use */
-	char build_id[BUILD_ID_HEX_MAX];	/* "" when the file has none */
+	char build_id[ELF_BUILD_ID_HEX_MAX];	/* "" when the file has none */
 	struct elf_symtab *tab;
 	Dwfl *dwfl;			/* NULL when libdwfl would not take the file */
 	Dwfl_Module *mod;
@@ -408,7 +408,7 @@ static void image_report_dwfl(struct image *img, int fd, const char *name, int p
 	if (!img->debuginfo_path)
 		return;
 	img->callbacks.find_elf = dwfl_build_id_find_elf;
-	img->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+	img->callbacks.find_debuginfo = debuginfo_find;
 	img->callbacks.debuginfo_path = &img->debuginfo_path;
 	img->dwfl = dwfl_begin(&img->callbacks);
 	if (!img->dwfl)
@@ -420,6 +420,7 @@ static void image_report_dwfl(struct image *img, int fd, const char *name, int p
 	/* base 0: dwfl addresses are the file's own ELF vaddrs, PIE or not */
 	img->mod = dwfl_report_elf(img->dwfl, name, name, dwfl_fd, 0, true);
 	dwfl_report_end(img->dwfl, NULL, NULL);
+	debuginfo_set_path(img->mod, &img->debuginfo_path);
 	if (img->mod)
 		return;
 	close(dwfl_fd);	/* refused: not taken */
@@ -446,7 +447,7 @@ static struct image *image_find(struct symbolizer *s, const char *build_id)
 static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 		     struct image **out)
 {
-	char build_id[BUILD_ID_HEX_MAX] = "";
+	char build_id[ELF_BUILD_ID_HEX_MAX] = "";
 	struct image *img;
 	int err;
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "base/util.h"
+#include "symbols/debuginfo.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
 
@@ -36,7 +37,7 @@ struct unwinder {
 static char *debuginfo_path;
 static const Dwfl_Callbacks callbacks = {
 	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = debuginfo_find,	/* its path: a module's userdata, none here */
 	.debuginfo_path = &debuginfo_path,
 };
 

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Separate debug info, looked for as libdwfl's dwfl_standard_find_debuginfo does, each
+ * candidate opened as an untrusted file and checked to be the module's. */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/untrusted.h"
+#include "symbols/debuginfo.h"
+#include "symbols/elf_syms.h"
+
+#define DEBUG_PATH_DEFAULT ":.debug:/usr/lib/debug"
+#define CRC_FILE_MAX (1ull << 30)
+
+struct wanted {
+	char build_id[ELF_BUILD_ID_HEX_MAX];	/* "" where the module has none */
+	const char *debuglink;
+	GElf_Word crc;
+};
+
+/* The CRC of the whole file (the .gnu_debuglink kind: zlib's crc32); false past CRC_FILE_MAX
+ * or where it cannot be read. */
+static bool file_crc(int fd, uLong *crc)
+{
+	unsigned char buf[65536];
+	struct stat st;
+	off_t at = 0;
+	ssize_t n;
+
+	if (fstat(fd, &st) || (uint64_t)st.st_size > CRC_FILE_MAX)
+		return false;
+	*crc = crc32(0, Z_NULL, 0);
+	while ((n = pread(fd, buf, sizeof(buf), at)) > 0) {
+		*crc = crc32(*crc, buf, (uInt)n);
+		at += n;
+	}
+	return n == 0;
+}
+
+/* The candidate at path, opened as untrusted.h says, if it is the module's debug file: its
+ * build-id the module's, or, the module having none, the debuglink's CRC its own. */
+static int try_candidate(const char *path, const struct wanted *w, char **name)
+{
+	char id[ELF_BUILD_ID_HEX_MAX];
+	bool ok = false;
+	uLong crc;
+	int fd = open_untrusted(path, NULL);
+
+	if (fd < 0)
+		return -1;
+	if (w->build_id[0])
+		ok = !elf_build_id_fd(fd, id, sizeof(id)) && !strcmp(id, w->build_id);
+	else if (w->debuglink)
+		ok = file_crc(fd, &crc) && crc == w->crc;
+	if (ok && (*name = strdup(path)))
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* Under root: .build-id/xx/rest.debug. */
+static int try_build_id(const char *root, size_t rootlen, const struct wanted *w, char **name)
+{
+	char path[PATH_MAX];
+
+	if (!w->build_id[0] || !w->build_id[1] || !w->build_id[2])
+		return -1;
+	if (snprintf(path, sizeof(path), "%.*s/.build-id/%.2s/%s.debug", (int)rootlen, root,
+		     w->build_id, w->build_id + 2) >= (int)sizeof(path))
+		return -1;
+	return try_candidate(path, w, name);
+}
+
+/* The debuglink name in the place a path entry names, for the file in dir: the file's own
+ * directory (""), one below it (relative), or a root (absolute) with dir, or a tail of it
+ * (each from a '/' on), appended, as libdwfl tries them. */
+static int try_debuglink(const char *entry, size_t len, const char *dir, const struct wanted *w,
+			 char **name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (!len || entry[0] != '/') {
+		if (snprintf(path, sizeof(path), "%s%s%.*s/%s", dir, len ? "/" : "", (int)len,
+			     entry, w->debuglink) >= (int)sizeof(path))
+			return -1;
+		return try_candidate(path, w, name);
+	}
+	for (const char *tail = dir; tail; tail = strchr(tail + 1, '/')) {
+		if (snprintf(path, sizeof(path), "%.*s%s/%s", (int)len, entry, tail,
+			     w->debuglink) < (int)sizeof(path) &&
+		    (fd = try_candidate(path, w, name)) >= 0)
+			return fd;
+	}
+	return -1;
+}
+
+int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		   const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+		   char **debuginfo_file_name)
+{
+	char **configured = userdata ? *userdata : NULL;
+	const char *paths = configured && *configured ? *configured : DEBUG_PATH_DEFAULT;
+	struct wanted w = { .debuglink = debuglink_file, .crc = debuglink_crc };
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	char dir[PATH_MAX] = "";
+	int nbits, fd = -1;
+
+	(void)modname;
+	(void)base;
+	nbits = dwfl_module_build_id(mod, &bits, &vaddr);
+	for (int i = 0; i < nbits && i < (ELF_BUILD_ID_HEX_MAX - 1) / 2; i++)
+		snprintf(w.build_id + 2 * i, 3, "%02x", bits[i]);
+	/* By build-id under each root; then by debuglink. */
+	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL) {
+		size_t len = strcspn(e, ":");
+
+		if (len && e[0] == '/')
+			fd = try_build_id(e, len, &w, debuginfo_file_name);
+	}
+	if (fd >= 0 || !debuglink_file || !file_name || file_name[0] != '/' ||
+	    strchr(debuglink_file, '/'))
+		return fd;
+	snprintf(dir, sizeof(dir), "%s", file_name);
+	*strrchr(dir, '/') = 0;
+	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL)
+		fd = try_debuglink(e, strcspn(e, ":"), dir, &w, debuginfo_file_name);
+	return fd;
+}
+
+void debuginfo_set_path(Dwfl_Module *mod, char **path)
+{
+	void **slot = NULL;
+
+	if (mod && dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL) && slot)
+		*slot = path;
+}
