@@ -493,6 +493,76 @@ static void test_symbolize_copies_with_one_build_id_are_parsed_once(void **state
 	symbolizer_free(s);
 }
 
+/* Every "syms_mul" in the file at path (its symbol tables and its DWARF's strings) made
+ * "evil_mul": another function of the same build-id, as a linker flag can make one. */
+static void rename_syms_mul(const char *path)
+{
+	char *buf, *at;
+	size_t len, n = 0;
+	FILE *f = fopen(path, "r+");
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = (size_t)ftell(f);
+	buf = malloc(len);
+	assert_non_null(buf);
+	rewind(f);
+	assert_int_equal(fread(buf, 1, len, f), len);
+	for (at = buf; (at = memmem(at, len - (size_t)(at - buf), "syms_mul", 8)); at += 8, n++)
+		memcpy(at, "evil", 4);
+	assert_true(n > 0);
+	rewind(f);
+	assert_int_equal(fwrite(buf, 1, len, f), len);
+	fclose(f);
+	free(buf);
+}
+
+/* A file a user (not root) owns, or one others may write, claiming a root file's build-id,
+ * loaded first: its names are its own, never the root file's, and the root file's are its
+ * own, whichever came first. */
+static void test_symbolize_a_users_file_never_shares_a_root_files_image(void **state)
+{
+	char dir[] = "/tmp/gm-test-spoof-XXXXXX", victim[128], spoof[128];
+	struct mapping mv, ms;
+	struct module_map one_v = { &mv, 1 }, one_s = { &ms, 1 };
+	struct symbolizer_stats st;
+	uint64_t file_off = 0;
+	struct frame fv, fs;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();		/* chown: root's */
+	assert_non_null(mkdtemp(dir));
+	snprintf(victim, sizeof(victim), "%s/libvictim.so", dir);
+	snprintf(spoof, sizeof(spoof), "%s/libspoof.so", dir);
+	assert_int_equal(copy_file(libsyms_path, victim), 0);
+	assert_int_equal(elf_for_each_func(victim, find_func_cb, &file_off), 1);
+	for (int owner = 0; owner < 2; owner++) {
+		struct symbolizer *s = symbolizer_new();
+
+		assert_int_equal(copy_file(libsyms_path, spoof), 0);
+		rename_syms_mul(spoof);
+		if (owner == 0)
+			assert_int_equal(chown(spoof, 65534, 65534), 0);
+		else
+			assert_int_equal(chmod(spoof, 0666), 0);	/* root's, anyone's to write */
+		ms = whole_file_mapping(spoof);
+		mv = whole_file_mapping(victim);
+		assert_int_equal(symbolize_addr(s, 0, &one_s, ms.start + file_off + 4, false, &fs),
+				 0);
+		assert_int_equal(symbolize_addr(s, 0, &one_v, mv.start + file_off + 4, false, &fv),
+				 0);
+		assert_string_equal(fs.symbol, "evil_mul");
+		assert_string_equal(fv.symbol, "syms_mul");
+		symbolizer_get_stats(s, &st);
+		assert_int_equal(st.build_id_hits, 0);
+		symbolizer_free(s);
+		unlink(spoof);
+	}
+	unlink(victim);
+	rmdir(dir);
+}
+
 static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 {
 	char path[] = "/tmp/gm-test-deleted-XXXXXX";
@@ -726,6 +796,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_symbolize_inlined_call_is_a_frame_of_its_own),
 		cmocka_unit_test(test_symbolize_second_lookup_of_an_address_is_cached),
 		cmocka_unit_test(test_symbolize_copies_with_one_build_id_are_parsed_once),
+		cmocka_unit_test(test_symbolize_a_users_file_never_shares_a_root_files_image),
 		cmocka_unit_test(test_symbolize_deleted_file_resolves_after_prefetch),
 		cmocka_unit_test(test_symbolize_open_mapped_falls_back_to_the_kept_descriptor),
 		cmocka_unit_test(test_unwinder_leaves_no_descriptor_of_a_refused_file),

@@ -62,7 +62,7 @@ struct image {
 	struct hnode node;
 	struct image *all_next;
 	uint32_t kept;			/* the sweep that last found it in use */
-	char build_id[ELF_BUILD_ID_HEX_MAX];	/* "" when the file has none */
+	char build_id[ELF_BUILD_ID_HEX_MAX];	/* "": none, or not shared */
 	struct elf_symtab *tab;
 	Dwfl *dwfl;			/* NULL when libdwfl would not take the file */
 	Dwfl_Module *mod;
@@ -443,7 +443,19 @@ static struct image *image_find(struct symbolizer *s, const char *build_id)
 	return NULL;
 }
 
-/* The image of an open file: the cached one with its build-id, else parsed now. */
+/* Whether a file's image may be shared with every file of its build-id: one only root can
+ * have written. A build-id is the file's own claim: a user's file that claims another's (a
+ * linker flag) would otherwise name the other's frames, or strip them of names, for every
+ * process that maps the other, whichever loaded first. */
+static bool shareable(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* The image of an open file: the cached one with its build-id (files root wrote), else
+ * parsed now. */
 static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 		     struct image **out)
 {
@@ -454,8 +466,8 @@ static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 	err = elf_build_id_fd(fd, build_id, sizeof(build_id));
 	if (err == -ENOEXEC)
 		return err;
-	if (err)
-		build_id[0] = '\0';
+	if (err || !shareable(fd))
+		build_id[0] = '\0';	/* an image of its own */
 	if (build_id[0]) {
 		img = image_find(s, build_id);
 		if (img) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Stack addresses -> module, ELF offset, function, source file and line (libdw, with the ELF
- * symbol tables as fallback), inlined calls as frames of their own; cached per build-id. */
+ * symbol tables as fallback), inlined calls as frames of their own; cached per build-id among
+ * the files only root can have written (any other file's image is its own). */
 #ifndef GPUMEM_SYMBOLIZE_H
 #define GPUMEM_SYMBOLIZE_H
 
