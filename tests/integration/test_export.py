@@ -173,6 +173,28 @@ def test_pprof_traces_carry_the_process_labels_and_the_named_stack(tmp):
                                                            "thread_keep": "4000B"}
 
 
+def test_pprof_strings_a_process_names_reach_pprof_sanitized(tmp):
+    """A program at a path with a newline and a terminal escape in it: every string of the
+    profile (mapping and source file names, labels, as the function names were) comes out with
+    control characters replaced, so -raw keeps one line per location and -traces writes no
+    escape to the terminal."""
+    where = tmp / "bin\n\x1b]0;TITLE\x07\x1b[2J"
+    where.mkdir()
+    program = where / "workload"
+    shutil.copy(WORKLOAD, program)
+    (where / "lib").symlink_to(WORKLOAD.parent / "lib")    # its RUNPATH: $ORIGIN/lib
+    out = tmp / "p.pb.gz"
+    done = subprocess.run([str(GPUMEM), "export", "--format", "pprof", "-o", str(out), "-c",
+                           str(program), "reuse", "4096"], capture_output=True,
+                          timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    for view in ("-raw", "-traces"):
+        text = pprof(view, out)
+        assert "\x1b" not in text and "\x07" not in text, view
+    raw = pprof("-raw", out)
+    assert "bin??]0;TITLE??[2J/workload" in raw, raw
+
+
 def test_pprof_kind_label_separates_pinned_host_memory(tmp):
     out = tmp / "kinds.pb.gz"
     export_c("pprof", out, ["kinds"])

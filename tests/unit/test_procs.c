@@ -78,6 +78,23 @@ static void test_maps_path_with_spaces_kept_whole(void **state)
 	module_map_free(&mm);
 }
 
+/* The kernel's one escape in a maps path, a newline as \012: the path as the file has it. */
+static void test_maps_newline_escape_is_the_newline(void **state)
+{
+	static const char text[] =
+		"7f0000200000-7f0000300000 r-xp 00001000 fd:01 77 /tmp/a\\012b/lib\\012.so\n"
+		"7f0000400000-7f0000500000 r-xp 00001000 fd:01 78 /tmp/x\\012 (deleted)\n";
+	struct module_map mm;
+
+	(void)state;
+	parse_fixture(&mm, text);
+	assert_int_equal(mm.count, 2);
+	assert_string_equal(module_map_find(&mm, 0x7f0000200000ULL)->path, "/tmp/a\nb/lib\n.so");
+	assert_string_equal(module_map_find(&mm, 0x7f0000400000ULL)->path, "/tmp/x\n");
+	assert_true(module_map_find(&mm, 0x7f0000400000ULL)->deleted);
+	module_map_free(&mm);
+}
+
 static void test_maps_deleted_suffix_sets_flag_and_is_stripped(void **state)
 {
 	const struct mapping *m;
@@ -461,6 +478,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_maps_keeps_only_file_backed_sorted),
 		cmocka_unit_test(test_maps_path_with_spaces_kept_whole),
+		cmocka_unit_test(test_maps_newline_escape_is_the_newline),
 		cmocka_unit_test(test_maps_deleted_suffix_sets_flag_and_is_stripped),
 		cmocka_unit_test(test_maps_find_uses_half_open_ranges),
 		cmocka_unit_test(test_maps_find_on_empty_map_is_null),

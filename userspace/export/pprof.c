@@ -55,9 +55,17 @@ struct location_key {
 	uint64_t line;
 };
 
+/* Every string of the profile, each once: sanitized here, the one way in (paths, source
+ * files, labels, names: a process's own, and control characters or bytes that are no UTF-8
+ * would reach the terminal of `go tool pprof -traces`, or break a line of -raw). */
 static uint64_t str_id(struct pprof *pp, const char *s)
 {
-	return intern_str(&pp->strings, s);
+	char clean[8192];
+
+	if (!s)
+		return intern_str(&pp->strings, s);
+	text_sanitize(clean, sizeof(clean), s);
+	return intern_str(&pp->strings, clean);
 }
 
 static void value_type(struct pprof *pp, uint32_t field, const char *type, const char *unit)
@@ -150,15 +158,13 @@ static void label_str(struct pprof *pp, const char *key, const char *value)
 static void labels(struct pprof *pp, const struct snap_proc *p, const struct snap_site *ss)
 {
 	const struct container_info *ci = &p->container;
-	char comm[GM_COMM_LEN + 1];
 	struct snap_owner o;
 
 	pb_reset(&pp->sub);
 	pb_field_varint(&pp->sub, LABEL_KEY, str_id(pp, "pid"));
 	pb_field_varint(&pp->sub, LABEL_NUM, (uint64_t)(int64_t)p->pid);
 	pb_field_message(&pp->msg, SAMPLE_LABEL, &pp->sub);
-	text_sanitize(comm, sizeof(comm), p->comm);
-	label_str(pp, "comm", p->valid & SP_COMM ? comm : NULL);
+	label_str(pp, "comm", p->valid & SP_COMM ? p->comm : NULL);
 	label_str(pp, "container", ci->has_id ? ci->id : NULL);
 	label_str(pp, "pod", ci->has_pod ? ci->pod_uid : NULL);
 	label_str(pp, "pod_name", ci->pod_name);

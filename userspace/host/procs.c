@@ -300,6 +300,25 @@ static int mapping_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/* The kernel writes a newline in a mapped file's path as "\012" (its one escape there, so
+ * that each mapping stays a line): the path as the file has it, as the exit walk and
+ * /proc/PID/cmdline give it, in place. A name that holds "\012" itself reads as one with a
+ * newline: /proc cannot tell them apart. */
+static void unescape_newlines(char *path)
+{
+	char *w = path;
+
+	for (const char *r = path; *r; r++) {
+		if (!strncmp(r, "\\012", 4)) {
+			*w++ = '\n';
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
 /* Parses one maps line; 0 with m->path set for a file-backed mapping, 1 to skip the line. */
 static int parse_maps_line(char *line, struct mapping *m)
 {
@@ -325,6 +344,7 @@ static int parse_maps_line(char *line, struct mapping *m)
 		m->deleted = true;
 		path[n - dl] = '\0';
 	}
+	unescape_newlines(path);
 	m->path = strdup(path);
 	if (!m->path)
 		return -ENOMEM;
