@@ -69,18 +69,33 @@ static uint64_t environ_addr(int pid, const struct module_map *mm, uint64_t entr
 	return at;
 }
 
-/* Read from the auxiliary vector: what tells one image of pid from the next, AT_RANDOM (the
- * address of the 16 random bytes the kernel puts on each new image's stack); then where the
- * image's program starts, AT_ENTRY. Each 0 where the vector has none or cannot be read. */
+/* Read from the auxiliary vector: where the kernel put the 16 random bytes of the image's
+ * stack, AT_RANDOM; then where the image's program starts, AT_ENTRY. Each 0 where the vector
+ * has none or cannot be read. */
 static const uint64_t image_types[] = { AT_RANDOM, AT_ENTRY };
 
-/* pid's AT_RANDOM now. */
-static uint64_t image_mark(int pid)
-{
-	uint64_t mark;
+/* What tells one image of pid from the next: AT_RANDOM and the bytes there (the address alone
+ * is the same across an exec where the process runs without ASLR). */
+struct image_mark {
+	uint64_t at;
+	uint8_t bytes[16];
+};
 
-	proc_auxv_values(pid, image_types, &mark, 1);
-	return mark;
+/* The mark of the image whose AT_RANDOM is at; false where there is none, or unreadable. */
+static bool image_mark_read(int pid, uint64_t at, struct image_mark *mark)
+{
+	mark->at = at;
+	return at && !proc_read_mem(pid, at, mark->bytes, sizeof(mark->bytes));
+}
+
+/* Whether pid is still the image mark was read of. */
+static bool same_image(int pid, const struct image_mark *mark)
+{
+	struct image_mark now;
+	uint64_t at;
+
+	proc_auxv_values(pid, image_types, &at, 1);
+	return image_mark_read(pid, at, &now) && !memcmp(&now, mark, sizeof(now));
 }
 
 /* The C string at addr, max - 1 bytes at most, into out (NUL-terminated): its length, or
@@ -125,6 +140,7 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 {
 	uint64_t at, envp, image[2], ptrs[ENV_PAGE / 8];
 	char head[ENV_NAME_PEEK], value[ENVIRON_VALUE_MAX];
+	struct image_mark mark;
 	uint32_t seen_names = 0;
 	size_t seen = 0;
 	int err;
@@ -134,7 +150,7 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 		if (i >= ENV_NAMES_MAX || strlen(names[i]) + 2 > sizeof(head))
 			return -EINVAL;	/* a name the peek could not tell */
 	proc_auxv_values(pid, image_types, image, 2);
-	if (!image[0])
+	if (!image_mark_read(pid, image[0], &mark))
 		return -ENOENT;
 	at = environ_addr(pid, mm, image[1]);
 	if (!at)
@@ -144,13 +160,14 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 		return err;
 	if (!envp || envp & 7)
 		return -ENOENT;	/* no environment, or not an array of pointers */
-	/* The array a page at a time, up to its NULL; past ENVIRON_MAX_VARS entries, -E2BIG. */
-	while (seen < ENVIRON_MAX_VARS) {
+	/* The array a page at a time, up to its NULL: ENVIRON_MAX_VARS entries and the NULL at
+	 * most; a variable past them, -E2BIG. */
+	while (seen <= ENVIRON_MAX_VARS) {
 		uint64_t addr = envp + seen * 8;
 		size_t count = (ENV_PAGE - (addr & (ENV_PAGE - 1))) / 8;
 
-		if (count > ENVIRON_MAX_VARS - seen)
-			count = ENVIRON_MAX_VARS - seen;
+		if (count > ENVIRON_MAX_VARS + 1 - seen)
+			count = ENVIRON_MAX_VARS + 1 - seen;
 		err = proc_read_mem(pid, addr, ptrs, count * 8);
 		if (err)
 			return err;
@@ -159,9 +176,10 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 			int which;
 
 			if (!ptrs[i])	/* read whole: of the image mm was read from? */
-				return image_mark(pid) == image[0] ? 0 : -ESTALE;
-			/* A wanted name's first string only, as getenv takes it; whole, and with
-			 * room for it, else it counts as unset. */
+				return same_image(pid, &mark) ? 0 : -ESTALE;
+			if (seen == ENVIRON_MAX_VARS)
+				return -E2BIG;
+			/* A wanted name's first string only, as getenv takes it. */
 			len = read_string(pid, ptrs[i], head, sizeof(head));
 			if (len < 0 && len != -E2BIG)
 				continue;
@@ -169,11 +187,17 @@ int environ_read_live(int pid, const struct module_map *mm, const char *const *n
 			if (which < 0 || (seen_names & (1u << which)))
 				continue;
 			seen_names |= 1u << which;
+			/* Whole, with room for it, and still of the name just seen (the process
+			 * may write it meanwhile): else not known. */
 			len = read_string(pid, ptrs[i], value, sizeof(value));
-			if (len > 0 && (size_t)len + 1 <= cap - *n) {
-				memcpy(buf + *n, value, (size_t)len + 1);
-				*n += (size_t)len + 1;
-			}
+			if (len == -E2BIG || (len >= 0 && (size_t)len + 1 > cap - *n))
+				return -E2BIG;
+			if (len < 0)
+				return (int)len;
+			if (named(value, names) != which)
+				return -ESTALE;
+			memcpy(buf + *n, value, (size_t)len + 1);
+			*n += (size_t)len + 1;
 		}
 	}
 	return -E2BIG;
