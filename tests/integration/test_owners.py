@@ -303,6 +303,30 @@ def test_a_library_removed_before_its_process_ends_is_unwound_or_counted(tmp_pat
             assert site["frames"][0]["module"] == str(lib), site["frames"]
             assert site["frames"][0]["symbol"] is None, site["frames"]
             assert lost["stacks_not_unwound"] >= 1, lost
+            assert lost["modules_unread"] >= 1, lost
+
+
+def test_frames_in_a_removed_library_are_named_or_counted(tmp_path):
+    """A library with frame pointers (its stack walked in the kernel, nothing to unwind),
+    loaded second and removed once loaded, the process ending at once: its frames are named
+    where gpumem opened the file while the process had it, else they show the file and offset,
+    counted in modules_unread, never silent."""
+    first, lib = tmp_path / "libnccl.so.2", tmp_path / "libcublasLt.so.13"
+    args = [str(OWNERS / "owners"), "--unlink", str(first), "1", str(MIB), str(lib), "1",
+            str(2 * MIB)]
+    for _ in range(5):
+        shutil.copy(OWNERS / "libnccl.so.2", first)
+        shutil.copy(OWNERS / "libcublasLt.so.13", lib)
+        run = run_snapshot_c(args)
+        assert run.returncode == 0, run.stderr
+        skip_if_end_map_refused(run.report)
+        [site] = [s for s in owners_proc(run.report)["sites"] if s["current_bytes"] == 2 * MIB]
+        top = site["frames"][0]
+        assert top["module"] == str(lib), site["frames"]
+        if top["symbol"] is None:
+            assert run.report["lost"]["modules_unread"] >= 1, run.report["lost"]
+        else:
+            assert top["symbol"] == "owner_hold", site["frames"]
 
 
 def test_a_path_in_another_mount_namespace_never_opens_the_hosts_file_there(tmp_path):

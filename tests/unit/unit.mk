@@ -16,7 +16,8 @@ unit_mods_json := output/json
 unit_mods_pycode := symbols/pycode host/procs base/util
 unit_mods_procs := host/procs
 unit_mods_gpu_map := host/gpu_map host/procs
-unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize symbols/debuginfo host/procs base/untrusted
+unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize symbols/debuginfo host/procs base/untrusted \
+	base/util
 unit_mods_alloc_table := model/alloc_table model/slot_table
 unit_mods_slot_table := model/slot_table
 unit_mods_elf := symbols/elf_syms

@@ -156,7 +156,8 @@ static void read_amd_devices(struct snapshot *snap)
 }
 
 /* The loss counters that naming and container lookups move (the OCI cache's, the
- * symbolizer's and Python's names, the maps a frame missed), as they stand. */
+ * symbolizer's and Python's names, the maps a frame missed, the files it could not open), as
+ * they stand. */
 static void naming_losses(struct state *s, struct snapshot *snap)
 {
 	struct symbolizer_stats sym;
@@ -166,6 +167,7 @@ static void naming_losses(struct state *s, struct snapshot *snap)
 	symbolizer_get_stats(s->sym, &sym);
 	snap->lost[SNAP_LOST_NAMES_DROPPED] = sym.names_dropped + python_names_dropped(s->py);
 	snap->lost[SNAP_LOST_PY_STACKS_UNNAMED] = python_stacks_unnamed(s->py);
+	snap->lost[SNAP_LOST_MODULES_UNREAD] = sym.open_failures;
 }
 
 struct snapshot *state_publish(struct state *s, unsigned int wants)

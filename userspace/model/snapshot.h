@@ -179,6 +179,8 @@ enum snap_loss {
 					 * theirs found in no module */
 	SNAP_LOST_PY_STACKS_UNNAMED,	/* Python stacks of a process past the ones it names */
 	SNAP_LOST_STACKS_CUT,		/* stacks unwound from a copy their frames ran past */
+	SNAP_LOST_MODULES_UNREAD,	/* files a shown frame lies in that could not be opened:
+					 * its frames there unnamed */
 	SNAP_LOST_COUNT,
 };
 

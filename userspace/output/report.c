@@ -525,6 +525,9 @@ static const struct {
 	{ true, SNAP_LOST_STACKS_CUT, "stacks_cut",
 	  "a site's stack went on past the bytes copied to unwind it: its outer frames are "
 	  "missing; raise --stack-bytes" },
+	{ true, SNAP_LOST_MODULES_UNREAD, "modules_unread",
+	  "a file frames lie in could not be opened (deleted, or known by its name alone once its "
+	  "process ended): those frames show the file and offset, no names; -v says which" },
 };
 
 size_t loss_count(void)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/untrusted.h"
+#include "base/util.h"
 #include "symbols/debuginfo.h"
 #include "symbols/elf_syms.h"
 #include "symbols/symbolize.h"
@@ -544,6 +545,8 @@ static void map_entry_resolve(struct symbolizer *s, struct map_entry *e, int pid
 	if (fd < 0) {
 		e->failed_pid = pid > 0 ? pid : -1;
 		s->stats.open_failures++;
+		p_debug("PID %d: cannot open %s to name its frames: %s (modules_unread)", pid,
+			m->path, strerror(-fd));
 		return;
 	}
 	e->file = file_entry_get(s, fd, name, pid);

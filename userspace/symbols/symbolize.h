@@ -95,7 +95,7 @@ void symbolizer_limit_names(struct symbolizer *s, size_t max_bytes);
 struct symbolizer_stats {
 	uint64_t files_loaded;		/* files opened and usable (build-id hits included) */
 	uint64_t files_failed;		/* files that are no usable ELF */
-	uint64_t open_failures;
+	uint64_t open_failures;		/* mapped files not opened: their frames unnamed */
 	uint64_t build_id_hits;		/* of those, whose build-id was parsed already */
 	uint64_t dwarf_loaded;		/* images with debug info found */
 	uint64_t addr_hits;		/* lookups answered from the address cache */
