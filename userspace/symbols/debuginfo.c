@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <elfutils/libdwelf.h>
 
 #include "base/untrusted.h"
 #include "symbols/debuginfo.h"
@@ -101,12 +102,50 @@ static int try_debuglink(const char *entry, size_t len, const char *dir, const s
 	return -1;
 }
 
+/* Where libdwfl asks for the alternate file (dwz's) of the debug info in file_name: its
+ * .gnu_debugaltlink names altname. By that file's build-id under each root, then at altname
+ * (beside file_name where relative); taken where the build-id is the link's. -1 where
+ * file_name names no such link: not an alternate's lookup. */
+static int find_alternate(const char *paths, const char *file_name, const char *altname,
+			  char **name)
+{
+	char linked[PATH_MAX], path[PATH_MAX];
+	struct wanted w = { .debuglink = NULL };
+	int fd = open_untrusted(file_name, NULL);
+	bool found;
+
+	if (fd < 0)
+		return -1;
+	found = !elf_debugaltlink_fd(fd, linked, sizeof(linked), w.build_id,
+				     sizeof(w.build_id)) && !strcmp(linked, altname);
+	close(fd);
+	if (!found)
+		return -1;
+	fd = -1;
+	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL) {
+		size_t len = strcspn(e, ":");
+
+		if (len && e[0] == '/')
+			fd = try_build_id(e, len, &w, name);
+	}
+	if (fd >= 0)
+		return fd;
+	if (altname[0] == '/')
+		return try_candidate(altname, &w, name);
+	snprintf(path, sizeof(path), "%s", file_name);
+	*strrchr(path, '/') = 0;
+	if (strlen(path) + 1 + strlen(altname) >= sizeof(path))
+		return -1;
+	strcat(strcat(path, "/"), altname);
+	return try_candidate(path, &w, name);
+}
+
 int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		   const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 		   char **debuginfo_file_name)
 {
-	char **configured = userdata ? *userdata : NULL;
-	const char *paths = configured && *configured ? *configured : DEBUG_PATH_DEFAULT;
+	struct debuginfo_use *use = userdata ? *userdata : NULL;
+	const char *paths = use && use->path ? use->path : DEBUG_PATH_DEFAULT;
 	struct wanted w = { .debuglink = debuglink_file, .crc = debuglink_crc };
 	const unsigned char *bits;
 	GElf_Addr vaddr;
@@ -115,6 +154,13 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 
 	(void)modname;
 	(void)base;
+	/* The debug info found asks for its alternate file: the link names it (no CRC). */
+	if (!debuglink_crc && debuglink_file && file_name && file_name[0] == '/' &&
+	    (fd = find_alternate(paths, file_name, debuglink_file, debuginfo_file_name)) >= 0) {
+		if (use)
+			use->alt_found = true;
+		return fd;
+	}
 	nbits = dwfl_module_build_id(mod, &bits, &vaddr);
 	for (int i = 0; i < nbits && i < (ELF_BUILD_ID_HEX_MAX - 1) / 2; i++)
 		snprintf(w.build_id + 2 * i, 3, "%02x", bits[i]);
@@ -135,10 +181,21 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 	return fd;
 }
 
-void debuginfo_set_path(Dwfl_Module *mod, char **path)
+void debuginfo_use(Dwfl_Module *mod, struct debuginfo_use *use)
 {
 	void **slot = NULL;
 
 	if (mod && dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL) && slot)
-		*slot = path;
+		*slot = use;
+}
+
+void debuginfo_seal_alt(const struct debuginfo_use *use, Dwarf *dw)
+{
+	const void *build_id;
+	const char *name;
+
+	/* (Dwarf *)-1 is libdw's own mark of an alternate looked for and not found: dwarf_getalt
+	 * then answers NULL (names from it: none) and dwarf_end lets it be. */
+	if (dw && !use->alt_found && dwelf_dwarf_gnu_debugaltlink(dw, &name, &build_id) > 0)
+		dwarf_setalt(dw, (Dwarf *)-1);
 }

@@ -4,20 +4,30 @@
 #ifndef GPUMEM_DEBUGINFO_H
 #define GPUMEM_DEBUGINFO_H
 
+#include <stdbool.h>
+
 #include <elfutils/libdwfl.h>
 
+/* What a module looks for its debug info with, and what was found: its userdata
+ * (debuginfo_use), kept as long as the module. */
+struct debuginfo_use {
+	const char *path;	/* as Dwfl_Callbacks.debuginfo_path; NULL: the default */
+	bool alt_found;		/* its DWARF's alternate file (dwz's), found here */
+};
+
 /*
- * A Dwfl_Callbacks.find_debuginfo. The places, in libdwfl's order, from the debug path a
- * module's userdata points at (a char *, as Dwfl_Callbacks.debuginfo_path: entries split by
- * ':'; "" the file's own directory, a relative one below it, an absolute one a debug root;
- * NULL: ":.debug:/usr/lib/debug"): under each root, .build-id/xx/rest.debug; then the file's
- * .gnu_debuglink name in the file's directory, below it, and under each root with the file's
- * directory, or any of its tails, appended.
+ * A Dwfl_Callbacks.find_debuginfo. The places, in libdwfl's order, from the module's
+ * debuginfo_use's path (entries split by ':'; "" the file's own directory, a relative one
+ * below it, an absolute one a debug root; NULL: ":.debug:/usr/lib/debug"): under each root,
+ * .build-id/xx/rest.debug; then the file's .gnu_debuglink name in the file's directory,
+ * below it, and under each root with the file's directory, or any of its tails, appended.
+ * Asked for the alternate file of the debug info found (.gnu_debugaltlink), by its build-id
+ * under each root, then at the path the link names.
  *
  * Those paths are the process's to choose (its library's directory, its root's
  * /usr/lib/debug): libdwfl's own open() of a FIFO found there would wait for ever, gpumem with
  * it. Each candidate is opened through open_untrusted (a FIFO or device is never opened) and
- * taken only where its build-id is the module's; a module with no build-id, by the
+ * taken only where its build-id is the one wanted; a module with no build-id, by the
  * debuglink's CRC (files up to 1 GiB). Returns the descriptor (libdwfl takes it) and its
  * name in *debuginfo_file_name (malloc'd), or -1.
  */
@@ -25,7 +35,12 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 		   const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 		   char **debuginfo_file_name);
 
-/* Points the module's userdata at *path (which must outlive it) for debuginfo_find. */
-void debuginfo_set_path(Dwfl_Module *mod, char **path);
+/* Points the module's userdata at use (which must outlive it) for debuginfo_find. */
+void debuginfo_use(Dwfl_Module *mod, struct debuginfo_use *use);
+
+/* Once the module's DWARF (dw) is loaded: where it names an alternate file that was not found
+ * here, libdw is told there is none. Else its dwarf_getalt, at the first name it needs from
+ * there, would open the link's path itself, with a plain open(). */
+void debuginfo_seal_alt(const struct debuginfo_use *use, Dwarf *dw);
 
 #endif

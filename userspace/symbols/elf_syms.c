@@ -2,9 +2,11 @@
 /* Function symbols, file offsets and build-ids of ELF files, read with libelf. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -783,6 +785,50 @@ int elf_soname_fd(int fd, char *buf, size_t len)
 	while (err == -ENOENT && (scn = elf_nextscn(ef.elf, scn)) != NULL)
 		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_DYNAMIC)
 			err = dynamic_soname(&ef, scn, &shdr, buf, len);
+	elf_file_close(&ef);
+	return err;
+}
+
+int elf_debugaltlink_fd(int fd, char *name, size_t namelen, char *hex, size_t hexlen)
+{
+	struct elf_file ef;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	GElf_Shdr shdr;
+	int err;
+
+	err = elf_file_open_fd(fd, &ef);
+	if (err)
+		return err;
+	err = -ENOENT;
+	if (elf_getshdrstrndx(ef.elf, &shstrndx))
+		goto out;
+	while (err == -ENOENT && (scn = elf_nextscn(ef.elf, scn)) != NULL) {
+		const char *sname, *nul;
+		Elf_Data *data;
+		size_t idlen;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_PROGBITS ||
+		    !(sname = elf_strptr(ef.elf, shstrndx, shdr.sh_name)) ||
+		    strcmp(sname, ".gnu_debugaltlink"))
+			continue;
+		err = -ENOEXEC;	/* a name, its NUL, an id: 64 bytes at most, as any */
+		if (shdr.sh_size > 4096 + 64 || !(data = elf_getdata(scn, NULL)) || !data->d_buf ||
+		    !(nul = memchr(data->d_buf, 0, data->d_size)))
+			break;
+		idlen = data->d_size - (size_t)(nul + 1 - (const char *)data->d_buf);
+		if (!idlen || idlen > 64 || nul - (const char *)data->d_buf >= (ptrdiff_t)namelen)
+			break;
+		if (hexlen < 2 * idlen + 1) {
+			err = -ENOSPC;
+			break;
+		}
+		memcpy(name, data->d_buf, (size_t)(nul - (const char *)data->d_buf) + 1);
+		for (size_t i = 0; i < idlen; i++)
+			snprintf(hex + 2 * i, 3, "%02x", (unsigned char)nul[1 + i]);
+		err = 0;
+	}
+out:
 	elf_file_close(&ef);
 	return err;
 }

@@ -61,6 +61,11 @@ bool elf_has_usdt_fd(int fd, const char *provider, const char *name);
 int elf_exported_object_fd(int fd, const char *const *names, uint64_t file_off, bool exec,
 			   uint64_t *value, uint64_t *vaddr_of_off);
 
+/* The alternate debug file (dwz's) a debug file names in .gnu_debugaltlink: its path into
+ * name and its build-id, as lowercase hex, into hex. -ENOENT if none, -ENOSPC if hex is too
+ * small, -ENOEXEC for a malformed section (a name longer than namelen included). */
+int elf_debugaltlink_fd(int fd, char *name, size_t namelen, char *hex, size_t hexlen);
+
 /* The shared object's own name (DT_SONAME): -ENOENT if none, -ENOSPC if buf is too small. */
 int elf_soname(const char *path, char *buf, size_t len);
 int elf_soname_fd(int fd, char *buf, size_t len);

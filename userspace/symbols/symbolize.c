@@ -69,6 +69,7 @@ struct image {
 	Dwfl_Module *mod;
 	Dwfl_Callbacks callbacks;	/* points at debuginfo_path; must outlive dwfl */
 	char *debuginfo_path;
+	struct debuginfo_use debuginfo;	/* mod's userdata: debuginfo_path, what was found */
 	bool dwarf_tried;
 	Dwarf *dwarf;			/* NULL: no debug info found */
 	struct hash_table addrs;
@@ -421,7 +422,8 @@ static void image_report_dwfl(struct image *img, int fd, const char *name, int p
 	/* base 0: dwfl addresses are the file's own ELF vaddrs, PIE or not */
 	img->mod = dwfl_report_elf(img->dwfl, name, name, dwfl_fd, 0, true);
 	dwfl_report_end(img->dwfl, NULL, NULL);
-	debuginfo_set_path(img->mod, &img->debuginfo_path);
+	img->debuginfo.path = img->debuginfo_path;
+	debuginfo_use(img->mod, &img->debuginfo);
 	if (img->mod)
 		return;
 	close(dwfl_fd);	/* refused: not taken */
@@ -596,6 +598,7 @@ static Dwarf *image_dwarf(struct symbolizer *s, struct image *img, Dwarf_Addr *b
 	if (!img->dwarf_tried) {
 		img->dwarf_tried = true;
 		img->dwarf = dwfl_module_getdwarf(img->mod, bias);
+		debuginfo_seal_alt(&img->debuginfo, img->dwarf);
 		if (img->dwarf)
 			s->stats.dwarf_loaded++;
 		return img->dwarf;
