@@ -183,6 +183,10 @@ static void test_the_owner_is_the_innermost_frame_past_runtime_and_glue(void **s
 		NATIVE("/usr/lib/x86_64-linux-gnu/libcudart.so.12", NULL, NULL, 0),
 		NATIVE("/opt/app/bin/trtexec", "main", "main.cpp", 7),
 	};
+	static const struct snap_frame exe_spaced[] = {
+		NATIVE("/usr/lib/x86_64-linux-gnu/libcudart.so.12", NULL, NULL, 0),
+		NATIVE("/opt/my app/bin/trtexec", "main", "main.cpp", 7),
+	};
 	static const struct snap_frame glue_only[] = {
 		NATIVE("/usr/lib/x86_64-linux-gnu/libc.so.6", NULL, NULL, 0),
 		NATIVE(NULL, NULL, NULL, 0),
@@ -200,6 +204,13 @@ static void test_the_owner_is_the_innermost_frame_past_runtime_and_glue(void **s
 			    "/home/me/model.py|program");
 	assert_string_equal(owner_text(&p, exe, ARRAY_SIZE(exe)), "trtexec|program");
 	assert_string_equal(owner_text(NULL, exe, ARRAY_SIZE(exe)), "trtexec|-");
+	/* A program at a path with a space, renamed (its comm another): its whole path begins
+	 * the command. */
+	p = (struct snap_proc){ .cmdline = "/opt/my app/bin/trtexec --onnx=m.onnx", .comm = "w" };
+	assert_string_equal(owner_text(&p, exe_spaced, ARRAY_SIZE(exe_spaced)), "trtexec|program");
+	p.cmdline = "/opt/my app/bin/trtexecs";
+	assert_string_equal(owner_text(&p, exe_spaced, ARRAY_SIZE(exe_spaced)), "trtexec|-");
+	p = (struct snap_proc){ .cmdline = "/opt/app/bin/trtexec --onnx=m.onnx", .comm = "trtexec" };
 	assert_string_equal(owner_text(&p, glue_only, ARRAY_SIZE(glue_only)), "(unknown)|-");
 	assert_string_equal(owner_text(&p, NULL, 0), "(unknown)|-");
 }

@@ -82,12 +82,17 @@ const char *owner_family(const char *library, bool python)
 			   strchr(pkg + 1, '/') + 1);
 }
 
-/* Whether module is p's executable: its command's first word, or its comm (which the kernel
- * cuts at 15 characters). */
+/* Whether module is p's executable: its command's first word (or, the command begun with the
+ * module's whole path, that path: one with a space in it), or its comm (which the kernel cuts
+ * at 15 characters). */
 static bool is_executable(const struct snap_proc *p, const char *module)
 {
 	const char *base = base_name_of(module);
+	size_t len = strlen(module);
 
+	if (p && p->cmdline && !strncmp(p->cmdline, module, len) &&
+	    (p->cmdline[len] == ' ' || !p->cmdline[len]))
+		return true;
 	if (p && p->cmdline && p->cmdline[0]) {
 		const char *word = p->cmdline, *end = p->cmdline + strcspn(p->cmdline, " ");
 
