@@ -111,8 +111,8 @@ static void check_build_id(size_t len)
 	if (!hex)
 		abort();
 	err = elf_build_id_fd(memfd, hex, len);
-	fuzz_check(err == 0 || err == -ENOENT || err == -ENOSPC || err == -ENOEXEC,
-		   "elf_build_id_fd: unexpected %d", err);
+	fuzz_check(err == 0 || err == -ENOENT || err == -ENOSPC || err == -ENOEXEC ||
+		   err == -EFBIG, "elf_build_id_fd: unexpected %d", err);
 	if (err == 0) {
 		n = strnlen(hex, len);
 		fuzz_check(n < len && n > 0 && n % 2 == 0,
@@ -135,11 +135,36 @@ static void check_exported_object(size_t size)
 
 	for (uint64_t off = 0; off <= size + 1; off += size / 3 + 1) {
 		err = elf_exported_object_fd(memfd, names, off, off & 1, &value, &vaddr);
-		fuzz_check(err == 0 || err == -ENOENT || err == -ENOEXEC || err == -ENOMEM,
-			   "elf_exported_object_fd: unexpected %d", err);
+		fuzz_check(err == 0 || err == -ENOENT || err == -ENOEXEC || err == -ENOMEM ||
+			   err == -EFBIG, "elf_exported_object_fd: unexpected %d", err);
 		fuzz_check(err || off < size, "offset %llu past the file's %zu bytes loads",
 			   (unsigned long long)off, size);
 	}
+}
+
+/* The alternate debug file a debug file names (the debug info finder's): only errors it
+ * promises; a name that fits, NUL-terminated, and an id in lowercase hex that fits. */
+static void check_debugaltlink(size_t namelen, size_t hexlen)
+{
+	char *name = malloc(namelen), *hex = malloc(hexlen);
+	int err;
+
+	if (!name || !hex)
+		abort();
+	err = elf_debugaltlink_fd(memfd, name, namelen, hex, hexlen);
+	fuzz_check(err == 0 || err == -ENOENT || err == -ENOSPC || err == -ENOEXEC ||
+		   err == -EFBIG, "elf_debugaltlink_fd: unexpected %d", err);
+	if (err == 0) {
+		size_t n = strnlen(hex, hexlen);
+
+		fuzz_check(strnlen(name, namelen) < namelen, "altlink name unterminated");
+		fuzz_check(n < hexlen && n > 0 && n % 2 == 0, "altlink id of %zu hex digits", n);
+		for (size_t i = 0; i < n; i++)
+			fuzz_check(isxdigit((unsigned char)hex[i]) && !isupper((unsigned char)hex[i]),
+				   "altlink id digit %#x", (unsigned char)hex[i]);
+	}
+	free(name);
+	free(hex);
 }
 
 static void load_input(const uint8_t *data, size_t size)
@@ -172,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	load_input(data, size);
 	walk_err = elf_for_each_func(memfd_path, walk_cb, &w);
 	fuzz_check(walk_err == 0 || walk_err == WALK_STOPPED || walk_err == -ENOEXEC ||
-			   walk_err == -ENOMEM,
+			   walk_err == -ENOMEM || walk_err == -EFBIG,
 		   "elf_for_each_func: unexpected %d", walk_err);
 	tab_err = elf_symtab_load_fd(memfd, &t);
 	fuzz_check((tab_err == 0) == (walk_err == 0 || walk_err == WALK_STOPPED),
@@ -188,6 +213,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_build_id(41); /* a SHA-1 build-id exactly fits */
 	check_build_id(8);
 	check_exported_object(size);
+	check_debugaltlink(size % 64 + 1, size % 130 + 1);
+	check_debugaltlink(4096, 129);
 	walk_free(&w);
 	return 0;
 }
