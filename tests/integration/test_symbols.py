@@ -322,26 +322,6 @@ def debuglinked_copy(lib, sub):
     return copy, debug
 
 
-def owner_hold_frame(copy):
-    """The innermost frame of owners' allocation through copy's owner_hold, reported while
-    owners still lives: its files are looked at through /proc/PID/root, and the debug file
-    looked for beside them."""
-    with SystemWide(*MOCK_LIB_ARGS) as gpumem:
-        owners = subprocess.Popen([str(BUILD / "tests" / "owners" / "owners"), "--wait",
-                                   str(copy), "1", "4096"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert owners.stdout.readline() == "held\n"
-            gpumem.stop()   # within its stop timeout
-        finally:
-            owners.kill()
-            owners.wait(10)
-    mine = find_proc(gpumem.report, owners.pid)
-    [site] = [s for s in mine["sites"] if s["frames"][0]["symbol"] == "owner_hold" and
-              s["current_allocs"] == 1]
-    return site["frames"][0]
-
-
 def test_a_debuglink_to_a_fifo_is_never_opened_and_the_right_file_is_read(tmp_path):
     """The .gnu_debuglink name beside a library is its owner's to make anything: a FIFO
     there, which libdwfl's own open() waited on for ever (gpumem with it, SIGINT and all),
@@ -350,11 +330,11 @@ def test_a_debuglink_to_a_fifo_is_never_opened_and_the_right_file_is_read(tmp_pa
                                    tmp_path / "sub")
     kept = debug.rename(tmp_path / "kept.debug")
     os.mkfifo(debug)
-    frame = owner_hold_frame(copy)
+    frame = owners_site(copy)["frames"][0]
     assert frame["line"] is None, frame
     debug.unlink()
     kept.rename(debug)
-    frame = owner_hold_frame(copy)
+    frame = owners_site(copy)["frames"][0]
     assert frame["file"].endswith("owner_lib.c") and frame["line"] > 0, frame
 
 
