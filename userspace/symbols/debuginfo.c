@@ -104,8 +104,9 @@ static int try_debuglink(const char *entry, size_t len, const char *dir, const s
 
 /* Where libdwfl asks for the alternate file (dwz's) of the debug info in file_name: its
  * .gnu_debugaltlink names altname. By that file's build-id under each root, then at altname
- * (beside file_name where relative); taken where the build-id is the link's. -1 where
- * file_name names no such link: not an alternate's lookup. */
+ * (beside file_name where relative); taken where the build-id is the link's: its descriptor,
+ * or -1. NOT_ALTERNATE where file_name names no such link. */
+#define NOT_ALTERNATE (-2)
 static int find_alternate(const char *paths, const char *file_name, const char *altname,
 			  char **name)
 {
@@ -115,12 +116,12 @@ static int find_alternate(const char *paths, const char *file_name, const char *
 	bool found;
 
 	if (fd < 0)
-		return -1;
+		return NOT_ALTERNATE;
 	found = !elf_debugaltlink_fd(fd, linked, sizeof(linked), w.build_id,
 				     sizeof(w.build_id)) && !strcmp(linked, altname);
 	close(fd);
 	if (!found)
-		return -1;
+		return NOT_ALTERNATE;
 	fd = -1;
 	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL) {
 		size_t len = strcspn(e, ":");
@@ -149,18 +150,21 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 	struct wanted w = { .debuglink = debuglink_file, .crc = debuglink_crc };
 	const unsigned char *bits;
 	GElf_Addr vaddr;
-	char dir[PATH_MAX] = "";
+	char dir[PATH_MAX] = "", own[NAME_MAX + 8];
 	int nbits, fd = -1;
 
 	(void)modname;
 	(void)base;
-	/* The debug info found asks for its alternate file: the link names it (no CRC). */
+	/* The debug info found asks for its alternate file: the link names it (no CRC). Found
+	 * or not, that is all: never the module's own debug file instead. */
 	if (!debuglink_crc && debuglink_file && file_name && file_name[0] == '/' &&
-	    (fd = find_alternate(paths, file_name, debuglink_file, debuginfo_file_name)) >= 0) {
-		if (use)
+	    (fd = find_alternate(paths, file_name, debuglink_file, debuginfo_file_name)) !=
+		    NOT_ALTERNATE) {
+		if (use && fd >= 0)
 			use->alt_found = true;
 		return fd;
 	}
+	fd = -1;
 	nbits = dwfl_module_build_id(mod, &bits, &vaddr);
 	for (int i = 0; i < nbits && i < (ELF_BUILD_ID_HEX_MAX - 1) / 2; i++)
 		snprintf(w.build_id + 2 * i, 3, "%02x", bits[i]);
@@ -171,11 +175,21 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 		if (len && e[0] == '/')
 			fd = try_build_id(e, len, &w, debuginfo_file_name);
 	}
-	if (fd >= 0 || !debuglink_file || !file_name || file_name[0] != '/' ||
-	    strchr(debuglink_file, '/'))
+	if (fd >= 0 || !file_name || file_name[0] != '/')
 		return fd;
 	snprintf(dir, sizeof(dir), "%s", file_name);
 	*strrchr(dir, '/') = 0;
+	/* No debuglink: the file's own name with .debug, as libdwfl takes it (and only by
+	 * build-id, there being no CRC). */
+	if (!debuglink_file) {
+		if (!w.build_id[0] ||
+		    snprintf(own, sizeof(own), "%s.debug", strrchr(file_name, '/') + 1) >=
+			    (int)sizeof(own))
+			return -1;
+		w.debuglink = own;
+	}
+	if (strchr(w.debuglink, '/'))
+		return -1;
 	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL)
 		fd = try_debuglink(e, strcspn(e, ":"), dir, &w, debuginfo_file_name);
 	return fd;
