@@ -397,12 +397,45 @@ def test_debug_info_shared_by_dwz_is_read_from_its_alternate_file(tmp_path):
     os.mkfifo(common)
     site = owners_site(libs[0])
     assert site["frames"][0]["symbol"] != "kept_alloc", site["frames"]
+    # A file with the alternate's build-id but no DWARF, where a build-id finds it: libdw
+    # cannot take it, and is still told there is no alternate (it would open the FIFO).
+    kept = tmp_path / "kept.debug"
+    bid = build_id(kept)
+    fake = tmp_path / "root" / ".build-id" / bid[:2] / f"{bid[2:]}.debug"
+    fake.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-section=.note.gnu.build-id", str(kept), str(fake)],
+                   check=True)
+    assert build_id(fake) == bid
+    site = owners_site(libs[0], env={"GPUMEM_DEBUG_ROOT": str(tmp_path / "root")})
+    assert site["frames"][0]["symbol"] != "kept_alloc", site["frames"]
 
 
-def owners_site(lib):
+def test_a_debug_file_under_dot_debug_with_the_files_own_name_is_found(tmp_path):
+    """GDB's layout: DIR/.debug/NAME for DIR/NAME, its debuglink NAME itself. The file itself,
+    first in the places looked at, is passed over (it has the build-id, not the DWARF)."""
+    sub = tmp_path / "sub"
+    copy, debug = debuglinked_copy(BUILD / "tests" / "owners" / "libnccl.so.2", sub)
+    (sub / ".debug").mkdir()
+    debug.rename(sub / ".debug" / copy.name)
+    subprocess.run(["objcopy", "--remove-section=.gnu_debuglink",
+                    f"--add-gnu-debuglink={sub / '.debug' / copy.name}", str(copy)],
+                   check=True, cwd=sub)
+    frame = owners_site(copy)["frames"][0]
+    assert frame["file"].endswith("owner_lib.c") and frame["line"] > 0, frame
+
+
+def test_split_debug_info_is_found_by_its_debuglink_in_a_flat_debug_root(tmp_path):
+    """GPUMEM_DEBUG_ROOT holding the debug file by its debuglink name, no directories."""
+    shutil.copy(SYM_SPLIT_DEBUG, tmp_path / SYM_SPLIT_DEBUG.name)
+    proc = snapshot(SYM_SPLIT, env={"GPUMEM_DEBUG_ROOT": str(tmp_path)})
+    frames = site_from(proc, "sym_level3")["frames"]
+    assert_frame(frames[0], "sym_level3", "sym_levels.c", "sym_level3", module=SYM_SPLIT)
+
+
+def owners_site(lib, env=None):
     """The site of owners' one kept allocation through lib's owner_hold, reported (within the
     stop timeout) while owners still lives."""
-    with SystemWide(*MOCK_LIB_ARGS) as gpumem:
+    with SystemWide(*MOCK_LIB_ARGS, env=env) as gpumem:
         owners = subprocess.Popen([str(BUILD / "tests" / "owners" / "owners"), "--wait",
                                    str(lib), "1", "4096"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)

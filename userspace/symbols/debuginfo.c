@@ -23,6 +23,8 @@ struct wanted {
 	char build_id[ELF_BUILD_ID_HEX_MAX];	/* "" where the module has none */
 	const char *debuglink;
 	GElf_Word crc;
+	dev_t dev;	/* the module's own file: never taken (0, 0: none known) */
+	ino_t ino;
 };
 
 /* The CRC of the whole file (the .gnu_debuglink kind: zlib's crc32); false past CRC_FILE_MAX
@@ -44,21 +46,25 @@ static bool file_crc(int fd, uLong *crc)
 	return n == 0;
 }
 
-/* The candidate at path, opened as untrusted.h says, if it is the module's debug file: its
- * build-id the module's, or, the module having none, the debuglink's CRC its own. */
+/* The candidate at path, opened as untrusted.h says, if it is the module's debug file: not
+ * the module's own file; its build-id the module's, or, the module having none, the
+ * debuglink's CRC its own (none to check: 0, as libdwfl takes it). */
 static int try_candidate(const char *path, const struct wanted *w, char **name)
 {
 	char id[ELF_BUILD_ID_HEX_MAX];
+	struct stat st;
 	bool ok = false;
 	uLong crc;
 	int fd = open_untrusted(path, NULL);
 
 	if (fd < 0)
 		return -1;
-	if (w->build_id[0])
+	if ((w->dev || w->ino) && !fstat(fd, &st) && st.st_dev == w->dev && st.st_ino == w->ino)
+		ok = false;
+	else if (w->build_id[0])
 		ok = !elf_build_id_fd(fd, id, sizeof(id)) && !strcmp(id, w->build_id);
 	else if (w->debuglink)
-		ok = file_crc(fd, &crc) && crc == w->crc;
+		ok = !w->crc || (file_crc(fd, &crc) && crc == w->crc);
 	if (ok && (*name = strdup(path)))
 		return fd;
 	close(fd);
@@ -99,46 +105,54 @@ static int try_debuglink(const char *entry, size_t len, const char *dir, const s
 		    (fd = try_candidate(path, w, name)) >= 0)
 			return fd;
 	}
-	return -1;
+	/* The root itself, flat: GPUMEM_DEBUG_ROOT/NAME.debug. */
+	if (snprintf(path, sizeof(path), "%.*s/%s", (int)len, entry, w->debuglink) >=
+	    (int)sizeof(path))
+		return -1;
+	return try_candidate(path, w, name);
 }
 
-/* Where libdwfl asks for the alternate file (dwz's) of the debug info in file_name: its
- * .gnu_debugaltlink names altname. By that file's build-id under each root, then at altname
- * (beside file_name where relative); taken where the build-id is the link's: its descriptor,
- * or -1. NOT_ALTERNATE where file_name names no such link. */
-#define NOT_ALTERNATE (-2)
-static int find_alternate(const char *paths, const char *file_name, const char *altname,
-			  char **name)
+/* Whether libdwfl asks for the alternate file (dwz's) of the debug info in file_name: its
+ * .gnu_debugaltlink names altname. */
+static bool alternate_query(const char *file_name, const char *altname)
 {
-	char linked[PATH_MAX], path[PATH_MAX];
-	struct wanted w = { .debuglink = NULL };
+	char linked[PATH_MAX], id[ELF_BUILD_ID_HEX_MAX];
 	int fd = open_untrusted(file_name, NULL);
-	bool found;
+	bool asked;
 
 	if (fd < 0)
-		return NOT_ALTERNATE;
-	found = !elf_debugaltlink_fd(fd, linked, sizeof(linked), w.build_id,
-				     sizeof(w.build_id)) && !strcmp(linked, altname);
+		return false;
+	asked = !elf_debugaltlink_fd(fd, linked, sizeof(linked), id, sizeof(id)) &&
+		!strcmp(linked, altname);
 	close(fd);
-	if (!found)
-		return NOT_ALTERNATE;
-	fd = -1;
+	return asked;
+}
+
+/* The alternate file altname, of build-id w->build_id, that the debug info in file_name
+ * names: by that build-id under each root, then at altname (beside file_name where
+ * relative). Its descriptor, or -1. */
+static int find_alternate(const char *paths, const char *file_name, const char *altname,
+			  const struct wanted *w)
+{
+	char path[PATH_MAX], *name = NULL;
+	int fd = -1;
+
 	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL) {
 		size_t len = strcspn(e, ":");
 
 		if (len && e[0] == '/')
-			fd = try_build_id(e, len, &w, name);
+			fd = try_build_id(e, len, w, &name);
 	}
-	if (fd >= 0)
-		return fd;
-	if (altname[0] == '/')
-		return try_candidate(altname, &w, name);
-	snprintf(path, sizeof(path), "%s", file_name);
-	*strrchr(path, '/') = 0;
-	if (strlen(path) + 1 + strlen(altname) >= sizeof(path))
-		return -1;
-	strcat(strcat(path, "/"), altname);
-	return try_candidate(path, &w, name);
+	if (fd < 0 && altname[0] == '/') {
+		fd = try_candidate(altname, w, &name);
+	} else if (fd < 0 && file_name && file_name[0] == '/') {
+		snprintf(path, sizeof(path), "%s", file_name);
+		*strrchr(path, '/') = 0;
+		if (strlen(path) + 1 + strlen(altname) < sizeof(path))
+			fd = try_candidate(strcat(strcat(path, "/"), altname), w, &name);
+	}
+	free(name);
+	return fd;
 }
 
 int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -155,16 +169,15 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 
 	(void)modname;
 	(void)base;
-	/* The debug info found asks for its alternate file: the link names it (no CRC). Found
-	 * or not, that is all: never the module's own debug file instead. */
+	/* The debug info found asks for its alternate file (no CRC): the seal's to find, never
+	 * the module's own debug file instead. */
 	if (!debuglink_crc && debuglink_file && file_name && file_name[0] == '/' &&
-	    (fd = find_alternate(paths, file_name, debuglink_file, debuginfo_file_name)) !=
-		    NOT_ALTERNATE) {
-		if (use && fd >= 0)
-			use->alt_found = true;
-		return fd;
+	    alternate_query(file_name, debuglink_file))
+		return -1;
+	if (use) {
+		w.dev = use->dev;
+		w.ino = use->ino;
 	}
-	fd = -1;
 	nbits = dwfl_module_build_id(mod, &bits, &vaddr);
 	for (int i = 0; i < nbits && i < (ELF_BUILD_ID_HEX_MAX - 1) / 2; i++)
 		snprintf(w.build_id + 2 * i, 3, "%02x", bits[i]);
@@ -195,21 +208,51 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 	return fd;
 }
 
-void debuginfo_use(Dwfl_Module *mod, struct debuginfo_use *use)
+void debuginfo_use(Dwfl_Module *mod, struct debuginfo_use *use, int file)
 {
+	struct stat st;
 	void **slot = NULL;
 
+	use->alt = NULL;
+	use->alt_fd = -1;
+	if (file >= 0 && !fstat(file, &st)) {
+		use->dev = st.st_dev;
+		use->ino = st.st_ino;
+	}
 	if (mod && dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL) && slot)
 		*slot = use;
 }
 
-void debuginfo_seal_alt(const struct debuginfo_use *use, Dwarf *dw)
+void debuginfo_seal_alt(Dwfl_Module *mod, struct debuginfo_use *use, Dwarf *dw)
 {
-	const void *build_id;
-	const char *name;
+	const char *altname, *mainfile = NULL, *debugfile = NULL;
+	const unsigned char *id;
+	struct wanted w = { .debuglink = NULL };
+	ssize_t n;
 
-	/* (Dwarf *)-1 is libdw's own mark of an alternate looked for and not found: dwarf_getalt
-	 * then answers NULL (names from it: none) and dwarf_end lets it be. */
-	if (dw && !use->alt_found && dwelf_dwarf_gnu_debugaltlink(dw, &name, &build_id) > 0)
-		dwarf_setalt(dw, (Dwarf *)-1);
+	if (!dw || use->alt || (n = dwelf_dwarf_gnu_debugaltlink(dw, &altname,
+								  (const void **)&id)) <= 0)
+		return;
+	for (ssize_t i = 0; i < n && i < (ELF_BUILD_ID_HEX_MAX - 1) / 2; i++)
+		snprintf(w.build_id + 2 * i, 3, "%02x", id[i]);
+	dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+	use->alt_fd = find_alternate(use->path ? use->path : DEBUG_PATH_DEFAULT,
+				     debugfile ? debugfile : mainfile, altname, &w);
+	if (use->alt_fd >= 0 && !(use->alt = dwarf_begin(use->alt_fd, DWARF_C_READ))) {
+		close(use->alt_fd);
+		use->alt_fd = -1;
+	}
+	/* None: (Dwarf *)-1, libdw's own mark of an alternate looked for and not found, which
+	 * its dwarf_getalt answers with NULL (names from there: none) and dwarf_end lets be. */
+	dwarf_setalt(dw, use->alt ? use->alt : (Dwarf *)-1);
+}
+
+void debuginfo_release(struct debuginfo_use *use)
+{
+	if (use->alt) {		/* alt_fd is open only beside it */
+		dwarf_end(use->alt);
+		close(use->alt_fd);
+	}
+	use->alt = NULL;
+	use->alt_fd = -1;
 }

@@ -280,6 +280,7 @@ static void image_free(struct image *img)
 	table_destroy(&img->addrs, NULL);
 	if (img->dwfl)
 		dwfl_end(img->dwfl);
+	debuginfo_release(&img->debuginfo);	/* the alternate, after the DWARF using it */
 	free(img->debuginfo_path);
 	elf_symtab_free(img->tab);
 	free(img);
@@ -423,7 +424,7 @@ static void image_report_dwfl(struct image *img, int fd, const char *name, int p
 	img->mod = dwfl_report_elf(img->dwfl, name, name, dwfl_fd, 0, true);
 	dwfl_report_end(img->dwfl, NULL, NULL);
 	img->debuginfo.path = img->debuginfo_path;
-	debuginfo_use(img->mod, &img->debuginfo);
+	debuginfo_use(img->mod, &img->debuginfo, fd);
 	if (img->mod)
 		return;
 	close(dwfl_fd);	/* refused: not taken */
@@ -598,7 +599,7 @@ static Dwarf *image_dwarf(struct symbolizer *s, struct image *img, Dwarf_Addr *b
 	if (!img->dwarf_tried) {
 		img->dwarf_tried = true;
 		img->dwarf = dwfl_module_getdwarf(img->mod, bias);
-		debuginfo_seal_alt(&img->debuginfo, img->dwarf);
+		debuginfo_seal_alt(img->mod, &img->debuginfo, img->dwarf);
 		if (img->dwarf)
 			s->stats.dwarf_loaded++;
 		return img->dwarf;
