@@ -31,8 +31,10 @@ static void check_module_map(const uint8_t *data, size_t size)
 	for (i = 0; i < mm.count; i++) {
 		fuzz_check(mm.maps[i].path && mm.maps[i].path[0] == '/',
 			   "mapping %zu is not file-backed", i);
-		fuzz_check(!strchr(mm.maps[i].path, '\n'), "newline kept in \"%s\"",
-			   mm.maps[i].path);
+		/* A line's own end is never kept; a newline comes only from the kernel's
+		 * escape of one, \012. */
+		fuzz_check(!strchr(mm.maps[i].path, '\n') || memmem(data, size, "\\012", 4),
+			   "newline kept in \"%s\"", mm.maps[i].path);
 		fuzz_check(i == 0 || mm.maps[i - 1].start <= mm.maps[i].start,
 			   "mapping %zu starts below mapping %zu", i, i - 1);
 		m = module_map_find(&mm, mm.maps[i].start);
