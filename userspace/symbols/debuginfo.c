@@ -84,6 +84,28 @@ static int try_build_id(const char *root, size_t rootlen, const struct wanted *w
 	return try_candidate(path, w, name);
 }
 
+/* The path entry after e (entries split by ':'), or NULL. */
+static const char *next_entry(const char *e)
+{
+	const char *colon = strchr(e, ':');
+
+	return colon ? colon + 1 : NULL;
+}
+
+/* By build-id under each root (each absolute entry of paths). */
+static int try_build_id_roots(const char *paths, const struct wanted *w, char **name)
+{
+	int fd = -1;
+
+	for (const char *e = paths; fd < 0 && e; e = next_entry(e)) {
+		size_t len = strcspn(e, ":");
+
+		if (len && e[0] == '/')
+			fd = try_build_id(e, len, w, name);
+	}
+	return fd;
+}
+
 /* The debuglink name in the place a path entry names, for the file in dir: the file's own
  * directory (""), one below it (relative), or a root (absolute) with dir, or a tail of it
  * (each from a '/' on), appended, as libdwfl tries them. */
@@ -137,12 +159,7 @@ static int find_alternate(const char *paths, const char *file_name, const char *
 	char path[PATH_MAX], *name = NULL;
 	int fd = -1;
 
-	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL) {
-		size_t len = strcspn(e, ":");
-
-		if (len && e[0] == '/')
-			fd = try_build_id(e, len, w, &name);
-	}
+	fd = try_build_id_roots(paths, w, &name);
 	if (fd < 0 && altname[0] == '/') {
 		fd = try_candidate(altname, w, &name);
 	} else if (fd < 0 && file_name && file_name[0] == '/') {
@@ -182,12 +199,7 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 	for (int i = 0; i < nbits && i < (ELF_BUILD_ID_HEX_MAX - 1) / 2; i++)
 		snprintf(w.build_id + 2 * i, 3, "%02x", bits[i]);
 	/* By build-id under each root; then by debuglink. */
-	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL) {
-		size_t len = strcspn(e, ":");
-
-		if (len && e[0] == '/')
-			fd = try_build_id(e, len, &w, debuginfo_file_name);
-	}
+	fd = try_build_id_roots(paths, &w, debuginfo_file_name);
 	if (fd >= 0 || !file_name || file_name[0] != '/')
 		return fd;
 	snprintf(dir, sizeof(dir), "%s", file_name);
@@ -203,7 +215,7 @@ int debuginfo_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf
 	}
 	if (strchr(w.debuglink, '/'))
 		return -1;
-	for (const char *e = paths; fd < 0 && e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL)
+	for (const char *e = paths; fd < 0 && e; e = next_entry(e))
 		fd = try_debuglink(e, strcspn(e, ":"), dir, &w, debuginfo_file_name);
 	return fd;
 }
