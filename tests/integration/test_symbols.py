@@ -449,3 +449,27 @@ def owners_site(lib, env=None):
     [site] = [s for s in mine["sites"] if s["current_allocs"] == 1 and s["frames"][0]["module"]
               == str(lib)]
     return site
+
+
+
+def test_split_dwarf_names_lines_from_the_skeleton_and_never_opens_a_dwo(tmp_path):
+    """-gsplit-dwarf leaves the line table in the library and the rest in a .dwo file whose
+    path the library names. gpumem reads lines from the library alone and never opens the
+    .dwo (libdw would, with a plain open(), only if asked for a skeleton's split unit): a FIFO
+    there costs nothing, and the line is still known."""
+    src = tmp_path / "inl.c"
+    src.write_text(INLINED_LIB)
+    (tmp_path / "lib").symlink_to(MOCK_LIB_DIR)
+    (tmp_path / "a").mkdir()
+    lib = tmp_path / "a" / "libq.so"
+    subprocess.run(["cc", "-g", "-gsplit-dwarf", "-O2", "-fno-omit-frame-pointer", "-fPIC",
+                    "-shared", "-o", str(lib), str(src), f"-L{MOCK_LIB_DIR}",
+                    "-l:libcudart.so.13", "-Wl,-rpath,$ORIGIN/../lib"], check=True, cwd=tmp_path)
+    [dwo] = tmp_path.rglob("*.dwo")
+    dwo.unlink()
+    os.mkfifo(dwo)
+    line = next(i + 1 for i, text in enumerate(INLINED_LIB.splitlines())
+                if "LINE:kept_alloc" in text)
+    top = owners_site(lib)["frames"][0]
+    assert (top["symbol"], top["line"]) == ("owner_hold", line), top
+    assert top["file"].endswith("inl.c"), top
