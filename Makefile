@@ -77,7 +77,7 @@ integration: all test-progs nvidia amd
 unit-test-asan:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=1 unit-test
 
-test: deps all test-progs nvidia amd unit-test unit-test-asan integration man-lint install-check deploy-check \
+test: deps all test-progs bench-progs nvidia amd unit-test unit-test-asan integration man-lint install-check deploy-check \
 	gpu-bundle-check docs-check layers
 
 # The structure drawn from the code's own includes (scripts/layers.py): no include that runs

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 #include "symbols/elf_syms.h"
@@ -88,8 +89,15 @@ int main(int argc, char **argv)
 	m.start = MAP_START;
 	m.end = MAP_START + st.st_size + 0x1000;
 	m.ino = st.st_ino;
+	m.dev_major = major(st.st_dev);	/* the file is opened only where it is this one */
+	m.dev_minor = minor(st.st_dev);
 	m.exec = true;
-	m.path = (char *)path;
+	/* A mapping's path, as /proc/PID/maps gives it: absolute. */
+	m.path = realpath(path, NULL);
+	if (!m.path) {
+		fprintf(stderr, "symbench: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
 	for (int r = 0; r < rounds; r++) {
 		struct symbolizer *s = symbolizer_new();
 
@@ -111,5 +119,6 @@ int main(int argc, char **argv)
 	printf("symbench: warm (cached):                               %.0f frames/s "
 	       "(%.2f ms per pass)\n", frames / warm, warm * 1e3);
 	free(a.at);
+	free(m.path);
 	return 0;
 }
