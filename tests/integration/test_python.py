@@ -396,3 +396,34 @@ def test_an_interpreter_whose_path_now_holds_a_fifo_is_read_from_its_mapping(tmp
     finally:
         proc.kill()
         proc.wait(10)
+
+
+ONE_ALLOC = """
+import ctypes, sys
+rt = ctypes.CDLL(sys.argv[1])
+ptr = ctypes.c_void_p()
+def alloc():
+    assert rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(4096)) == 0
+alloc()
+"""
+
+
+def test_an_interpreter_file_rewritten_in_place_is_read_again(tmp_path):
+    """gpumem reads an interpreter's symbols once per file, not at every exec: a file is known
+    by its device and inode and, lest what it found be another file's, by its size and times.
+    A program named python3.11 that is no interpreter (a copy of sleep) is examined at its exec;
+    the same inode, then rewritten as Debian's python, gives its allocation Python frames."""
+    if not Path(DEBIAN).exists():
+        pytest.skip(f"{DEBIAN} is missing (Debian's python3)")
+    python = tmp_path / "python3.11"
+    shutil.copy("/bin/sleep", python)
+    inode = python.stat().st_ino
+    script = (f'"{python}" 0.5 && cat "{DEBIAN}" > "{python}" && '
+              f'exec "{python}" -c "$1" "{CUDART}"')
+    run = run_snapshot_c(["/bin/sh", "-c", script, "sh", ONE_ALLOC])
+    assert run.returncode == 0, run.stderr
+    assert python.stat().st_ino == inode
+    [proc] = [p for p in run.report["processes"] if p["alloc_count"]]
+    [site] = proc["sites"]
+    assert [(f["file"], f["line"]) for f in python_frames(site)] == [("<string>", 6),
+                                                                     ("<string>", 7)], site

@@ -41,7 +41,8 @@ void state_on_failure(struct state *s, const struct gm_call_event *e);
  * or its process's end seen (the module map of its exit is the last word). Names it if need
  * be. */
 bool state_event_named(struct state *s, const struct gm_call_event *e);
-/* A process exec'd: remember where its executable is while it can still be asked. */
+/* A process exec'd: remember where its executable is while it can still be asked, and see
+ * whether it is CPython (python.h). */
 void state_on_exec(struct state *s, const struct gm_file_event *e);
 /* One executable mapping of an ending process (sent before its exit record). */
 void state_on_exit_vma(struct state *s, const struct gm_vma_event *e);
@@ -60,8 +61,7 @@ void state_count(const struct state *s, size_t *living, size_t *ended);
 void state_on_process_exit(struct state *s, const struct gm_call_event *e);
 /* The image an exec replaced ended (GM_REC_PROCESS_EXEC): as an exit, with no exit code. */
 void state_on_process_exec(struct state *s, const struct gm_call_event *e);
-/* A process exec'd, or opened a CUDA library: is it CPython now? (python.h) */
-void state_on_exec_python(struct state *s, const struct gm_file_event *e);
+/* A process opened a CUDA library: is it CPython now? (python.h) */
 void state_on_lib_open_python(struct state *s, const struct gm_file_event *e);
 /* A new Python stack: its code objects are named while the process lives. */
 void state_on_py_stack(struct state *s, const struct gm_py_stack_event *e);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "base/util.h"
@@ -65,6 +66,28 @@ struct intern {
 	uint64_t dropped;
 };
 
+struct interp_file {
+	uint64_t runtime, code_type, version_vaddr;	/* symbol values; 0: absent */
+	bool dyn;			/* ET_DYN: add the load bias */
+	uint64_t first_load;		/* vaddr of the first PT_LOAD, page aligned */
+	uint32_t version_hex;		/* Py_Version; 0: none */
+	bool frame_getcode, is_none;	/* PyFrame_GetCode (new in 3.9), Py_IsNone (3.10) */
+};
+
+/* Interpreter files examined, by identity (device, inode, size, mtime and ctime: any change to
+ * the file sets its ctime, which no user can set back): a host that runs python many times a
+ * second reads each interpreter's symbols once, not at every exec. A ring, the oldest
+ * overwritten first. */
+#define PY_FILES_SEEN 16
+struct interp_seen {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+	int err;		/* read_interp_fd's */
+	struct interp_file f;
+};
+
 struct python {
 	int procs_fd, stacks_fd;
 	int procs_gen_fd;	/* counts the entries made in procs_fd (the BPF side's cue) */
@@ -75,6 +98,8 @@ struct python {
 	size_t ninterps;
 	struct intern names;
 	uint64_t stacks_unnamed;	/* new stacks of a process with PY_MAX_NAMED named */
+	struct interp_seen seen[PY_FILES_SEEN];
+	size_t nseen, next_seen;
 };
 
 uint64_t python_names_dropped(const struct python *py)
@@ -206,14 +231,6 @@ static void forget(struct python *py, int pid)
 
 /* ---- the interpreter's file ---- */
 
-struct interp_file {
-	uint64_t runtime, code_type, version_vaddr;	/* symbol values; 0: absent */
-	bool dyn;			/* ET_DYN: add the load bias */
-	uint64_t first_load;		/* vaddr of the first PT_LOAD, page aligned */
-	uint32_t version_hex;		/* Py_Version; 0: none */
-	bool frame_getcode, is_none;	/* PyFrame_GetCode (new in 3.9), Py_IsNone (3.10) */
-};
-
 /* Whether the symbol table scn's header sh describes, and its string table, are within what
  * is read whole (ELF_TABLE_MAX_BYTES; libelf checks that they lie inside the file). */
 static bool symbols_readable(Elf *elf, const GElf_Shdr *sh)
@@ -298,6 +315,39 @@ out:
 		elf_end(elf);
 	close(fd);
 	return err;
+}
+
+static bool same_file(const struct interp_seen *s, const struct stat *st)
+{
+	return s->dev == st->st_dev && s->ino == st->st_ino && s->size == st->st_size &&
+	       s->mtime.tv_sec == st->st_mtim.tv_sec && s->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       s->ctime.tv_sec == st->st_ctim.tv_sec && s->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+/* read_interp_fd, once for a file while it is unchanged (fd: closed here). */
+static int read_interp(struct python *py, int fd, struct interp_file *out)
+{
+	struct interp_seen *s;
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st))
+		return read_interp_fd(fd, out);
+	for (size_t i = 0; i < py->nseen; i++) {
+		if (same_file(&py->seen[i], &st)) {
+			close(fd);
+			*out = py->seen[i].f;
+			return py->seen[i].err;
+		}
+	}
+	s = &py->seen[py->next_seen];
+	py->next_seen = (py->next_seen + 1) % PY_FILES_SEEN;
+	if (py->nseen < PY_FILES_SEEN)
+		py->nseen++;
+	*s = (struct interp_seen){ .dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
+				   .mtime = st.st_mtim, .ctime = st.st_ctim };
+	s->err = read_interp_fd(fd, &s->f);
+	*out = s->f;
+	return s->err;
 }
 
 /* Before 3.11 (no Py_Version) the version is the file's name's: its exports must agree, the
@@ -502,7 +552,7 @@ static bool examine_module(struct python *py, struct py_interp *pi, const struct
 
 	/* The very file mapped (an interpreter in a container is its own file), opened as any
 	 * file a process names is: what lies at its path now may be a FIFO. */
-	if (read_interp_fd(symbolize_open_mapped(pi->pid, m, name, sizeof(name)), &f))
+	if (read_interp(py, symbolize_open_mapped(pi->pid, m, name, sizeof(name)), &f))
 		return false;
 	why = interp_version(&f, m->path, &major, &minor);
 	table = why ? NULL : py_layout_find(major, minor);
@@ -560,12 +610,14 @@ void python_examine(struct python *py, int pid, const struct module_map *mm)
 	py->ninterps--;
 }
 
-void python_on_exec(struct python *py, int pid)
+void python_on_exec(struct python *py, int pid, const char *exe)
 {
 	struct py_interp *pi = find_interp(py, pid);
 	bool traced = pi && pi->traced;	/* the same process, another image */
 
 	forget(py, pid);
+	if (exe && !could_be_interpreter(exe))
+		return;		/* spared a read of its maps: most programs a host runs */
 	python_examine_pid(py, pid);
 	if (traced)
 		python_on_traced(py, pid);

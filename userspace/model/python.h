@@ -26,8 +26,10 @@ void python_free(struct python *py);
 uint64_t python_names_dropped(const struct python *py);
 /* Python stacks not named: a process had as many as gpumem names for one (PY_MAX_NAMED). */
 uint64_t python_stacks_unnamed(const struct python *py);
-/* pid exec'd: whatever it ran before is forgotten, and its new program examined. */
-void python_on_exec(struct python *py, int pid);
+/* pid exec'd exe (its /proc/PID/exe; NULL: not known): whatever it ran before is forgotten,
+ * and its new program examined when its name may be an interpreter's (at exec a shared
+ * libpython is not mapped yet: such a process is examined at its CUDA library's open). */
+void python_on_exec(struct python *py, int pid, const char *exe);
 /* pid opened a CUDA library or made its first call (a target is held at both): examined now
  * if it was not, its interpreter mapped by then (at exec, a shared libpython is not yet). */
 void python_examine_pid(struct python *py, int pid);

@@ -300,20 +300,18 @@ void state_on_exec(struct state *s, const struct gm_file_event *e)
 
 	snprintf(link, sizeof(link), "/proc/%u/exe", e->pid);
 	n = readlink(link, path, sizeof(path) - 1);
+	path[n > 0 ? n : 0] = 0;
+	if (s->py)
+		python_on_exec(s->py, (int)e->pid, n > 0 ? path : NULL);
+	if (e->ino && known_path_of(s, e->dev, e->ino))
+		return;		/* a program run before: its path is known */
 	if (n > 0 && stat(link, &st) == 0) {
-		path[n] = 0;
 		remember_path(s, gm_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino,
 			      path);
 		return;
 	}
 	/* Gone already: the name it was run by, if absolute and still that very file. */
 	exec_name_path(s, e);
-}
-
-void state_on_exec_python(struct state *s, const struct gm_file_event *e)
-{
-	if (s->py)
-		python_on_exec(s->py, (int)e->pid);
 }
 
 void state_on_lib_open_python(struct state *s, const struct gm_file_event *e)

@@ -182,7 +182,6 @@ static void on_process_record(struct session *s, __u32 type, const void *data)
 		break;
 	case GM_REC_EXEC:
 		state_on_exec(l->state, data);
-		state_on_exec_python(l->state, data);
 		discovery_on_file_event(l->disc, data);
 		break;
 	case GM_REC_LIB_OPEN:
