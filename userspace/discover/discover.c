@@ -691,6 +691,10 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	int fd;
 
 	if (e->type == GM_REC_EXEC) {
+		const struct file_id *id = e->ino ? find_file(d, want.dev, want.ino) : NULL;
+
+		if (id && !id->refused)
+			return;		/* a program run before: examined then */
 		scan_executable(d, (int)e->pid);
 		note_late_attach(d, before, e);
 		if (d->attaches != before)	/* an exec is never held */
