@@ -400,9 +400,11 @@ int module_map_parse(FILE *f, struct module_map *out)
 	return 0;
 }
 
+#define MAPS_READ_BYTES (64u << 10)
+
 int module_map_read_ending(int pid, struct module_map *out, bool *whole)
 {
-	char path[64];
+	char path[64], *buf;
 	FILE *f;
 	int err;
 
@@ -415,8 +417,14 @@ int module_map_read_ending(int pid, struct module_map *out, bool *whole)
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
+	/* The kernel gives up to a page a read; stdio would ask for /proc's 1 KiB block, four
+	 * reads (each a take of the process's map lock) for every page. */
+	buf = malloc(MAPS_READ_BYTES);
+	if (buf)	/* else stdio's own */
+		setvbuf(f, buf, _IOFBF, MAPS_READ_BYTES);
 	err = module_map_parse(f, out);
 	fclose(f);
+	free(buf);
 	if (err)
 		return err;
 	/* Asked after the read: not ending then, it was whole throughout. The kernel gives the
