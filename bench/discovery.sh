@@ -4,10 +4,11 @@
 # fresh copy of the mock runtime is dlopen'ed under a system-wide `gpumem -v`, whose "attached
 # a new CUDA file" lines carry the latency; every allocation must still be seen. (b) gpumem's
 # start-up (exec to its "gpumem: tracing:" line) and the CPU it used, on this host as it is
-# and with IDLE extra processes, half of them with the runtime mapped. Numbers, not verdicts.
+# and with IDLE extra processes, half of them with the runtime mapped. (c) gpumem's CPU for each
+# program the host runs (BENCH_BASELINE: another binary's beside it). Numbers, not verdicts.
 #
 # Knobs: BENCH_DISCOVERY_RUNS (default 20), BENCH_IDLE_PROCS (default 1000),
-# BENCH_STARTUP_ROUNDS (default 3).
+# BENCH_STARTUP_ROUNDS (default 3), BENCH_EXECS (default 300).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
@@ -145,3 +146,41 @@ for _ in $(seq "$ROUNDS"); do startup; done | summary "+$IDLE idle ($busy proces
 echo "  idle processes: $(sed 's/^ready //' "$WORK/idle.out")"
 kill -KILL -- "-$IDLE_PID"
 IDLE_PID=
+
+# ---- (c) what each program the host runs costs gpumem ----
+
+# A system-wide gpumem sees every exec: it reads the new process's maps, looks for a CUDA
+# runtime in its executable, and examines a python it runs. Its CPU (every thread's, from
+# /proc/PID/task/*/schedstat, in ns) over EXECS runs of a program, per run. Usage: exec_cost
+# BINARY LABEL COMMAND...
+EXECS=${BENCH_EXECS:-300}
+gpumem_cpu_ns() {
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ ns += $1 } END { print ns + 0 }'
+}
+exec_cost() {
+	local bin=$1 label=$2 pid before after
+	shift 2
+	"$bin" snapshot --json -o /dev/null 2>"$WORK/exec.err" &
+	pid=$!
+	GPUMEM_PID=$pid
+	wait_for_line "$WORK/exec.err" "gpumem: tracing:" || die "gpumem did not start: $(tail -3 "$WORK/exec.err")"
+	sleep 1		# its start-up's own work done
+	before=$(gpumem_cpu_ns "$pid")
+	for _ in $(seq "$EXECS"); do "$@" >/dev/null; done
+	after=$(gpumem_cpu_ns "$pid")
+	kill -INT "$pid"
+	wait "$pid"
+	GPUMEM_PID=
+	printf "  %-8s %4d us of gpumem's CPU a run of '%s'\n" "$label" \
+		$(( (after - before) / EXECS / 1000 )) "$*"
+}
+
+echo
+echo "discovery: gpumem's CPU for each program the host runs, $EXECS runs each (system-wide)"
+baseline_binary || die "BENCH_BASELINE=$BENCH_BASELINE is no executable file"
+for prog in /bin/true "/usr/bin/python3 -c pass"; do
+	# shellcheck disable=SC2086	# the program's own words
+	exec_cost "$GPUMEM" "this" $prog
+	# shellcheck disable=SC2086
+	[ -z "$BASELINE" ] || exec_cost "$BASELINE" "baseline" $prog
+done

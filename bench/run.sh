@@ -375,9 +375,10 @@ bench/tensors.sh
 echo
 bench/trace_rate.sh
 
-# Discovery: late-attach latency, start-up on a host with 1,000 processes (bench/discovery.sh).
+# Discovery: late-attach latency, start-up on a host with 1,000 processes, what each program
+# the host runs costs gpumem, the baseline's beside it (bench/discovery.sh).
 echo
-bench/discovery.sh
+BENCH_BASELINE=$BASELINE bench/discovery.sh
 
 # Stopping: from SIGINT, and from a -c command's start, to gpumem's exit (bench/exit.sh).
 echo
