@@ -392,6 +392,36 @@ static __always_inline void end_image(struct task_struct *p, __u32 tgid)
 }
 
 
+/* An inode's ctime as stat gives it, in ns: a write to the file sets it anew. Three layouts:
+ * Linux 6.11+ (i_ctime_sec and i_ctime_nsec, whose top bit 6.13 uses as a flag), 6.6-6.10
+ * (__i_ctime) and before (i_ctime). */
+struct inode___ctime_6_6 {
+	struct timespec64 __i_ctime;
+} __attribute__((preserve_access_index));
+struct inode___ctime_old {
+	struct timespec64 i_ctime;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 inode_ctime_ns(struct inode *inode)
+{
+	struct inode___ctime_6_6 *mid = (void *)inode;
+	struct inode___ctime_old *old = (void *)inode;
+	__s64 sec;
+	__u64 nsec;
+
+	if (bpf_core_field_exists(inode->i_ctime_sec)) {
+		sec = BPF_CORE_READ(inode, i_ctime_sec);
+		nsec = BPF_CORE_READ(inode, i_ctime_nsec) & ~(1u << 31);
+	} else if (bpf_core_field_exists(mid->__i_ctime)) {
+		sec = BPF_CORE_READ(mid, __i_ctime.tv_sec);
+		nsec = BPF_CORE_READ(mid, __i_ctime.tv_nsec);
+	} else {
+		sec = BPF_CORE_READ(old, i_ctime.tv_sec);
+		nsec = BPF_CORE_READ(old, i_ctime.tv_nsec);
+	}
+	return (__u64)sec * 1000000000ull + nsec;
+}
+
 /* "libcuda.so*" or "libcudart.so*", AMD's "libamdhip64.so*", or PyTorch's "libc10_cuda.so*"
  * and "libc10_hip.so*" (its tensors' USDT probes): the name of the file itself, symlinks
  * resolved. Archives such as libcudart_static.a, which linkers map, do not match. */

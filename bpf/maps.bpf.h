@@ -282,12 +282,13 @@ struct {
 	__type(value, struct gm_agent);
 } agent SEC(".maps");
 
-/* Library files userspace has examined, by (kernel dev, inode): opening one costs nothing. */
+/* Library files userspace has examined, by (kernel dev, inode), each with its ctime then (ns):
+ * opening one unchanged costs nothing. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GM_MAX_KNOWN_FILES);
 	__type(key, struct gm_file_key);
-	__type(value, __u8);
+	__type(value, __u64);
 } known_files SEC(".maps");
 
 #endif /* GPUMEM_MAPS_BPF_H */

@@ -249,3 +249,95 @@ def test_process_that_exits_right_after_allocating_still_gets_named_frames(tmp_p
     assert kept["frames"][0]["module"] == str(WORKLOAD)
     assert kept["frames"][1]["symbol"] == "run_leak"
     assert site_by_symbol(proc, "step_scratch")["free_count"] == 3
+
+
+REWRITTEN_V1 = r"""
+#include <stdlib.h>
+int cudaMalloc(void **p, size_t n) { *p = malloc(n); return 0; }
+int cudaFree(void *p) { free(p); return 0; }
+"""
+# The same API, its code where version 1's cudaMalloc and cudaFree were: a probe left at their
+# old offsets fires in the middle of mix().
+REWRITTEN_V2 = r"""
+#include <stdlib.h>
+__attribute__((noinline)) long mix(long a, long b)
+{
+	long r = 0;
+
+	for (long i = 0; i < a; i++)
+		r = r * 31 + (b ^ i) + (i << 3);
+	return r;
+}
+int cudaMalloc(void **p, size_t n) { *p = malloc(n); return 0; }
+int cudaFree(void *p) { free(p); return 0; }
+"""
+REWRITTEN_CALLER = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	void *h = dlopen(argv[1], RTLD_NOW);
+	int (*alloc)(void **, unsigned long) = h ? dlsym(h, "cudaMalloc") : NULL;
+	long (*mix)(long, long) = h ? dlsym(h, "mix") : NULL;
+	void *p = NULL;
+
+	if (!alloc || alloc(&p, 4096))
+		return 1;
+	printf("mix %ld\n", mix ? mix(1000, 7) : 0);
+	return 0;
+}
+"""
+
+
+def test_a_library_written_in_place_while_attached_is_attached_anew(tmp_path):
+    """cp over a CUDA library keeps its inode: the probes placed by its old code's offsets
+    would fire in its new code (a bogus allocation, frees of nothing). The file's ctime tells
+    gpumem at the next open, which holds the process until the old probes are gone and the
+    new ones on: each process's one allocation is counted once, nothing else."""
+    for name, src in (("v1.so", REWRITTEN_V1), ("v2.so", REWRITTEN_V2)):
+        (tmp_path / f"{name}.c").write_text(src)
+        subprocess.run(["cc", "-O2", "-fPIC", "-shared", "-o", str(tmp_path / name),
+                        str(tmp_path / f"{name}.c")], check=True)
+    (tmp_path / "caller.c").write_text(REWRITTEN_CALLER)
+    subprocess.run(["cc", "-O2", "-o", str(tmp_path / "caller"), str(tmp_path / "caller.c"),
+                    "-ldl"], check=True)
+    lib = tmp_path / "lib" / "libcudart.so.13"
+    lib.parent.mkdir()
+    shutil.copy(tmp_path / "v1.so", lib)
+    script = f'"$1" "{lib}" && cp "$2" "{lib}" && "$1" "{lib}"'
+    run = run_snapshot_c(["/bin/sh", "-c", script, "sh", tmp_path / "caller",
+                          tmp_path / "v2.so"], gpumem_args=("-v",))
+    assert run.returncode == 0, run.stderr
+    assert "was written since it was examined: examined again" in run.stderr, run.stderr
+    callers = [p for p in run.report["processes"] if p["comm"] == "caller"]
+    assert [(p["alloc_count"], p["alloc_bytes_total"]) for p in callers] == [(1, 4096)] * 2
+    assert run.report["lost"]["unknown_frees"] == 0, run.report["lost"]
+
+
+def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp_path):
+    """A static runtime's executable (nvcc's default) copied over the one gpumem attached. The
+    kernel maps an executable, and places the registered probes in it, before any tracer hears
+    of the exec: the first run after the write has the old code's probes (known-gaps.md). gpumem
+    examines the file anew at that exec, so that the runs after it are traced right."""
+    main = ('#include <stdio.h>\nint main(void)\n{\n\tvoid *p = NULL;\n\n'
+            '\tif (cudaMalloc(&p, 4096))\n\t\treturn 1;\n'
+            '\tprintf("mix %ld\\n", mix ? mix(1000, 7) : 0);\n\treturn 0;\n}\n')
+    for name, src in (("v1", REWRITTEN_V1 + "long (*mix)(long, long);\n"),
+                      ("v2", REWRITTEN_V2.replace("long mix(", "long mix_(") +
+                       "long (*mix)(long, long) = mix_;\n")):
+        (tmp_path / f"{name}.c").write_text(src + main)
+        subprocess.run(["cc", "-O2", "-fno-inline", "-o", str(tmp_path / name),
+                        str(tmp_path / f"{name}.c")], check=True)
+    prog = tmp_path / "bin" / "prog"
+    prog.parent.mkdir()
+    shutil.copy(tmp_path / "v1", prog)
+    run = run_snapshot_c(["/bin/sh", "-c", f'"{prog}"; cp "$1" "{prog}"; "{prog}"; "{prog}"',
+                          "sh", tmp_path / "v2"], gpumem_args=("-v",))
+    assert run.returncode == 0, run.stderr     # the last run's
+    assert "was written since it was examined: examined again" in run.stderr, run.stderr
+    progs = sorted((p for p in run.report["processes"] if p["comm"] == "prog"),
+                   key=lambda p: p["pid"])      # three in a row: no wrap between
+    assert len(progs) == 3, progs
+    for p in (progs[0], progs[2]):
+        assert (p["alloc_count"], p["alloc_bytes_total"]) == (1, 4096), p
+        assert [s["api"] for s in p["sites"]] == ["cudaMalloc"], p["sites"]

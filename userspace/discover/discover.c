@@ -31,6 +31,8 @@ struct file_id {
 	/* As /proc/PID/maps shows the file (on overlayfs: the file under it, not fstat's). */
 	unsigned int map_major, map_minor;
 	uint64_t map_ino;
+	/* When examined: any write since (cp over it) sets another, which no user can set back. */
+	struct timespec ctime;
 };
 
 struct discovery {
@@ -94,25 +96,36 @@ static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 	return NULL;
 }
 
+/* Whether the file is as it was examined. A file written in place keeps its inode; probes
+ * placed by its old code's offsets would fire in the middle of its new code. */
+static bool unchanged(const struct file_id *id, const struct stat *st)
+{
+	return id->ctime.tv_sec == st->st_ctim.tv_sec && id->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
 static uint64_t kernel_dev(dev_t dev)
 {
 	return gm_kernel_dev(major(dev), minor(dev));
 }
 
-/* Tells the BPF side this file was examined: opening it again need not hold anyone. */
-static void mark_known(struct discovery *d, dev_t dev, ino_t ino)
+/* Tells the BPF side this file was examined as it is (ctime): opening it again unchanged need
+ * not hold anyone. */
+static void mark_known(struct discovery *d, dev_t dev, ino_t ino, struct timespec ctime)
 {
-	if (d->at.mark_known(d->at.ctx, kernel_dev(dev), ino))
+	uint64_t ns = (uint64_t)ctime.tv_sec * 1000000000ull + (uint64_t)ctime.tv_nsec;
+
+	if (d->at.mark_known(d->at.ctx, kernel_dev(dev), ino, ns))
 		p_debug("known-file map full: later opens of this file are reported again");
 }
 
-/* Forgets files[i]: its probes go for good, and its next open is reported again. */
-static void forget(struct discovery *d, size_t i)
+/* Forgets files[i]: its probes go for good (now: before this returns, else soon, off the
+ * loop), and its next open is reported again. */
+static void forget(struct discovery *d, size_t i, bool now)
 {
 	struct file_id *id = &d->files[i];
 
 	if (id->attached) {
-		d->at.retire(d->at.ctx, id->attached);
+		d->at.retire(d->at.ctx, id->attached, now);
 		d->stats.files--;
 		d->stats.probes -= id->nprobes;
 		d->stats.released++;
@@ -122,23 +135,24 @@ static void forget(struct discovery *d, size_t i)
 	d->nfiles--;
 }
 
-static struct file_id *remember(struct discovery *d, dev_t dev, ino_t ino)
+static struct file_id *remember(struct discovery *d, const struct stat *st)
 {
 	if (d->nfiles - d->stats.files >= DISCOVERY_EXAMINED_MAX) {
 		/* One found holding no CUDA API; never a refused one still mapped (counted). */
 		for (size_t i = 0; i < d->nfiles; i++) {
 			if (!d->files[i].attached && !d->files[i].keep && !d->files[i].refused) {
-				forget(d, i);
+				forget(d, i, false);
 				break;
 			}
 		}
 	}
-	mark_known(d, dev, ino);
+	mark_known(d, st->st_dev, st->st_ino, st->st_ctim);
 	if (d->nfiles == d->cap) {
 		d->cap = d->cap ? 2 * d->cap : 64;
 		d->files = xrealloc(d->files, d->cap * sizeof(*d->files));
 	}
-	d->files[d->nfiles] = (struct file_id){ .dev = dev, .ino = ino };
+	d->files[d->nfiles] = (struct file_id){ .dev = st->st_dev, .ino = st->st_ino,
+						 .ctime = st->st_ctim };
 	return &d->files[d->nfiles++];
 }
 
@@ -199,7 +213,7 @@ static void refuse(struct discovery *d, int fd, const struct stat *st, const cha
 		       (unsigned long long)d->stats.not_attached);
 	}
 	if (for_room) {
-		struct file_id *id = remember(d, st->st_dev, st->st_ino);
+		struct file_id *id = remember(d, st);
 
 		id->refused = true;
 		map_identity(fd, st, id);
@@ -238,6 +252,14 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	if (fstat(fd, &st))
 		return -errno;
 	id = find_file(d, st.st_dev, st.st_ino);
+	if (id && !id->refused && !unchanged(id, &st)) {
+		p_debug("%u:%u inode %llu was written since it was examined: examined again",
+			major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino);
+		keep |= id->keep;
+		/* Gone before the process, held at its open, maps the new code. */
+		forget(d, (size_t)(id - d->files), true);
+		id = NULL;
+	}
 	if (id && !id->refused) {
 		id->keep |= keep;
 		*attached = id->attached != NULL;
@@ -246,7 +268,7 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	if (!room_for_one(d)) {
 		if (find_file(d, st.st_dev, st.st_ino)) {
 			/* Refused before, still in use: counted then. */
-			mark_known(d, st.st_dev, st.st_ino);
+			mark_known(d, st.st_dev, st.st_ino, st.st_ctim);
 			return -ENOSPC;
 		}
 		snprintf(why, sizeof(why), "%u files are attached, as many as --max-files allows",
@@ -271,11 +293,12 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	id = find_file(d, st.st_dev, st.st_ino);
 	if (id) {
 		id->refused = false;
-		mark_known(d, st.st_dev, st.st_ino);
+		mark_known(d, st.st_dev, st.st_ino, st.st_ctim);
 	} else {
-		id = remember(d, st.st_dev, st.st_ino);
+		id = remember(d, &st);
 	}
 	id->keep = keep;
+	id->ctime = st.st_ctim;
 	id->attached = attached_file;
 	if (id->attached) {
 		*attached = true;
@@ -405,6 +428,21 @@ static void scan_executable(struct discovery *d, int pid)
 
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
 	add_found(d, exe);
+}
+
+/* Whether pid runs a program examined already and unchanged since: one stat, where examining
+ * it again would open it (five calls) to find it known. */
+static bool exe_examined(struct discovery *d, int pid)
+{
+	const struct file_id *id;
+	struct stat st;
+	char exe[64];
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	if (stat(exe, &st))
+		return false;
+	id = find_file(d, st.st_dev, st.st_ino);
+	return id && !id->refused && unchanged(id, &st);
 }
 
 /* Whether a line of /proc/PID/maps ("start-end perms ...") is a mapping that runs a library's
@@ -616,9 +654,9 @@ static void sweep(struct discovery *d)
 		const struct file_id *id = &d->files[i];
 
 		if (asked(id) && !set.mapped[i])
-			forget(d, i);
+			forget(d, i, false);
 		else if (set.mapped[i] && !id->refused)
-			mark_known(d, id->dev, id->ino);
+			mark_known(d, id->dev, id->ino, id->ctime);
 	}
 	free(set.slots);
 	free(set.mapped);
@@ -691,10 +729,8 @@ void discovery_on_file_event(struct discovery *d, const struct gm_file_event *e)
 	int fd;
 
 	if (e->type == GM_REC_EXEC) {
-		const struct file_id *id = e->ino ? find_file(d, want.dev, want.ino) : NULL;
-
-		if (id && !id->refused)
-			return;		/* a program run before: examined then */
+		if (exe_examined(d, (int)e->pid))
+			return;
 		scan_executable(d, (int)e->pid);
 		note_late_attach(d, before, e);
 		if (d->attaches != before)	/* an exec is never held */

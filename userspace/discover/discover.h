@@ -23,10 +23,13 @@ struct discovery_attacher {
 	/* Lets the files' probes go with the run, all at once (an agent's stay pinned for the
 	 * next one). */
 	void (*detach_all)(void **handles, size_t n);
-	/* Lets them go for good: no process maps the file any more (an agent's pins too). */
-	void (*retire)(void *ctx, void *handle);
-	/* Tells the BPF side a file was examined (kernel device, inode); 0 or -errno. */
-	int (*mark_known)(void *ctx, uint64_t dev, uint64_t ino);
+	/* Lets them go for good: no process maps the file any more (an agent's pins too), or it
+	 * was written in place. now: gone before it returns (it waits out the kernel's grace
+	 * periods), else soon. */
+	void (*retire)(void *ctx, void *handle, bool now);
+	/* Tells the BPF side a file was examined (kernel device, inode), as it was then (its
+	 * ctime in ns: another, and its next open is reported again); 0 or -errno. */
+	int (*mark_known)(void *ctx, uint64_t dev, uint64_t ino, uint64_t ctime_ns);
 	/* Undoes mark_known: the next open of the file is reported (and held) again. */
 	void (*forget)(void *ctx, uint64_t dev, uint64_t ino);
 	/* Resumes a process held at its open of an unknown CUDA file. */

@@ -692,14 +692,14 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 	return attach_file(&pp, path, out);
 }
 
-int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino)
+int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino, uint64_t ctime_ns)
 {
 	struct gm_file_key key = { .dev = dev, .ino = ino };
-	__u8 one = 1;
 
 	if (!t->skel)
 		return 0;
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_files), &key, &one, BPF_ANY))
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_files), &key, &ctime_ns,
+				BPF_ANY))
 		return -errno;
 	return 0;
 }
@@ -726,19 +726,23 @@ static void detach_found(void **handles, size_t n)
 	detach_files((struct attached_file **)handles, n);
 }
 
-static void retire_found(void *ctx, void *handle)
+static void retire_found(void *ctx, void *handle, bool now)
 {
 	struct tracer *t = ctx;
 
 	attached_unpin(handle);
+	if (now) {
+		detach_file(handle);
+		return;
+	}
 	if (!t->detacher)
 		t->detacher = detacher_new();
 	detacher_add(t->detacher, handle);
 }
 
-static int mark_found(void *ctx, uint64_t dev, uint64_t ino)
+static int mark_found(void *ctx, uint64_t dev, uint64_t ino, uint64_t ctime_ns)
 {
-	return tracer_mark_known_file(ctx, dev, ino);
+	return tracer_mark_known_file(ctx, dev, ino, ctime_ns);
 }
 
 static void forget_found(void *ctx, uint64_t dev, uint64_t ino)

@@ -51,9 +51,9 @@ int tracer_reset_pins(const char *dir);
 struct model_maps tracer_model_maps(const struct tracer *t);
 /* Attaches the probe table's programs to the CUDA functions path defines (probes.c). */
 int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out);
-/* Tells the BPF side a file was examined: opening it again holds nobody. dev: the kernel's
- * encoding (gm_kernel_dev). */
-int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino);
+/* Tells the BPF side a file was examined, as it was then (its ctime, ns): opening it again
+ * unchanged holds nobody. dev: the kernel's encoding (gm_kernel_dev). */
+int tracer_mark_known_file(struct tracer *t, uint64_t dev, uint64_t ino, uint64_t ctime_ns);
 /* What discovery attaches with: this tracer's attach, detach and holds. */
 struct discovery_attacher tracer_attacher(struct tracer *t);
 /* An agent's pins of files' links that in_use says no to (an earlier agent attached them; no
