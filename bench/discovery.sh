@@ -155,7 +155,7 @@ IDLE_PID=
 # BINARY LABEL COMMAND...
 EXECS=${BENCH_EXECS:-300}
 gpumem_cpu_ns() {
-	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ ns += $1 } END { print ns + 0 }'
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ ns += $1 } END { printf "%.0f\n", ns }'
 }
 exec_cost() {
 	local bin=$1 label=$2 pid before after
