@@ -263,6 +263,7 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	struct gm_file_key key = {};
 	struct gm_file_event *e;
 	struct file **fds, *file;
+	struct inode *inode;
 	__u64 *examined;
 	long nr, fd;
 	__u32 tgid;
@@ -286,13 +287,14 @@ int BPF_PROG(on_unmapped_area, unsigned long addr, struct vm_unmapped_area_info 
 	 * library file on the host). */
 	if (tgid == self_tgid)
 		return 0;
-	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
-	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	inode = BPF_CORE_READ(file, f_inode);
+	key.ino = BPF_CORE_READ(inode, i_ino);
+	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	/* Examined as it is: a file written in place since (cp over it keeps the inode) is
 	 * examined anew, and the process held until the probes placed by its old code's
 	 * offsets are gone (the loader maps the code after this first mapping). */
 	examined = bpf_map_lookup_elem(&known_files, &key);
-	if (examined && *examined == inode_ctime_ns(BPF_CORE_READ(file, f_inode)))
+	if (examined && *examined == inode_ctime_ns(inode))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

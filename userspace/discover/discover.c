@@ -31,8 +31,9 @@ struct file_id {
 	/* As /proc/PID/maps shows the file (on overlayfs: the file under it, not fstat's). */
 	unsigned int map_major, map_minor;
 	uint64_t map_ino;
-	/* When examined: any write since (cp over it) sets another, which no user can set back. */
-	struct timespec ctime;
+	/* Its ctime when examined, in ns (as the BPF side keeps it): any write since (cp over it)
+	 * sets another, which no user can set back. */
+	uint64_t ctime_ns;
 };
 
 struct discovery {
@@ -96,11 +97,16 @@ static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 	return NULL;
 }
 
+static uint64_t ctime_ns(const struct stat *st)
+{
+	return (uint64_t)st->st_ctim.tv_sec * 1000000000ull + (uint64_t)st->st_ctim.tv_nsec;
+}
+
 /* Whether the file is as it was examined. A file written in place keeps its inode; probes
  * placed by its old code's offsets would fire in the middle of its new code. */
 static bool unchanged(const struct file_id *id, const struct stat *st)
 {
-	return id->ctime.tv_sec == st->st_ctim.tv_sec && id->ctime.tv_nsec == st->st_ctim.tv_nsec;
+	return id->ctime_ns == ctime_ns(st);
 }
 
 static uint64_t kernel_dev(dev_t dev)
@@ -110,11 +116,9 @@ static uint64_t kernel_dev(dev_t dev)
 
 /* Tells the BPF side this file was examined as it is (ctime): opening it again unchanged need
  * not hold anyone. */
-static void mark_known(struct discovery *d, dev_t dev, ino_t ino, struct timespec ctime)
+static void mark_known(struct discovery *d, dev_t dev, ino_t ino, uint64_t stamp)
 {
-	uint64_t ns = (uint64_t)ctime.tv_sec * 1000000000ull + (uint64_t)ctime.tv_nsec;
-
-	if (d->at.mark_known(d->at.ctx, kernel_dev(dev), ino, ns))
+	if (d->at.mark_known(d->at.ctx, kernel_dev(dev), ino, stamp))
 		p_debug("known-file map full: later opens of this file are reported again");
 }
 
@@ -146,13 +150,13 @@ static struct file_id *remember(struct discovery *d, const struct stat *st)
 			}
 		}
 	}
-	mark_known(d, st->st_dev, st->st_ino, st->st_ctim);
+	mark_known(d, st->st_dev, st->st_ino, ctime_ns(st));
 	if (d->nfiles == d->cap) {
 		d->cap = d->cap ? 2 * d->cap : 64;
 		d->files = xrealloc(d->files, d->cap * sizeof(*d->files));
 	}
 	d->files[d->nfiles] = (struct file_id){ .dev = st->st_dev, .ino = st->st_ino,
-						 .ctime = st->st_ctim };
+						 .ctime_ns = ctime_ns(st) };
 	return &d->files[d->nfiles++];
 }
 
@@ -268,7 +272,7 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	if (!room_for_one(d)) {
 		if (find_file(d, st.st_dev, st.st_ino)) {
 			/* Refused before, still in use: counted then. */
-			mark_known(d, st.st_dev, st.st_ino, st.st_ctim);
+			mark_known(d, st.st_dev, st.st_ino, ctime_ns(&st));
 			return -ENOSPC;
 		}
 		snprintf(why, sizeof(why), "%u files are attached, as many as --max-files allows",
@@ -293,12 +297,12 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 	id = find_file(d, st.st_dev, st.st_ino);
 	if (id) {
 		id->refused = false;
-		mark_known(d, st.st_dev, st.st_ino, st.st_ctim);
+		mark_known(d, st.st_dev, st.st_ino, ctime_ns(&st));
 	} else {
 		id = remember(d, &st);
 	}
 	id->keep = keep;
-	id->ctime = st.st_ctim;
+	id->ctime_ns = ctime_ns(&st);
 	id->attached = attached_file;
 	if (id->attached) {
 		*attached = true;
@@ -656,7 +660,7 @@ static void sweep(struct discovery *d)
 		if (asked(id) && !set.mapped[i])
 			forget(d, i, false);
 		else if (set.mapped[i] && !id->refused)
-			mark_known(d, id->dev, id->ino, id->ctime);
+			mark_known(d, id->dev, id->ino, id->ctime_ns);
 	}
 	free(set.slots);
 	free(set.mapped);
