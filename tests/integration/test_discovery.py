@@ -330,7 +330,10 @@ def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp
     of the exec: the first run after the write has the old code's probes (known-gaps.md). gpumem
     examines the file anew at that exec, so that the runs after it have none of them (whether
     a run's first calls are seen is the race of any exec'd runtime, known-gaps.md too)."""
-    main = ('#include <stdio.h>\nint main(void)\n{\n\tvoid *p = NULL;\n\n'
+    # "wait": a second before any call, so that gpumem sees the run at its exec (an exec'd
+    # runtime is attached without holding the process).
+    main = ('#include <stdio.h>\n#include <unistd.h>\nint main(int argc, char **argv)\n{\n'
+            '\tvoid *p = NULL;\n\n\tif (argc > 1)\n\t\tsleep(1);\n'
             '\tif (cudaMalloc(&p, 4096))\n\t\treturn 1;\n'
             '\tprintf("mix %ld\\n", mix ? mix(1000, 7) : 0);\n\treturn 0;\n}\n')
     for name, src in (("v1", REWRITTEN_V1 + "long (*mix)(long, long);\n"),
@@ -345,7 +348,7 @@ def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp
     # The run after the write is seen at its exec, and the old probes go within a few hundred
     # ms (the kernel's grace periods): the next run waits that out, a neighbour's included.
     run = run_snapshot_c(["/bin/sh", "-c",
-                          f'"{prog}"; cp "$1" "{prog}"; "{prog}"; sleep 1; "{prog}"',
+                          f'"{prog}" wait; cp "$1" "{prog}"; "{prog}" wait; sleep 1; "{prog}"',
                           "sh", tmp_path / "v2"], gpumem_args=("-v",))
     assert run.returncode == 0, run.stderr     # the last run's: no probe of the old code
     assert "was written since it was examined: examined again" in run.stderr, run.stderr
