@@ -542,6 +542,13 @@ static inline __u64 gm_kernel_dev(__u32 major, __u32 minor)
 	return ((__u64)major << GM_DEV_MINOR_BITS) | minor;
 }
 
+/* A file's ctime as known_files keeps it (ns; lifecycle.bpf.h's inode_ctime_ns reads the
+ * inode's): userspace's from stat, one formula for discovery and the agent's pins. */
+static inline __u64 gm_ctime_ns(__s64 sec, __s64 nsec)
+{
+	return (__u64)sec * 1000000000ull + (__u64)nsec;
+}
+
 /* Holds: a process is paused only while its gpumem's heartbeat (written at every turn of its
  * loop) is this fresh, and each hold is recorded in a map every instance shares (pinned at
  * GM_HOLDS_PIN), so the next gpumem to start resumes what an ended one left paused. */

@@ -419,7 +419,7 @@ static __always_inline __u64 inode_ctime_ns(struct inode *inode)
 		sec = BPF_CORE_READ(old, i_ctime.tv_sec);
 		nsec = BPF_CORE_READ(old, i_ctime.tv_nsec);
 	}
-	return (__u64)sec * 1000000000ull + nsec;
+	return gm_ctime_ns(sec, (__s64)nsec);
 }
 
 /* "libcuda.so*" or "libcudart.so*", AMD's "libamdhip64.so*", or PyTorch's "libc10_cuda.so*"

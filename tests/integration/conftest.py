@@ -414,3 +414,66 @@ TENSOR_SKIPS = [
                        capture_output=True).returncode != 0,
         reason="needs Debian's /usr/bin/python3, CPython 3.11"),
 ]
+
+
+# A library written in place (cp over it keeps the inode): version 1, then version 2 whose code
+# lies where version 1's cudaMalloc and cudaFree were, and a program that calls it.
+REWRITTEN_V1 = r"""
+#include <stdlib.h>
+int cudaMalloc(void **p, size_t n) { *p = malloc(n); return 0; }
+int cudaFree(void *p) { free(p); return 0; }
+"""
+# The same API, its code where version 1's cudaMalloc and cudaFree were: a probe left at their
+# old offsets fires in the middle of mix().
+REWRITTEN_V2 = r"""
+#include <stdlib.h>
+__attribute__((noinline)) long mix(long a, long b)
+{
+	long r = 0;
+
+	for (long i = 0; i < a; i++)
+		r = r * 31 + (b ^ i) + (i << 3);
+	return r;
+}
+int cudaMalloc(void **p, size_t n) { *p = malloc(n); return 0; }
+int cudaFree(void *p) { free(p); return 0; }
+"""
+REWRITTEN_CALLER = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	void *h = dlopen(argv[1], RTLD_NOW);
+	int (*alloc)(void **, unsigned long) = h ? dlsym(h, "cudaMalloc") : NULL;
+	long (*mix)(long, long) = h ? dlsym(h, "mix") : NULL;
+	void *p = NULL;
+
+	if (!alloc || alloc(&p, 4096))
+		return 1;
+	printf("mix %ld\n", mix ? mix(1000, 7) : 0);
+	if (argc > 2) {		/* "hold": until its standard input ends */
+		fflush(stdout);
+		while (getchar() != EOF)
+			;
+	}
+	return 0;
+}
+"""
+
+
+def build_rewritten(d):
+    """Builds the two versions (d/v1.so, d/v2.so) and the caller (d/caller) in directory d."""
+    for name, src in (("v1.so", REWRITTEN_V1), ("v2.so", REWRITTEN_V2)):
+        (d / f"{name}.c").write_text(src)
+        subprocess.run(["cc", "-O2", "-fPIC", "-shared", "-o", str(d / name),
+                        str(d / f"{name}.c")], check=True)
+    (d / "caller.c").write_text(REWRITTEN_CALLER)
+    subprocess.run(["cc", "-O2", "-o", str(d / "caller"), str(d / "caller.c"), "-ldl"],
+                   check=True)
+    return d / "v1.so", d / "v2.so", d / "caller"
+
+
+def another_gpumem():
+    """The pid of a gpumem already running on the host (a shared host's neighbour), or None."""
+    found = subprocess.run(["pgrep", "-x", "gpumem"], capture_output=True, text=True)
+    return found.stdout.split()[0] if found.returncode == 0 else None

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, RUN_TIMEOUT, WORKLOAD, WORKLOAD_DL,
-                      SystemWide, Workload, assert_nothing_lost, find_proc, has_proc,
+from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, REWRITTEN_V1, REWRITTEN_V2,
+                      RUN_TIMEOUT, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
+                      another_gpumem, assert_nothing_lost, build_rewritten, find_proc, has_proc,
                       lines_about, run_snapshot_c, site_by_symbol, skip_if_end_map_refused)
 
 MIB = 1 << 20
@@ -251,50 +252,6 @@ def test_process_that_exits_right_after_allocating_still_gets_named_frames(tmp_p
     assert site_by_symbol(proc, "step_scratch")["free_count"] == 3
 
 
-REWRITTEN_V1 = r"""
-#include <stdlib.h>
-int cudaMalloc(void **p, size_t n) { *p = malloc(n); return 0; }
-int cudaFree(void *p) { free(p); return 0; }
-"""
-# The same API, its code where version 1's cudaMalloc and cudaFree were: a probe left at their
-# old offsets fires in the middle of mix().
-REWRITTEN_V2 = r"""
-#include <stdlib.h>
-__attribute__((noinline)) long mix(long a, long b)
-{
-	long r = 0;
-
-	for (long i = 0; i < a; i++)
-		r = r * 31 + (b ^ i) + (i << 3);
-	return r;
-}
-int cudaMalloc(void **p, size_t n) { *p = malloc(n); return 0; }
-int cudaFree(void *p) { free(p); return 0; }
-"""
-REWRITTEN_CALLER = r"""
-#include <dlfcn.h>
-#include <stdio.h>
-int main(int argc, char **argv)
-{
-	void *h = dlopen(argv[1], RTLD_NOW);
-	int (*alloc)(void **, unsigned long) = h ? dlsym(h, "cudaMalloc") : NULL;
-	long (*mix)(long, long) = h ? dlsym(h, "mix") : NULL;
-	void *p = NULL;
-
-	if (!alloc || alloc(&p, 4096))
-		return 1;
-	printf("mix %ld\n", mix ? mix(1000, 7) : 0);
-	return 0;
-}
-"""
-
-
-def another_gpumem():
-    """The pid of a gpumem already running on the host (a shared host's neighbour), or None."""
-    found = subprocess.run(["pgrep", "-x", "gpumem"], capture_output=True, text=True)
-    return found.stdout.split()[0] if found.returncode == 0 else None
-
-
 def test_a_library_written_in_place_while_attached_is_attached_anew(tmp_path):
     """cp over a CUDA library keeps its inode: the probes placed by its old code's offsets
     would fire in its new code (a bogus allocation, frees of nothing, a crash). The file's
@@ -304,19 +261,12 @@ def test_a_library_written_in_place_while_attached_is_attached_anew(tmp_path):
     if neighbour:
         pytest.skip(f"gpumem {neighbour} runs beside: its probes on this file go in a race with "
                     "the process it does not hold (known-gaps.md)")
-    for name, src in (("v1.so", REWRITTEN_V1), ("v2.so", REWRITTEN_V2)):
-        (tmp_path / f"{name}.c").write_text(src)
-        subprocess.run(["cc", "-O2", "-fPIC", "-shared", "-o", str(tmp_path / name),
-                        str(tmp_path / f"{name}.c")], check=True)
-    (tmp_path / "caller.c").write_text(REWRITTEN_CALLER)
-    subprocess.run(["cc", "-O2", "-o", str(tmp_path / "caller"), str(tmp_path / "caller.c"),
-                    "-ldl"], check=True)
+    v1, v2, caller = build_rewritten(tmp_path)
     lib = tmp_path / "lib" / "libcudart.so.13"
     lib.parent.mkdir()
-    shutil.copy(tmp_path / "v1.so", lib)
+    shutil.copy(v1, lib)
     script = f'"$1" "{lib}" && cp "$2" "{lib}" && "$1" "{lib}"'
-    run = run_snapshot_c(["/bin/sh", "-c", script, "sh", tmp_path / "caller",
-                          tmp_path / "v2.so"], gpumem_args=("-v",))
+    run = run_snapshot_c(["/bin/sh", "-c", script, "sh", caller, v2], gpumem_args=("-v",))
     assert run.returncode == 0, run.stderr
     assert "was written since it was examined: examined again" in run.stderr, run.stderr
     callers = [p for p in run.report["processes"] if p["comm"] == "caller"]

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, TRACING_LINE, WORKLOAD, LineReader, find_proc,
-                      has_proc, site_by_symbol)
+from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, TRACING_LINE, WORKLOAD, LineReader,
+                      another_gpumem, build_rewritten, find_proc, has_proc, site_by_symbol)
 
 BPFFS = Path("/sys/fs/bpf")
 
@@ -260,6 +260,43 @@ def test_sigterm_leaves_the_probes_counting_for_the_next_agent(pins):
         assert (p["current_bytes"], p["current_allocs"]) == (12288, 2)
     finally:
         w.kill()
+        agent.kill()
+
+
+def test_a_library_written_in_place_while_no_agent_ran_is_attached_anew(pins, tmp_path):
+    """The agent's probes on a library stay pinned while it is down; cp over the library then
+    keeps its inode, and the probes placed by the old code's offsets stay in the new code
+    (nothing can take them out while no agent runs: known-gaps.md). The next agent does not
+    adopt them: the file's ctime is not the one its links were made for, so its links are
+    made anew, and a program's run is exact again."""
+    neighbour = another_gpumem()
+    if neighbour:
+        pytest.skip(f"gpumem {neighbour} runs beside: its probes on this file go in a race with "
+                    "the process it does not hold (known-gaps.md)")
+    v1, v2, caller = build_rewritten(tmp_path)
+    lib = tmp_path / "lib" / "libcudart.so.13"
+    lib.parent.mkdir()
+    shutil.copy(v1, lib)
+    agent = Agent(pins, "--lib", lib)
+    try:
+        assert subprocess.run([caller, lib], capture_output=True, timeout=30).returncode == 0
+        linked = {k for k in pinned_link_ids(pins) if f"-{lib.stat().st_ino}-" in k}
+        assert linked, pinned_link_ids(pins)
+        assert agent.term() == 0
+        shutil.copy(v2, lib)        # in place: the same inode, its links still pinned
+        agent = Agent(pins, "--lib", lib)
+        run = subprocess.Popen([caller, lib, "hold"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+        try:
+            assert run.stdout.readline().startswith("mix ")
+            p = find_proc(reader_snapshot(pins), run.pid)
+            assert (p["alloc_count"], p["current_bytes"]) == (1, 4096), p
+        finally:
+            run.stdin.close()
+            assert run.wait(30) == 0        # no probe of the old code in the new
+        assert any("was written since its links were pinned" in line
+                   for line in agent.stderr.lines), agent.stderr.lines
+    finally:
         agent.kill()
 
 

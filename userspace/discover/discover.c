@@ -99,7 +99,7 @@ static struct file_id *find_file(struct discovery *d, dev_t dev, ino_t ino)
 
 static uint64_t ctime_ns(const struct stat *st)
 {
-	return (uint64_t)st->st_ctim.tv_sec * 1000000000ull + (uint64_t)st->st_ctim.tv_nsec;
+	return gm_ctime_ns(st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 }
 
 /* Whether the file is as it was examined. A file written in place keeps its inode; probes

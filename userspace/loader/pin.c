@@ -224,6 +224,27 @@ bool pin_file_linked(const char *dir, uint64_t kdev, uint64_t ino)
 	return false;
 }
 
+int pin_drop_file_links(const char *dir, uint64_t kdev, uint64_t ino)
+{
+	char path[PATH_MAX];
+	int n = 0;
+
+	for (unsigned int i = 0; i < PIN_FILE_PROGS; i++) {
+		int fd;
+
+		if (pin_file_link_name(path, sizeof(path), dir, kdev, ino, i))
+			continue;
+		/* Held across the unlink: the close releases the link, and its probes are gone
+		 * when this returns (the pin's own put is deferred to a worker). */
+		fd = bpf_obj_get(path);
+		if (unlink(path) == 0)
+			n++;
+		if (fd >= 0)
+			close(fd);
+	}
+	return n;
+}
+
 int pin_fd(int fd, const char *path)
 {
 	if (bpf_obj_pin(fd, path)) {

@@ -38,6 +38,9 @@ int pin_file_link_name(char *buf, size_t len, const char *dir, uint64_t kdev, ui
 		       unsigned int prog);
 /* Whether the file's probes are pinned already (an earlier agent attached them). */
 bool pin_file_linked(const char *dir, uint64_t kdev, uint64_t ino);
+/* Takes the file's pinned links out, their probes gone when this returns: an earlier agent's,
+ * made for what the file held then. Returns how many pins went. */
+int pin_drop_file_links(const char *dir, uint64_t kdev, uint64_t ino);
 /* Why the map pinned at fd cannot stand for m (type, key, value, capacity), written into why,
  * or NULL when it can. */
 const char *pin_map_mismatch(int fd, const struct bpf_map *m, char *why, size_t len);

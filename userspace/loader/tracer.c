@@ -661,6 +661,18 @@ struct model_maps tracer_model_maps(const struct tracer *t)
 	};
 }
 
+/* Whether the file is as it was when an earlier agent pinned its links: its ctime is the one
+ * that agent's known_files (pinned, adopted with the rest) kept when it examined the file. */
+static bool pinned_as_it_is(const struct tracer *t, const struct probe_programs *pp,
+			    const struct stat *st)
+{
+	struct gm_file_key key = { .dev = pp->pin_kdev, .ino = pp->pin_ino };
+	__u64 stamp;
+
+	return bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.known_files), &key, &stamp) == 0 &&
+	       stamp == gm_ctime_ns(st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
 int tracer_attach_file(struct tracer *t, const char *path, struct attached_file **out)
 {
 	struct probe_programs pp;
@@ -688,6 +700,13 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 		pp.pin_kdev = gm_kernel_dev(major(st.st_dev), minor(st.st_dev));
 		pp.pin_ino = st.st_ino;
 		pp.adopt = pin_file_linked(t->pin_dir, pp.pin_kdev, pp.pin_ino);
+		if (pp.adopt && !pinned_as_it_is(t, &pp, &st)) {
+			/* Written in place since (cp keeps the inode): those links' probes sit at
+			 * the old code's offsets, in the middle of the new code. */
+			p_info("%s was written since its links were pinned: attached anew", path);
+			pin_drop_file_links(t->pin_dir, pp.pin_kdev, pp.pin_ino);
+			pp.adopt = false;
+		}
 	}
 	return attach_file(&pp, path, out);
 }
