@@ -83,7 +83,7 @@ bench: bench-progs
 # Symbolization throughput (frames/s, cold and warm) over a real binary: gpumem itself.
 BENCH_SYM_SRCS := userspace/symbols/symbolize.c userspace/symbols/elf_syms.c \
 	userspace/symbols/debuginfo.c userspace/host/procs.c userspace/base/untrusted.c \
-	userspace/base/util.c
+	userspace/base/util.c userspace/base/bus_guard.c
 $(BENCH_OUT)/symbench: bench/symbench.c $(BENCH_SYM_SRCS) $(wildcard userspace/*/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE $(USER_INC) $(LDFLAGS) -o $@ \

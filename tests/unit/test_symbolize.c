@@ -593,6 +593,54 @@ static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 	symbolizer_free(s);
 }
 
+/* A file cut short (cp over it truncates first) while libdw has it mapped: libdw's next read
+ * past the new end raises SIGBUS, which would end gpumem. The read is given up: the frame keeps
+ * the name of the symbol table read before (no line), counted as a module unread; the
+ * unwinder of a process mapping it unwinds nothing more. */
+static void test_a_file_cut_short_under_libdw_is_named_by_its_symbols(void **state)
+{
+	char path[] = "/tmp/gm-test-cut-XXXXXX";
+	struct symbolizer *s = symbolizer_new();
+	struct symbolizer_stats st;
+	struct gm_stack_event ev = { 0 };
+	struct mapping m;
+	struct module_map one = { &m, 1 };
+	struct unwinder *u;
+	uint64_t file_off = 0, ip;
+	bool cut;
+	struct frame f;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(copy_file(libsyms_path, path), 0);
+	assert_int_equal(elf_for_each_func(path, find_func_cb, &file_off), 1);
+	m = whole_file_mapping(path);
+	symbolizer_prefetch(s, 0, &one);	/* symbols read; debug info mapped, not read */
+	u = unwinder_new(s, getpid(), &one);
+	assert_non_null(u);
+	assert_int_equal(truncate(path, 0), 0);
+	ip = m.start + file_off + 4;
+	assert_int_equal(symbolize_addr(s, 0, &one, ip, false, &f), 0);
+	assert_string_equal(f.symbol, "syms_mul");
+	assert_null(f.file);
+	symbolizer_get_stats(s, &st);
+	assert_int_equal(st.open_failures, 1);
+	assert_int_equal(symbolizer_cut_short_count(s), 1);
+	ev.pid = ev.tid = (__u32)getpid();
+	ev.regs[GM_REG_IP] = ip;
+	ev.regs[GM_REG_SP] = 0x7fff0000;
+	ev.len = 64;
+	assert_int_equal(unwind_stack(u, &ev, (uint64_t[4]){ 0 }, 4, &cut), 0);
+	assert_int_equal(symbolizer_cut_short_count(s), 2);
+	assert_int_equal(unwind_stack(u, &ev, (uint64_t[4]){ 0 }, 4, &cut), 0);
+	unwinder_free(u);
+	symbolizer_free(s);
+	unlink(path);
+}
+
 /* A file libdwfl refuses (not ELF) is reported to the unwinder and refused: its descriptor,
  * which libdwfl did not take, is closed, not left open for the agent's life. */
 static void test_unwinder_leaves_no_descriptor_of_a_refused_file(void **state)
@@ -800,6 +848,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_symbolize_deleted_file_resolves_after_prefetch),
 		cmocka_unit_test(test_symbolize_open_mapped_falls_back_to_the_kept_descriptor),
 		cmocka_unit_test(test_unwinder_leaves_no_descriptor_of_a_refused_file),
+		cmocka_unit_test(test_a_file_cut_short_under_libdw_is_named_by_its_symbols),
 		cmocka_unit_test(test_symbolize_demangles_cxx_names_once),
 		cmocka_unit_test(test_symbolize_truncated_and_corrupt_debug_info_never_crash),
 	};

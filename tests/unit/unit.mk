@@ -17,12 +17,12 @@ unit_mods_pycode := symbols/pycode host/procs base/util
 unit_mods_procs := host/procs
 unit_mods_gpu_map := host/gpu_map host/procs
 unit_mods_environ := symbols/environ symbols/elf_syms symbols/symbolize symbols/debuginfo host/procs base/untrusted \
-	base/util
+	base/util base/bus_guard
 unit_mods_alloc_table := model/alloc_table model/slot_table
 unit_mods_slot_table := model/slot_table
 unit_mods_elf := symbols/elf_syms
 unit_mods_symbolize := symbols/symbolize symbols/debuginfo symbols/elf_syms symbols/unwind host/procs base/untrusted \
-	base/util
+	base/util base/bus_guard
 unit_mods_probes := probes/table loader/attach discover/probe_place loader/pin symbols/elf_syms \
 	loader/uprobe_multi base/util
 unit_mods_probe_place := discover/probe_place
@@ -31,7 +31,7 @@ unit_mods_state := model/state model/alloc_table model/slot_table model/stacks m
 	symbols/pycode model/publish model/snapshot model/owners model/retention host/cgroups host/nvml host/amdgpu host/gpu_map \
 	symbols/symbolize symbols/debuginfo symbols/elf_syms host/procs symbols/unwind host/container host/oci probes/table \
 	loader/attach discover/probe_place loader/pin model/purge loader/uprobe_multi base/untrusted \
-	base/util
+	base/util base/bus_guard
 unit_mods_container := host/container
 unit_mods_analysis := analysis/history analysis/leak_verdicts analysis/forecast analysis/trends \
 	analysis/failure_context analysis/cost model/snapshot host/gpu_map host/procs probes/table base/util

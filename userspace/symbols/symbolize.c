@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/untrusted.h"
+#include "base/bus_guard.h"
 #include "base/util.h"
 #include "symbols/debuginfo.h"
 #include "symbols/elf_syms.h"
@@ -72,6 +73,7 @@ struct image {
 	struct debuginfo_use debuginfo;	/* mod's userdata: debuginfo_path, what was found */
 	bool dwarf_tried;
 	Dwarf *dwarf;			/* NULL: no debug info found */
+	bool trusted;			/* its file only root can have written (shareable) */
 	struct hash_table addrs;
 };
 
@@ -124,6 +126,7 @@ struct symbolizer {
 	size_t names_bytes, names_max;
 	uint32_t sweep;			/* the sweep under way, or the last */
 	size_t kept_fds;		/* file entries holding a descriptor */
+	unsigned int cut_short;		/* libdw sessions dropped: a file cut short under them */
 	int demangler_state;		/* 0 not tried, 1 loaded, -1 not there */
 	void *libstdcxx;
 	cxa_demangle_fn cxa_demangle;
@@ -433,6 +436,58 @@ out_end:
 	img->dwfl = NULL;
 }
 
+void symbolizer_note_cut_short(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	s->cut_short++;
+	s->stats.open_failures++;
+}
+
+unsigned int symbolizer_cut_short_count(const struct symbolizer *s)
+{
+	return s ? s->cut_short : 0;
+}
+
+/* libdw's read of the image's file raised SIGBUS: the file was cut short under its mapping
+ * (written in place: cp truncates first). Its libdw session is dropped, not ended: what was
+ * being built when the read faulted is not to be walked (its memory and descriptors stay,
+ * SYM_CUT_SHORT_MAX sessions at most). Its frames keep the names of its symbol table, which
+ * was read without a mapping. */
+static void image_cut_short(struct symbolizer *s, struct image *img)
+{
+	img->dwfl = NULL;
+	img->mod = NULL;
+	img->dwarf = NULL;
+	img->dwarf_tried = true;
+	if (img->debuginfo.alt)		/* its Dwarf dropped with the session's */
+		close(img->debuginfo.alt_fd);
+	img->debuginfo.alt = NULL;
+	img->debuginfo.alt_fd = -1;
+	symbolizer_note_cut_short(s);
+	p_debug("a file was cut short while its debug info was read (written in place): its "
+		"frames are named by its symbols alone (modules_unread)");
+}
+
+/* image_report_dwfl under a guard: a file cut short meanwhile leaves the image without. */
+static void image_report_guarded(struct symbolizer *s, struct image *img, int fd,
+				 const char *name, int pid)
+{
+	struct bus_guard g;
+
+	/* Past the bound, only files root wrote (which no user can cut short) get a session. */
+	if (s->cut_short >= SYM_CUT_SHORT_MAX && !img->trusted)
+		return;
+	bus_guard_enter(&g);
+	if (sigsetjmp(g.env, 1)) {
+		bus_guard_leave(&g);
+		image_cut_short(s, img);
+		return;
+	}
+	image_report_dwfl(img, fd, name, pid);
+	bus_guard_leave(&g);
+}
+
 static struct image *image_find(struct symbolizer *s, const char *build_id)
 {
 	uint64_t h = hash_str(0, build_id);
@@ -467,10 +522,13 @@ static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 	struct image *img;
 	int err;
 
+	bool trusted;
+
 	err = elf_build_id_fd(fd, build_id, sizeof(build_id));
 	if (err == -ENOEXEC)
 		return err;
-	if (err || !shareable(fd))
+	trusted = shareable(fd);
+	if (err || !trusted)
 		build_id[0] = '\0';	/* an image of its own */
 	if (build_id[0]) {
 		img = image_find(s, build_id);
@@ -494,7 +552,8 @@ static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 	}
 	memcpy(img->build_id, build_id, sizeof(build_id));
 	img->kept = s->sweep;
-	image_report_dwfl(img, fd, name, pid);
+	img->trusted = trusted;
+	image_report_guarded(s, img, fd, name, pid);
 	img->all_next = s->all_images;
 	s->all_images = img;
 	if (build_id[0])
@@ -754,6 +813,25 @@ static struct addr_entry *image_resolve(struct symbolizer *s, struct image *img,
 	return a;
 }
 
+/* image_resolve under a guard: a file cut short meanwhile is resolved again without libdw
+ * (nothing of the faulted try was kept). */
+static struct addr_entry *image_resolve_guarded(struct symbolizer *s, struct image *img,
+						uint64_t vaddr)
+{
+	struct addr_entry *a;
+	struct bus_guard g;
+
+	bus_guard_enter(&g);
+	if (sigsetjmp(g.env, 1)) {
+		bus_guard_leave(&g);
+		image_cut_short(s, img);
+		return image_resolve(s, img, vaddr);
+	}
+	a = image_resolve(s, img, vaddr);
+	bus_guard_leave(&g);
+	return a;
+}
+
 static struct addr_entry *image_lookup(struct symbolizer *s, struct image *img, uint64_t vaddr)
 {
 	uint64_t h = hash_mix(0, vaddr);
@@ -766,7 +844,7 @@ static struct addr_entry *image_lookup(struct symbolizer *s, struct image *img, 
 		}
 	}
 	s->stats.addr_misses++;
-	return image_resolve(s, img, vaddr);
+	return image_resolve_guarded(s, img, vaddr);
 }
 
 /* Where addr's code is: for a return address, its call's, the byte before. */

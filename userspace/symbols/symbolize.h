@@ -89,6 +89,13 @@ void symbolizer_sweep_end(struct symbolizer *s);
 #define SYM_NAMES_MAX_BYTES (64u << 20)
 /* Files whose descriptor the symbolizer keeps for unwinding after their process ends. */
 #define SYM_KEPT_FDS_MAX 512
+/* libdw sessions dropped when their file was cut short under them (written in place while
+ * read): their memory and descriptors are not given back. Past this many, files that a user
+ * could have written are named by their symbol tables alone. */
+#define SYM_CUT_SHORT_MAX 16
+/* One more libdw session dropped so (counted as a module unread), and how many so far. */
+void symbolizer_note_cut_short(struct symbolizer *s);
+unsigned int symbolizer_cut_short_count(const struct symbolizer *s);
 void symbolizer_limit_names(struct symbolizer *s, size_t max_bytes);
 
 /* Work done so far: for tests and statistics. */

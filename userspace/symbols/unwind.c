@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "base/bus_guard.h"
 #include "base/util.h"
 #include "symbols/debuginfo.h"
 #include "symbols/symbolize.h"
@@ -23,6 +24,7 @@ enum {
 
 struct unwinder {
 	Dwfl *dwfl;
+	struct symbolizer *sym;
 	bool attached;
 	const struct gm_stack_event *ev;	/* the stack being unwound now */
 	uint64_t *ips;
@@ -122,17 +124,40 @@ static void report_modules(Dwfl *dwfl, struct symbolizer *sym, int pid,
 	dwfl_report_end(dwfl, NULL, NULL);
 }
 
+/* libdw's read of one of the modules raised SIGBUS: a file cut short under its mapping
+ * (written in place). The session is dropped, not ended (symbolize.h, SYM_CUT_SHORT_MAX): no
+ * stack of the process is unwound by it again. */
+static void cut_short(struct unwinder *u)
+{
+	u->dwfl = NULL;
+	u->attached = false;
+	symbolizer_note_cut_short(u->sym);
+}
+
 struct unwinder *unwinder_new(struct symbolizer *sym, int pid, const struct module_map *mm)
 {
-	struct unwinder *u = xcalloc(1, sizeof(*u));
+	struct unwinder *u;
+	struct bus_guard g;
 
+	/* Past the bound of sessions dropped, none more to drop: stacks are not unwound. */
+	if (symbolizer_cut_short_count(sym) >= SYM_CUT_SHORT_MAX)
+		return NULL;
+	u = xcalloc(1, sizeof(*u));
+	u->sym = sym;
 	u->dwfl = dwfl_begin(&callbacks);
 	if (!u->dwfl) {
 		free(u);
 		return NULL;
 	}
+	bus_guard_enter(&g);
+	if (sigsetjmp(g.env, 1)) {
+		bus_guard_leave(&g);
+		cut_short(u);
+		return u;
+	}
 	report_modules(u->dwfl, sym, pid, mm);
 	u->attached = dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u);
+	bus_guard_leave(&g);
 	if (!u->attached)
 		p_debug("cannot unwind PID %d (%zu mappings): %s", pid, mm->count, dwfl_errmsg(-1));
 	return u;
@@ -142,7 +167,8 @@ void unwinder_free(struct unwinder *u)
 {
 	if (!u)
 		return;
-	dwfl_end(u->dwfl);
+	if (u->dwfl)
+		dwfl_end(u->dwfl);
 	free(u);
 }
 
@@ -160,6 +186,8 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
 uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint64_t *ips,
 		      uint32_t max, bool *cut)
 {
+	struct bus_guard g;
+
 	*cut = false;
 	if (!u || !u->attached || !max)
 		return 0;
@@ -168,8 +196,16 @@ uint32_t unwind_stack(struct unwinder *u, const struct gm_stack_event *ev, uint6
 	u->max = max;
 	u->n = 0;
 	u->ran_off = false;
+	bus_guard_enter(&g);
+	if (sigsetjmp(g.env, 1)) {
+		bus_guard_leave(&g);
+		cut_short(u);
+		u->ev = NULL;
+		return 0;
+	}
 	/* Stops with an error where the CFI or the copied stack ends: the frames so far stand. */
 	dwfl_getthread_frames(u->dwfl, (pid_t)ev->tid, on_frame, u);
+	bus_guard_leave(&g);
 	u->ev = NULL;
 	/* A copy known to hold the stack whole cuts nothing: a read above it is no frame's
 	 * (the outermost frame's return address guessed from a leftover frame pointer). */
