@@ -274,14 +274,10 @@ def test_a_library_written_in_place_while_attached_is_attached_anew(tmp_path):
     assert run.report["lost"]["unknown_frees"] == 0, run.report["lost"]
 
 
-def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp_path):
-    """A static runtime's executable (nvcc's default) copied over the one gpumem attached. The
-    kernel maps an executable, and places the registered probes in it, before any tracer hears
-    of the exec: the first run after the write has the old code's probes (known-gaps.md). gpumem
-    examines the file anew at that exec, so that the runs after it have none of them (whether
-    a run's first calls are seen is the race of any exec'd runtime, known-gaps.md too)."""
-    # "wait": a second before any call, so that gpumem sees the run at its exec (an exec'd
-    # runtime is attached without holding the process).
+def build_rewritten_program(d):
+    """A program with the runtime inside, version 1 at d/bin/prog and version 2 at d/v2, each
+    of whose runs allocates once; "wait": a second before, so that gpumem sees the run at its
+    exec (an exec'd runtime is attached without holding the process)."""
     main = ('#include <stdio.h>\n#include <unistd.h>\nint main(int argc, char **argv)\n{\n'
             '\tvoid *p = NULL;\n\n\tif (argc > 1)\n\t\tsleep(1);\n'
             '\tif (cudaMalloc(&p, 4096))\n\t\treturn 1;\n'
@@ -289,12 +285,22 @@ def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp
     for name, src in (("v1", REWRITTEN_V1 + "long (*mix)(long, long);\n"),
                       ("v2", REWRITTEN_V2.replace("long mix(", "long mix_(") +
                        "long (*mix)(long, long) = mix_;\n")):
-        (tmp_path / f"{name}.c").write_text(src + main)
-        subprocess.run(["cc", "-O2", "-fno-inline", "-o", str(tmp_path / name),
-                        str(tmp_path / f"{name}.c")], check=True)
-    prog = tmp_path / "bin" / "prog"
+        (d / f"{name}.c").write_text(src + main)
+        subprocess.run(["cc", "-O2", "-fno-inline", "-o", str(d / name),
+                        str(d / f"{name}.c")], check=True)
+    prog = d / "bin" / "prog"
     prog.parent.mkdir()
-    shutil.copy(tmp_path / "v1", prog)
+    shutil.copy(d / "v1", prog)
+    return prog
+
+
+def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp_path):
+    """A static runtime's executable (nvcc's default) copied over the one gpumem attached. The
+    kernel maps an executable, and places the registered probes in it, before any tracer hears
+    of the exec: the first run after the write has the old code's probes (known-gaps.md). gpumem
+    examines the file anew at that exec, so that the runs after it have none of them (whether
+    a run's first calls are seen is the race of any exec'd runtime, known-gaps.md too)."""
+    prog = build_rewritten_program(tmp_path)
     # The run after the write is seen at its exec, and the old probes go within a few hundred
     # ms (the kernel's grace periods): the next run waits that out, a neighbour's included.
     run = run_snapshot_c(["/bin/sh", "-c",
@@ -302,3 +308,23 @@ def test_a_program_with_the_runtime_inside_written_in_place_is_attached_anew(tmp
                           "sh", tmp_path / "v2"], gpumem_args=("-v",))
     assert run.returncode == 0, run.stderr     # the last run's: no probe of the old code
     assert "was written since it was examined: examined again" in run.stderr, run.stderr
+
+
+def test_a_program_written_in_place_while_attached_loses_its_probes_at_the_write(tmp_path):
+    """gpumem watches each attached file for writes: cp over a program with the runtime inside
+    takes its probes out as it writes, so a run that comes after (here half a second later)
+    has none of the old code's, where without the watch it would crash (its probes are placed
+    as the kernel maps it, before any tracer hears of the exec). The run is attached anew at
+    its exec and counted."""
+    neighbour = another_gpumem()
+    if neighbour:
+        pytest.skip(f"gpumem {neighbour} runs beside: it keeps its own probes on the file, "
+                    "written or not, until its next look at it")
+    prog = build_rewritten_program(tmp_path)
+    run = run_snapshot_c(["/bin/sh", "-c",
+                          f'set -e; "{prog}" wait; cp "$1" "{prog}"; sleep 0.5; "{prog}" wait',
+                          "sh", tmp_path / "v2"], gpumem_args=("-v",))
+    assert run.returncode == 0, run.stderr     # both runs: no probe of the old code
+    assert "was written while attached: its probes are taken out" in run.stderr, run.stderr
+    progs = [p for p in run.report["processes"] if p["comm"] == "prog"]
+    assert [(p["alloc_count"], p["exit_code"]) for p in progs] == [(1, 0)] * 2, progs

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -32,8 +33,10 @@ struct file_id {
 	unsigned int map_major, map_minor;
 	uint64_t map_ino;
 	/* Its ctime when examined, in ns (as the BPF side keeps it): any write since (cp over it)
-	 * sets another, which no user can set back. */
+	 * sets another, which no user can set back. 0: written while attached, its probes taken
+	 * out; the file is examined anew at its next open. */
 	uint64_t ctime_ns;
+	int wd;		/* its inotify watch while attached (> 0), else 0 */
 };
 
 struct discovery {
@@ -44,6 +47,7 @@ struct discovery {
 	struct discovery_stats stats;
 	uint64_t attaches;		/* files attached so far, let go since or not */
 	uint64_t last_sweep_ns, next_sweep_ns, forced_sweep_ns, warned_ns;
+	int watch_fd;			/* inotify: writes to the attached files; -1 without */
 };
 
 /* A sweep the limit asks for runs at most this often; the refusal is logged at most once a
@@ -69,6 +73,11 @@ struct discovery *discovery_new(const struct discovery_attacher *at, unsigned in
 	d->at = *at;
 	d->max_files = max_files;
 	d->next_sweep_ns = now_ns() + DISCOVERY_SWEEP_S * 1000000000ull;
+	/* Without it (out of inotify instances), a written file is still caught at its next
+	 * open, by its ctime. */
+	d->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (d->watch_fd < 0)
+		p_debug("cannot watch the attached files for writes: %s", strerror(errno));
 	return d;
 }
 
@@ -86,6 +95,8 @@ void discovery_free(struct discovery *d)
 	d->at.detach_all(handles, n);
 	free(handles);
 	free(d->files);
+	if (d->watch_fd >= 0)
+		close(d->watch_fd);
 	free(d);
 }
 
@@ -122,18 +133,50 @@ static void mark_known(struct discovery *d, dev_t dev, ino_t ino, uint64_t stamp
 		p_debug("known-file map full: later opens of this file are reported again");
 }
 
+/* Watches an attached file (path: a /proc magic link to it) for writes: cp over it keeps
+ * the inode, and the probes placed by its old code's offsets must go before a process maps
+ * the new code (an executable's run cannot be held in time: the kernel places its probes
+ * as it maps it). A write since the fstat is caught at the next open, by the ctime. */
+static void watch(struct discovery *d, struct file_id *id, const char *path)
+{
+	int wd = d->watch_fd >= 0 ? inotify_add_watch(d->watch_fd, path, IN_MODIFY) : -1;
+
+	if (wd > 0)
+		id->wd = wd;
+	else if (d->watch_fd >= 0)
+		p_debug("cannot watch %u:%u inode %llu for writes: %s", major(id->dev),
+			minor(id->dev), (unsigned long long)id->ino, strerror(errno));
+}
+
+static void unwatch(struct discovery *d, struct file_id *id)
+{
+	if (id->wd > 0)
+		inotify_rm_watch(d->watch_fd, id->wd);
+	id->wd = 0;
+}
+
+/* Takes the probes of files[i] out: for good (now: before this returns, else soon, off the
+ * loop). */
+static void retire(struct discovery *d, struct file_id *id, bool now)
+{
+	unwatch(d, id);
+	if (!id->attached)
+		return;
+	d->at.retire(d->at.ctx, id->attached, now);
+	id->attached = NULL;
+	d->stats.files--;
+	d->stats.probes -= id->nprobes;
+	d->stats.released++;
+	id->nprobes = 0;
+}
+
 /* Forgets files[i]: its probes go for good (now: before this returns, else soon, off the
  * loop), and its next open is reported again. */
 static void forget(struct discovery *d, size_t i, bool now)
 {
 	struct file_id *id = &d->files[i];
 
-	if (id->attached) {
-		d->at.retire(d->at.ctx, id->attached, now);
-		d->stats.files--;
-		d->stats.probes -= id->nprobes;
-		d->stats.released++;
-	}
+	retire(d, id, now);
 	d->at.forget(d->at.ctx, kernel_dev(id->dev), id->ino);
 	memmove(id, id + 1, (d->nfiles - i - 1) * sizeof(*id));
 	d->nfiles--;
@@ -308,6 +351,7 @@ static int add_opened(struct discovery *d, int fd, bool keep, bool *attached)
 		*attached = true;
 		id->nprobes = nprobes;
 		map_identity(fd, &st, id);
+		watch(d, id, path);
 		d->attaches++;
 		d->stats.files++;
 		d->stats.probes += nprobes;
@@ -669,6 +713,47 @@ static void sweep(struct discovery *d)
 			"of %u processes in %.1f ms)",
 			(unsigned long long)(d->stats.released - released), want,
 			(now_ns() - start) / 1e6, scanned, scan_ns / 1e6);
+}
+
+int discovery_watch_fd(const struct discovery *d)
+{
+	return d->watch_fd;
+}
+
+void discovery_on_writes(struct discovery *d)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t len;
+
+	if (d->watch_fd < 0)
+		return;
+	while ((len = read(d->watch_fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			p += sizeof(*ev) + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW)
+				p_debug("writes to attached files overflowed their queue: those files "
+					"are caught at their next open, by their ctime");
+			for (size_t i = 0; ev->wd > 0 && i < d->nfiles; i++) {
+				struct file_id *id = &d->files[i];
+
+				if (id->wd != ev->wd)
+					continue;
+				if (ev->mask & IN_IGNORED) {	/* the file is gone */
+					id->wd = 0;
+					break;
+				}
+				p_debug("%u:%u inode %llu was written while attached: its probes are "
+					"taken out, and it is examined anew at its next open",
+					major(id->dev), minor(id->dev), (unsigned long long)id->ino);
+				retire(d, id, true);
+				id->ctime_ns = 0;	/* no file's: examined anew, keep or not */
+				d->at.forget(d->at.ctx, kernel_dev(id->dev), id->ino);
+				break;
+			}
+		}
+	}
 }
 
 void discovery_sweep(struct discovery *d)

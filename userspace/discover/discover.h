@@ -73,6 +73,12 @@ void discovery_sweep(struct discovery *d);
  * sooner: a second from now, DISCOVERY_SWEEP_MIN_S after the last one at the soonest. */
 #define DISCOVERY_SWEEP_MIN_S 10
 void discovery_sweep_soon(struct discovery *d);
+/* A descriptor that polls readable when an attached file was written (cp over it keeps the
+ * inode: the probes placed by its old code's offsets would fire in its new code), or -1;
+ * discovery_on_writes then takes those files' probes out before it returns, and the files
+ * are examined anew at their next open. */
+int discovery_watch_fd(const struct discovery *d);
+void discovery_on_writes(struct discovery *d);
 /* Whether the file of kernel device kdev and inode ino is attached now. */
 bool discovery_attached(const struct discovery *d, uint64_t kdev, uint64_t ino);
 /* A file named by the user (--lib): it must exist and define CUDA allocation APIs. */

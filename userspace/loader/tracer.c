@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <limits.h>
+#include <sys/epoll.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -44,6 +45,9 @@ struct tracer {
 	struct gpumem_bpf *skel;	/* NULL for a reader */
 	struct ring_buffer *rb;
 	struct record_handler handler;
+	/* tracer_wake_on's: an epoll of the ring buffer's and the caller's descriptor. */
+	bool wakes;
+	int wake_epfd;
 	bool watches_opens;
 	bool multi;
 	bool session;	/* session_alloc loaded, not enter_alloc */
@@ -629,6 +633,8 @@ void tracer_close(struct tracer *t)
 	if (!t->skel)
 		pin_close_maps(&t->reader_maps);
 	detacher_free(t->detacher);
+	if (t->wakes)
+		close(t->wake_epfd);
 	ring_buffer__free(t->rb);
 	gpumem_bpf__destroy(t->skel);	/* pinned links stay attached */
 	free(t);
@@ -818,15 +824,44 @@ int tracer_remove_target(struct tracer *t, int pid)
 	return 0;
 }
 
+int tracer_wake_on(struct tracer *t, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int epfd;
+
+	if (!t->rb || t->wakes || fd < 0)
+		return 0;
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0)
+		return -errno;
+	ev.data.fd = ring_buffer__epoll_fd(t->rb);
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) ||
+	    (ev.data.fd = fd, epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev))) {
+		int err = -errno;
+
+		close(epfd);
+		return err;
+	}
+	t->wake_epfd = epfd;
+	t->wakes = true;
+	return 0;
+}
+
 int tracer_poll(struct tracer *t, int timeout_ms)
 {
+	struct epoll_event evs[2];
 	int n;
 
 	if (!t->rb) {	/* a reader: the agent reads the events */
 		usleep((useconds_t)timeout_ms * 1000);
 		return 0;
 	}
-	n = ring_buffer__poll(t->rb, timeout_ms);
+	if (t->wakes) {	/* the ring's records are all read below */
+		n = epoll_wait(t->wake_epfd, evs, ARRAY_SIZE(evs), timeout_ms);
+		n = n < 0 && errno != EINTR ? -errno : 0;
+	} else {
+		n = ring_buffer__poll(t->rb, timeout_ms);
+	}
 	if (n == -EINTR)
 		n = 0;
 	/* Call records wake the reader only in batches (call_wakeup()): what came without a

@@ -62,8 +62,11 @@ int tracer_unpin_stale_files(struct tracer *t, bool (*in_use)(void *ctx, uint64_
 							       uint64_t ino), void *ctx);
 int tracer_add_target(struct tracer *t, int pid);
 int tracer_remove_target(struct tracer *t, int pid);
-/* Returns records handled, or -errno. */
+/* Returns records handled, or -errno: within timeout_ms, sooner when records come or the
+ * descriptor given to tracer_wake_on polls readable. */
 int tracer_poll(struct tracer *t, int timeout_ms);
+/* Makes tracer_poll return when fd polls readable too (fd < 0: nothing); 0 or -errno. */
+int tracer_wake_on(struct tracer *t, int fd);
 bool tracer_watches_opens(const struct tracer *t);
 /* Tells the BPF side its consumer is alive: holds are taken only while this is fresh. */
 void tracer_heartbeat(struct tracer *t);

@@ -426,6 +426,9 @@ static int live_open(struct session *s)
 	at = tracer_attacher(l->tracer);
 	l->disc = discovery_new(&at, o->max_files ? o->max_files : DISCOVERY_FILES_DEFAULT);
 	if (!tracer_is_reader(l->tracer)) {
+		/* A write to an attached file wakes the loop: its probes go at once. */
+		if (tracer_wake_on(l->tracer, discovery_watch_fd(l->disc)))
+			p_debug("writes to attached files are seen only at their next open");
 		for (size_t i = 0; i < o->nlibs; i++)
 			if (discovery_add_required(l->disc, o->libs[i]))
 				return 1;
@@ -557,8 +560,10 @@ static int live_step(struct session *s)
 	fflush(s->sink.out);	/* what a batch printed is out within a poll (100 ms) */
 	state_reap(l->state);
 	sweep_due(s);
-	if (!tracer_is_reader(l->tracer))
+	if (!tracer_is_reader(l->tracer)) {
+		discovery_on_writes(l->disc);
 		discovery_sweep(l->disc);
+	}
 	state_purge(l->state, false);
 	s->clock_ns = now_ns();
 	if (l->child > 0 && waitpid(l->child, &status, WNOHANG) == l->child) {
