@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPUMEM, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, LineReader, find_proc
+from conftest import (GPUMEM, MOCK_LIB_DIR, WORKLOAD, WORKLOAD_DL, LineReader, find_proc,
+                      run_snapshot_c)
 from test_record import record_c, report, tmp  # noqa: F401 (a fixture)
 from test_serve import Agent, pins, reader_snapshot, wait_until  # noqa: F401 (a fixture)
 
@@ -548,3 +549,33 @@ def test_a_process_with_a_terminal_is_not_held_and_is_counted(pins, public_tmp):
         assert tracer_event(agent, "holds") == holds
     finally:
         agent.kill()
+
+
+DATA_NAMED_LIKE_AN_API = r"""
+#include <stdint.h>
+#include <stdio.h>
+__asm__(".section .rodata\n.p2align 4\n.globl cudaFree\n.type cudaFree,@function\n"
+        "cudaFree: .quad 0x1122334455667788\n.size cudaFree, 8\n.text\n");
+extern const uint64_t table __asm__("cudaFree");
+int main(void)
+{
+	printf("%016llx\n", (unsigned long long)table);
+	return table == 0x1122334455667788ull ? 0 : 3;
+}
+"""
+
+
+@pytest.mark.parametrize("layout", ["-Wl,-z,separate-code", "-Wl,-z,noseparate-code"])
+def test_a_function_symbol_that_names_data_gets_no_probe(tmp_path, layout):
+    """A program's "function" symbol named like a CUDA API that lies in its read-only data
+    (a symbol's type is the program's claim). A uprobe writes its breakpoint into every
+    mapping of the file that is not writable, code or not: a probe there would change the
+    program's constant (to ...cc) under gpumem. Only symbols in executable sections of
+    executable segments are probed; with -z noseparate-code the data shares the code's
+    segment, and its section's flags tell it apart."""
+    (tmp_path / "prog.c").write_text(DATA_NAMED_LIKE_AN_API)
+    prog = tmp_path / "prog"
+    subprocess.run(["cc", "-O2", layout, "-o", str(prog), str(tmp_path / "prog.c")],
+                   check=True)
+    run = run_snapshot_c([prog])
+    assert (run.returncode, run.stdout.strip()) == (0, "1122334455667788"), run.stderr

@@ -20,6 +20,7 @@ struct elf_sym {
 	uint64_t vaddr;
 	uint64_t size;
 	uint64_t file_off;	/* NO_FILE_OFF when no segment or section holds it */
+	bool code;		/* in an executable section of an executable segment */
 	char *name;
 	int bind_rank;		/* global before weak before local */
 };
@@ -215,6 +216,33 @@ static uint64_t sym_file_off(struct elf_file *ef, const GElf_Sym *sym)
 	return sym->st_value - shdr.sh_addr + shdr.sh_offset;
 }
 
+/* Whether the symbol's address is code: inside its own section, one that is allocated and
+ * executable, in a PT_LOAD that is executable (when the file has any). A uprobe writes its
+ * breakpoint into every mapping of the file that is not writable, code or not: a "function"
+ * symbol that names data (a section's, an absolute value) must never get one. */
+static bool sym_in_code(struct elf_file *ef, const GElf_Sym *sym)
+{
+	GElf_Shdr shdr;
+	Elf_Scn *scn;
+
+	if (sym->st_shndx == SHN_UNDEF || sym->st_shndx >= SHN_LORESERVE ||
+	    sym->st_shndx >= ef->shnum)
+		return false;
+	scn = elf_getscn(ef->elf, sym->st_shndx);
+	if (!scn || !gelf_getshdr(scn, &shdr) || shdr.sh_type == SHT_NOBITS ||
+	    (shdr.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR))
+		return false;
+	if (sym->st_value < shdr.sh_addr || sym->st_value - shdr.sh_addr >= shdr.sh_size)
+		return false;
+	for (size_t i = 0; i < ef->nloads; i++) {
+		const struct load_seg *l = &ef->loads[i];
+
+		if (sym->st_value >= l->vaddr && sym->st_value - l->vaddr < l->filesz)
+			return l->exec;
+	}
+	return ef->nloads == 0;
+}
+
 static int bind_rank(unsigned char bind)
 {
 	switch (bind) {
@@ -246,7 +274,7 @@ static void sym_vec_free(struct sym_vec *v)
 }
 
 static int sym_vec_push(struct sym_vec *v, const char *name, const GElf_Sym *sym,
-			uint64_t file_off)
+			uint64_t file_off, bool code)
 {
 	struct elf_sym *grown, *s;
 	size_t namelen;
@@ -268,6 +296,7 @@ static int sym_vec_push(struct sym_vec *v, const char *name, const GElf_Sym *sym
 	s->vaddr = sym->st_value;
 	s->size = sym->st_size;
 	s->file_off = file_off;
+	s->code = code;
 	s->bind_rank = bind_rank(GELF_ST_BIND(sym->st_info));
 	v->count++;
 	return 0;
@@ -303,7 +332,7 @@ static int read_sym_section(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *
 			return -ENOEXEC;
 		if (!name[0] || name[0] == '@')
 			continue;
-		err = sym_vec_push(v, name, &sym, sym_file_off(ef, &sym));
+		err = sym_vec_push(v, name, &sym, sym_file_off(ef, &sym), sym_in_code(ef, &sym));
 		if (err)
 			return err;
 	}
@@ -385,7 +414,7 @@ int elf_for_each_func_fd(int fd, elf_sym_cb cb, void *ctx)
 	if (err)
 		return err;
 	for (i = 0; i < v.count && !err; i++) {
-		if (v.syms[i].file_off == NO_FILE_OFF)
+		if (v.syms[i].file_off == NO_FILE_OFF || !v.syms[i].code)
 			continue;
 		err = cb(v.syms[i].name, v.syms[i].vaddr, v.syms[i].size, v.syms[i].file_off, ctx);
 	}

@@ -10,7 +10,9 @@
 
 /*
  * Called once per distinct (name, vaddr) among the defined STT_FUNC / STT_GNU_IFUNC symbols
- * with a non-zero value in .symtab and .dynsym, in address order. name has any "@VERSION" /
+ * with a non-zero value in .symtab and .dynsym whose address is code (in an allocated,
+ * executable section of an executable PT_LOAD: never data a symbol calls a function), in
+ * address order. name has any "@VERSION" /
  * "@@VERSION" suffix stripped; file_off is the symbol's file offset (through the PT_LOAD that
  * holds st_value) as uprobes need. A non-zero return stops the walk and is returned.
  */
