@@ -86,3 +86,13 @@ def test_unprivileged_user_gets_one_line_mentioning_root_and_exit_1():
                                     "--clear-groups"))
     assert rc == 1
     assert_one_error_line(stderr, "root")
+
+
+def test_another_pid_namespace_is_one_line_naming_the_hosts_and_exit_1():
+    """The kernel gives gpumem host PIDs: in a PID namespace of its own it would look them up,
+    and resume the processes it held, in the wrong namespace, leaving them stopped for good.
+    It refuses, with /proc of its namespace mounted and without."""
+    for unshare in (("unshare", "-p", "-f", "--mount-proc"), ("unshare", "-p", "-f")):
+        rc, stderr = run_gpumem("snapshot", "--json", "--duration", 1, prefix=unshare)
+        assert rc == 1
+        assert_one_error_line(stderr, "host's PID namespace", "hostPID")

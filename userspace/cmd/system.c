@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "base/util.h"
 #include "cmd/system.h"
@@ -29,6 +30,18 @@ static uint64_t effective_caps(void)
 enum { CAP_KILL_NR = 5, CAP_SYS_PTRACE_NR = 19, CAP_SYS_ADMIN_NR = 21, CAP_PERFMON_NR = 38,
        CAP_BPF_NR = 39 };
 
+/* The initial PID namespace's inode number (the kernel's PROC_PID_INIT_INO, fixed). */
+#define INIT_PID_NS_INO 0xEFFFFFFCu
+
+/* Whether gpumem runs in the host's PID namespace: the BPF side gives host PIDs, which
+ * gpumem looks up in /proc, signals (a held process is resumed by its PID) and shows. */
+static bool in_host_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) != 0 || st.st_ino == INIT_PID_NS_INO;
+}
+
 /* What gpumem cannot do without, checked before anything loads: a clear line beats a
  * verifier error, and without CAP_SYS_PTRACE it would silently see no process at all. */
 int check_system(struct options *o)
@@ -52,6 +65,14 @@ int check_system(struct options *o)
 		p_err("must run as root, or with CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE "
 		      "(missing:%s): try sudo", missing);
 		return -EPERM;
+	}
+	if (!in_host_pid_ns()) {
+		/* Elsewhere it would read, resume and name other processes than it saw, and
+		 * leave the ones it held stopped. */
+		p_err("runs only in the host's PID namespace (the kernel gives it host PIDs): in "
+		      "a container, give it the host's (Kubernetes hostPID: true, docker "
+		      "--pid=host)");
+		return -ENOTSUP;
 	}
 	if (!(caps & CAP_BIT(CAP_KILL_NR)) && (o->tracer.hold_new_libs || o->tracer.hold_new_procs)) {
 		/* It could stop another user's process and not be allowed to resume it. */
