@@ -88,7 +88,7 @@ static __always_inline void emit_record(__u32 type, __u64 cookie, const struct g
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	e->tensor_bytes = tensor_bytes;
 	e->gpu = event_gpu(device);
-	e->pad = 0;
+	e->held = 0;
 	bpf_ringbuf_submit(e, call_wakeup());
 }
 

@@ -530,7 +530,7 @@ struct gm_call_event {
 	__u64 tensor_bytes;	/* the process's PyTorch tensor bytes after a tensor event
 				 * (layer GM_LAYER_TENSOR) or at a failure; else 0 */
 	__u32 gpu;		/* the device of the allocation + 1; 0: not known */
-	__u32 pad;
+	__u32 held;		/* GM_REC_PROCESS_NEW: paused until userspace resumes it */
 };
 
 /* The kernel's encoding of a device number (new_encode_dev's layout, as inodes and vmas carry

@@ -38,6 +38,21 @@ static __always_inline bool holdable_untargeted(void)
  * in the cgroups --cgroup/--container/--pod selected; with none (serve), a process with no
  * terminal; and only while its consumer is alive (a fresh heartbeat). The hold is recorded
  * before the signal. */
+/* Never a process a debugger traces (it would stop at the pause and at the resume), nor a
+ * job of an interactive shell (a child of its session's leader, on the terminal): the shell
+ * would see its job stop, take the terminal back and run the user's next command, and the
+ * job resumed in the background stops again at its next read of the terminal. */
+static __always_inline bool holdable_task(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	/* Loads through the task's BTF pointer: no copies on the stack, which is full where a
+	 * call's return holds. */
+	if (task->ptrace)
+		return false;
+	return !task->signal->tty || !task->real_parent->signal->leader;
+}
+
 static __always_inline bool hold(__u32 tgid)
 {
 	struct gm_hold h = { .holder = self_tgid };
@@ -47,6 +62,8 @@ static __always_inline bool hold(__u32 tgid)
 		return false;
 	if (filter_pids ? !bpf_map_lookup_elem(&targets, &tgid)
 	    : filter_cgroups ? !in_selected_cgroup() : !holdable_untargeted())
+		return false;
+	if (!holdable_task())
 		return false;
 	h.time_ns = now;
 	if (bpf_map_update_elem(&holds, &tgid, &h, BPF_ANY))
@@ -280,9 +297,6 @@ static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, 
 		count(GM_CNT_RINGBUF_DROPPED);
 		return;
 	}
-	/* Only with an event on its way: userspace's SIGCONT answers it. */
-	if (hold_new_procs)
-		hold(tgid);
 	__builtin_memset(e, 0, sizeof(*e));
 	e->type = GM_REC_PROCESS_NEW;
 	e->py_stack_id = -1;
@@ -292,6 +306,9 @@ static __noinline void proc_announce(__u32 tgid, const struct gm_inflight *rec, 
 	e->time_ns = now;
 	e->cgroup_id = cgroup_id;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* Only with an event on its way, which says so: userspace's SIGCONT answers it (and
+	 * never a process nothing paused, which someone else may have stopped). */
+	e->held = hold_new_procs && hold(tgid);
 	bpf_ringbuf_submit(e, 0);
 }
 

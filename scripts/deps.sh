@@ -6,7 +6,7 @@ build_pkgs="make gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-d
       libncurses-dev libmicrohttpd-dev libjson-c-dev libsqlite3-dev"
 # The tests' and benchmarks' own: real consumers of the outputs, test programs, tools.
 test_pkgs="libclang-rt-14-dev libcmocka-dev python3 python3-pytest bpftrace util-linux procps
-      binutils g++ tmux dwz
+      binutils g++ tmux dwz strace
       prometheus
       mandoc
       nodejs npm

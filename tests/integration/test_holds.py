@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (GPUMEM, MOCK_LIB_DIR, TRACING_LINE, WORKLOAD_DL, LineReader, SystemWide,
-                      Workload, find_proc)
+                      Workload, find_proc, run_snapshot_c)
 
 HOLDS_PIN = Path("/sys/fs/bpf/gpumem_holds")
 
@@ -84,6 +84,73 @@ def test_a_stopped_gpumem_holds_no_one_and_the_next_start_resumes_what_one_left(
             gpumem.wait(10)
 
 
+def plant_hold(pid, holder, time_ns):
+    """A hold's record in the shared map, as a gpumem (holder) writes it when it pauses pid;
+    returns the key, as bpftool takes it."""
+    key = struct.pack("<I", pid).hex(" ").split()
+    value = struct.pack("<IIQ", holder, 0, time_ns).hex(" ").split()
+    subprocess.run(["bpftool", "map", "update", "pinned", str(HOLDS_PIN), "key", "hex", *key,
+                    "value", "hex", *value], check=True, timeout=10)
+    return key
+
+
+def stopped_sleeper():
+    sleeper = subprocess.Popen(["sleep", "30"])
+    os.kill(sleeper.pid, signal.SIGSTOP)
+    deadline = time.time() + 5
+    while state_of(sleeper.pid) != "T" and time.time() < deadline:
+        time.sleep(0.05)
+    assert state_of(sleeper.pid) == "T"
+    return sleeper
+
+
+def ended_pid():
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid
+
+
+@pytest.mark.skipif(not shutil.which("bpftool"), reason="bpftool is not installed")
+def test_a_running_gpumem_resumes_what_one_that_ended_meanwhile_left_paused(tmp_path):
+    """A gpumem killed (or crashed) during a hold, while another runs: the running one looks
+    for such holds every second, not only at its start."""
+    gpumem, err = start_gpumem("-d", 8, "--no-hold", out=tmp_path / "a.json")
+    sleeper = stopped_sleeper()
+    try:
+        plant_hold(sleeper.pid, ended_pid(), time.monotonic_ns())
+        deadline = time.time() + 3
+        while state_of(sleeper.pid) == "T" and time.time() < deadline:
+            time.sleep(0.05)
+        assert state_of(sleeper.pid) != "T", err.lines
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+        gpumem.kill()
+        gpumem.wait(10)
+
+
+@pytest.mark.skipif(not shutil.which("bpftool"), reason="bpftool is not installed")
+def test_a_pid_that_is_another_process_since_the_hold_is_not_resumed(tmp_path):
+    """The held process was killed by its user while no gpumem answered, and its PID went to a
+    process the user stopped on purpose: resuming that one would undo the user's stop. It
+    started after the hold: its record goes, it stays stopped."""
+    held_at = time.monotonic_ns()
+    time.sleep(0.1)
+    sleeper = stopped_sleeper()     # a process that started after the hold
+    try:
+        gpumem, err = start_gpumem("-d", 3, "--no-hold", out=tmp_path / "a.json")
+        key = plant_hold(sleeper.pid, ended_pid(), held_at)
+        time.sleep(2)
+        assert state_of(sleeper.pid) == "T"
+        gpumem.wait(30)
+        look = subprocess.run(["bpftool", "map", "lookup", "pinned", str(HOLDS_PIN), "key",
+                               "hex", *key], capture_output=True, text=True, timeout=10)
+        assert look.returncode != 0, (err.lines, look.stdout)
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
+
 @pytest.mark.skipif(not shutil.which("bpftool"), reason="bpftool is not installed")
 def test_a_process_an_ended_gpumem_left_paused_runs_again_when_the_next_one_starts(tmp_path):
     # What a gpumem killed between its hold and its answer leaves behind: a stopped process and
@@ -100,10 +167,7 @@ def test_a_process_an_ended_gpumem_left_paused_runs_again_when_the_next_one_star
         while state_of(sleeper.pid) != "T" and time.time() < deadline:
             time.sleep(0.05)
         assert state_of(sleeper.pid) == "T"
-        key = struct.pack("<I", sleeper.pid).hex(" ").split()
-        value = struct.pack("<IIQ", gone.pid, 0, 0).hex(" ").split()
-        subprocess.run(["bpftool", "map", "update", "pinned", str(HOLDS_PIN), "key", "hex", *key,
-                        "value", "hex", *value], check=True, timeout=10)
+        key = plant_hold(sleeper.pid, gone.pid, time.monotonic_ns())
         gpumem, err = start_gpumem("-d", 1, out=tmp_path / "b.json")
         started = time.time()    # it is tracing: the resume came before, or comes within 1 s
         while state_of(sleeper.pid) == "T" and time.time() - started < 1:
@@ -120,3 +184,32 @@ def test_a_process_an_ended_gpumem_left_paused_runs_again_when_the_next_one_star
     finally:
         sleeper.kill()
         sleeper.wait(10)
+
+
+def holds_of_a_run(tmp_path, *wrap):
+    """The holds a -c gpumem took over a run of one new library's allocation, wrapped."""
+    lib = fresh_copies(tmp_path)
+    run = run_snapshot_c([*wrap, WORKLOAD_DL, "dlopen", lib, 4096])
+    assert run.returncode == 0, run.stderr
+    return run.report["tracer"]["holds"]
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed")
+def test_a_process_a_debugger_traces_is_never_paused(tmp_path):
+    """A debugger sees every signal its process gets: a hold's SIGSTOP stops it in the
+    debugger (gdb -batch ends the run there, and kills the program). Such a process is not
+    held (its first calls on the new library may go unseen: late_attach_unheld)."""
+    assert holds_of_a_run(tmp_path, "/bin/sh", "-c", '"$@"; true', "sh") >= 1    # the control
+    assert holds_of_a_run(tmp_path, "strace", "-f", "-o", "/dev/null") == 0
+
+
+@pytest.mark.skipif(not shutil.which("script"), reason="script (util-linux) is not installed")
+def test_a_job_of_an_interactive_shell_is_never_paused(tmp_path):
+    """A process on a terminal whose parent leads the terminal's session is a shell's job: a
+    hold's stop would make the shell report it stopped, take the terminal back and run the
+    user's next command. script(1) gives the shell a terminal of its own here."""
+    (tmp_path / "a").mkdir()
+    command = f'{WORKLOAD_DL} dlopen {fresh_copies(tmp_path / "a")} 4096; true'
+    run = run_snapshot_c(["script", "-qec", command, "/dev/null"])
+    assert run.returncode == 0, run.stderr
+    assert run.report["tracer"]["holds"] == 0

@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "gpumem.skel.h"
 #include "base/util.h"
+#include "host/procs.h"
 #include "loader/attach.h"
 #include "loader/calibrate.h"
 #include "loader/detacher.h"
@@ -61,6 +63,7 @@ struct tracer {
 	unsigned int nadopted;
 	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
 	struct detacher *detacher;	/* files let go are detached there (once one is) */
+	uint64_t orphans_ns;		/* the last look for holds of gpumems that ended */
 	bool calibrated;	/* cal is known (tried once: a failure stays unknown) */
 	bool calibration_failed;
 	struct calibration cal;
@@ -315,6 +318,26 @@ static int attach_lifecycle(struct tracer *t)
 }
 
 /* Resumes every process an ended gpumem left paused. */
+/* Whether pid's process started after the hold taken at hold_ns (CLOCK_MONOTONIC, as the
+ * BPF side takes it): its number was reused, and nothing paused this one. /proc gives a start
+ * in whole ticks of CLOCK_BOOTTIME, rounded down: never later than the start itself. */
+static bool started_after(int pid, uint64_t hold_ns)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec mono, boot;
+	uint64_t ticks, hold_boot_ns;
+
+	if (hz <= 0 || proc_start_time(pid, &ticks) || clock_gettime(CLOCK_MONOTONIC, &mono) ||
+	    clock_gettime(CLOCK_BOOTTIME, &boot))
+		return false;
+	hold_boot_ns = hold_ns + ((uint64_t)boot.tv_sec - (uint64_t)mono.tv_sec) * 1000000000ull +
+		       (uint64_t)boot.tv_nsec - (uint64_t)mono.tv_nsec;
+	return ticks * (1000000000ull / (uint64_t)hz) > hold_boot_ns;
+}
+
+/* Resumes each process a gpumem that has ended left paused (killed, or crashed, during the
+ * hold): at the start, and now and then while running, as another instance may end at any
+ * time. A process that has the paused one's PID but started after the hold is left alone. */
 static void resume_orphans(struct tracer *t)
 {
 	int fd = bpf_map__fd(t->skel->maps.holds);
@@ -326,10 +349,25 @@ static void resume_orphans(struct tracer *t)
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &h) || pid_is_gpumem(h.holder))
 			continue;
-		if (kill((pid_t)key, SIGCONT) == 0)
+		if (started_after((int)key, h.time_ns))
+			p_err("PID %u was paused by a gpumem that ended (PID %u), and is another "
+			      "process now: left as it is", key, h.holder);
+		else if (kill((pid_t)key, SIGCONT) == 0)
 			p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", key, h.holder);
 		bpf_map_delete_elem(fd, &key);
 	}
+}
+
+#define ORPHANS_EVERY_NS 1000000000ull
+
+void tracer_resume_orphans(struct tracer *t)
+{
+	uint64_t now = now_ns();
+
+	if (!t->skel || now - t->orphans_ns < ORPHANS_EVERY_NS)
+		return;
+	t->orphans_ns = now;
+	resume_orphans(t);
 }
 
 #define AGENT_BEAT_NS 500000000ull	/* the agent record's heartbeat: twice a second */
@@ -394,12 +432,20 @@ double tracer_bpf_run_ns(const struct tracer *t)
 
 void tracer_release(struct tracer *t, int pid)
 {
+	int fd;
 	__u32 key = (__u32)pid;
+	struct gm_hold before, now;
 
 	if (!t->skel)
 		return;
+	fd = bpf_map__fd(t->skel->maps.holds);
+	if (bpf_map_lookup_elem(fd, &key, &before))
+		before.time_ns = 0;
 	kill((pid_t)pid, SIGCONT);
-	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.holds), &key);
+	/* The record goes only if it is still this hold's: the resumed process may have been
+	 * paused again since (another new library), and that hold's record must outlive us. */
+	if (bpf_map_lookup_elem(fd, &key, &now) == 0 && now.time_ns == before.time_ns)
+		bpf_map_delete_elem(fd, &key);
 }
 
 /* About what the sized maps pin in the kernel (entries x (key + value + the kernel's

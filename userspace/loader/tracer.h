@@ -65,6 +65,8 @@ int tracer_remove_target(struct tracer *t, int pid);
 /* Returns records handled, or -errno: within timeout_ms, sooner when records come or the
  * descriptor given to tracer_wake_on polls readable. */
 int tracer_poll(struct tracer *t, int timeout_ms);
+/* Resumes the processes paused by a gpumem that has ended since (at most once a second). */
+void tracer_resume_orphans(struct tracer *t);
 /* Makes tracer_poll return when fd polls readable too (fd < 0: nothing); 0 or -errno. */
 int tracer_wake_on(struct tracer *t, int fd);
 bool tracer_watches_opens(const struct tracer *t);

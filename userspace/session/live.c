@@ -177,7 +177,7 @@ static void on_process_record(struct session *s, __u32 type, const void *data)
 	switch (type) {
 	case GM_REC_PROCESS_NEW:
 		state_on_process_new(l->state, data);
-		if (s->opt->tracer.hold_new_procs)	/* held by the BPF side (if still holding) */
+		if (((const struct gm_call_event *)data)->held)
 			tracer_release(l->tracer, (int)((const struct gm_call_event *)data)->pid);
 		break;
 	case GM_REC_EXEC:
@@ -563,6 +563,7 @@ static int live_step(struct session *s)
 	if (!tracer_is_reader(l->tracer)) {
 		discovery_on_writes(l->disc);
 		discovery_sweep(l->disc);
+		tracer_resume_orphans(l->tracer);
 	}
 	state_purge(l->state, false);
 	s->clock_ns = now_ns();
