@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (GPUMEM, MOCK_LIB_DIR, TRACING_LINE, WORKLOAD_DL, LineReader, SystemWide,
-                      Workload, find_proc, run_snapshot_c)
+from conftest import (GPUMEM, MOCK_LIB_DIR, TRACING_LINE, WORKLOAD, WORKLOAD_DL, LineReader,
+                      SystemWide, Workload, find_proc, run_snapshot_c)
 
 HOLDS_PIN = Path("/sys/fs/bpf/gpumem_holds")
 
@@ -213,3 +213,27 @@ def test_a_job_of_an_interactive_shell_is_never_paused(tmp_path):
     run = run_snapshot_c(["script", "-qec", command, "/dev/null"])
     assert run.returncode == 0, run.stderr
     assert run.report["tracer"]["holds"] == 0
+
+
+def test_a_process_held_while_gpumem_cannot_write_its_output_is_resumed(tmp_path):
+    """trace's output not read (a pipe left full: `gpumem trace | less` on its first page)
+    blocks the loop that answers holds. gpumem's watchdog resumes the processes it holds once
+    the loop's heartbeat is older than holds are taken with, and says so."""
+    lib = fresh_copies(tmp_path)
+    done = tmp_path / "done"
+    script = (f"{WORKLOAD} leak 3000 64 >/dev/null; {WORKLOAD_DL} dlopen {lib} 4096 >/dev/null; "
+              f"touch {done}")
+    gpumem = subprocess.Popen([str(GPUMEM), "trace", "--json", "-c", "/bin/sh", "-c", script],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 20     # the output is not read meanwhile
+        while not done.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        assert done.exists(), "the command did not end while gpumem's output was not read"
+        out, err = gpumem.communicate(timeout=120)
+    finally:
+        gpumem.kill()
+        gpumem.wait(10)
+    assert gpumem.returncode == 0, err.decode(errors="replace")
+    assert b"could not answer them" in err, err.decode(errors="replace")

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -64,6 +65,12 @@ struct tracer {
 	struct pin_maps reader_maps;	/* a reader's: the running agent's maps */
 	struct detacher *detacher;	/* files let go are detached there (once one is) */
 	uint64_t orphans_ns;		/* the last look for holds of gpumems that ended */
+	/* The holds' watchdog (tracer_open, with holds): its thread, the flag that ends it, and
+	 * the processes it resumed, so far and as said. */
+	pthread_t watchdog;
+	bool watchdog_running;
+	int watchdog_stop;
+	unsigned int watchdog_resumed, watchdog_said;
 	bool calibrated;	/* cal is known (tried once: a failure stays unknown) */
 	bool calibration_failed;
 	struct calibration cal;
@@ -430,23 +437,110 @@ double tracer_bpf_run_ns(const struct tracer *t)
 	return ns;
 }
 
+/* Resumes pid, paused by the hold whose record is held (what the holds map has for it now),
+ * and deletes the record if it is still that hold's: the resumed process may have been
+ * paused again since (another new library), and that hold's record must outlive us. */
+static void resume_held(int fd, __u32 pid, const struct gm_hold *held)
+{
+	struct gm_hold now;
+
+	kill((pid_t)pid, SIGCONT);
+	if (bpf_map_lookup_elem(fd, &pid, &now) == 0 && now.time_ns == held->time_ns &&
+	    now.holder == held->holder)
+		bpf_map_delete_elem(fd, &pid);
+}
+
+/* ---- the holds' watchdog ---- */
+
+/* Holds are answered by the loop. A loop that blocks (writing output no one reads: `gpumem
+ * trace | less` left on its first page, a terminal stopped with Ctrl-S) would leave its held
+ * processes stopped as long. A thread resumes them once the loop's heartbeat is older than
+ * the BPF side takes holds with: the processes run on, their first calls on the new file
+ * perhaps unseen (counted, late_attach_unheld). */
+#define WATCHDOG_EVERY_NS 250000000ull
+
+static void resume_own_holds(struct tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.holds);
+	__u32 self = (__u32)getpid(), key, next, *prev = NULL;
+	struct gm_hold h;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &h) || h.holder != self)
+			continue;
+		resume_held(fd, key, &h);
+		__atomic_add_fetch(&t->watchdog_resumed, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void *watchdog_run(void *arg)
+{
+	struct tracer *t = arg;
+	const struct timespec every = { 0, WATCHDOG_EVERY_NS };
+
+	while (!__atomic_load_n(&t->watchdog_stop, __ATOMIC_ACQUIRE)) {
+		uint64_t beat = __atomic_load_n(&t->skel->bss->heartbeat_ns, __ATOMIC_RELAXED);
+
+		nanosleep(&every, NULL);
+		if (now_ns() - beat > GM_HEARTBEAT_FRESH_NS + WATCHDOG_EVERY_NS)
+			resume_own_holds(t);
+	}
+	return NULL;
+}
+
+static void watchdog_start(struct tracer *t)
+{
+	sigset_t all, old;
+
+	/* Its signals are the loop's (SIGINT, SIGTERM): blocked here. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	t->watchdog_running = pthread_create(&t->watchdog, NULL, watchdog_run, t) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!t->watchdog_running)
+		p_debug("no watchdog for holds: a blocked loop leaves its held processes paused");
+}
+
+static void watchdog_stop(struct tracer *t)
+{
+	if (!t->watchdog_running)
+		return;
+	__atomic_store_n(&t->watchdog_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t->watchdog, NULL);
+	t->watchdog_running = false;
+}
+
+unsigned int tracer_holds_let_go(struct tracer *t)
+{
+	unsigned int n = __atomic_load_n(&t->watchdog_resumed, __ATOMIC_RELAXED);
+
+	if (n != t->watchdog_said) {
+		p_err("resumed %u held processes while the loop could not answer them (its output "
+		      "was not read): their first calls on a new file may have gone unseen",
+		      n - t->watchdog_said);
+		t->watchdog_said = n;
+	}
+	return n;
+}
+
 void tracer_release(struct tracer *t, int pid)
 {
 	int fd;
 	__u32 key = (__u32)pid;
-	struct gm_hold before, now;
+	struct gm_hold held;
 
 	if (!t->skel)
 		return;
 	fd = bpf_map__fd(t->skel->maps.holds);
-	if (bpf_map_lookup_elem(fd, &key, &before))
-		before.time_ns = 0;
-	kill((pid_t)pid, SIGCONT);
-	/* The record goes only if it is still this hold's: the resumed process may have been
-	 * paused again since (another new library), and that hold's record must outlive us. */
-	if (bpf_map_lookup_elem(fd, &key, &now) == 0 && now.time_ns == before.time_ns)
-		bpf_map_delete_elem(fd, &key);
+	/* No record: resumed already (the watchdog), and perhaps stopped by someone since. */
+	if (bpf_map_lookup_elem(fd, &key, &held))
+		return;
+	resume_held(fd, key, &held);
 }
+
+
 
 /* About what the sized maps pin in the kernel (entries x (key + value + the kernel's
  * per-element overhead); the allocation table's slots, all made at the start), for -v: the
@@ -613,6 +707,8 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	resume_orphans(t);
 	tracer_heartbeat(t);
 	t->skel->bss->holds_enabled = true;
+	if (opts->hold_new_libs || opts->hold_new_procs)
+		watchdog_start(t);
 	err = attach_lifecycle(t);
 	if (err) {
 		p_err("cannot attach the process tracepoints: %s", strerror(-err));
@@ -636,6 +732,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	return 0;
 
 out_destroy:
+	watchdog_stop(t);
 	if (t->pin_dir && !t->adopted)
 		unpin_fresh(t);	/* a start that failed leaves nothing for the next to adopt */
 	for (unsigned int i = 0; i < t->nadopted; i++)
@@ -674,6 +771,7 @@ void tracer_close(struct tracer *t)
 		t->agent.pid = 0;
 		pin_write_agent(t->pin_dir, &t->agent);
 	}
+	watchdog_stop(t);
 	for (unsigned int i = 0; i < t->nadopted; i++)
 		close(t->adopted_links[i]);
 	if (!t->skel)

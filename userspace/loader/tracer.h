@@ -65,6 +65,9 @@ int tracer_remove_target(struct tracer *t, int pid);
 /* Returns records handled, or -errno: within timeout_ms, sooner when records come or the
  * descriptor given to tracer_wake_on polls readable. */
 int tracer_poll(struct tracer *t, int timeout_ms);
+/* How many of this gpumem's held processes its watchdog resumed because the loop could not
+ * answer them (blocked writing output); a new count is said on stderr once. */
+unsigned int tracer_holds_let_go(struct tracer *t);
 /* Resumes the processes paused by a gpumem that has ended since (at most once a second). */
 void tracer_resume_orphans(struct tracer *t);
 /* Makes tracer_poll return when fd polls readable too (fd < 0: nothing); 0 or -errno. */

@@ -246,7 +246,8 @@ static struct snapshot *live_publish(struct session *s, unsigned int wants)
 		p_err("cannot read the BPF maps: %s", strerror(-snap->error));
 	discovery_get_stats(l->disc, &snap->disc);
 	snap->lost[SNAP_LOST_FILES_NOT_ATTACHED] = snap->disc.not_attached;
-	snap->lost[SNAP_LOST_UNHELD_LATE] = snap->disc.unheld_late;
+	snap->lost[SNAP_LOST_UNHELD_LATE] = snap->disc.unheld_late +
+					    tracer_holds_let_go(l->tracer);
 	snap->nfiles = discovery_get_files(l->disc, &snap->files);
 	if (wants & SNAP_COST) {
 		snap->trap_ns = tracer_trap_ns(l->tracer);
@@ -564,6 +565,7 @@ static int live_step(struct session *s)
 		discovery_on_writes(l->disc);
 		discovery_sweep(l->disc);
 		tracer_resume_orphans(l->tracer);
+		tracer_holds_let_go(l->tracer);
 	}
 	state_purge(l->state, false);
 	s->clock_ns = now_ns();
