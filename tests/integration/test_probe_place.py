@@ -217,3 +217,57 @@ def test_nvidias_driver_calls_are_exact_failures_with_probes_past_the_cmpl():
     assert first["frames"][0]["symbol"] == "run_calls"
     assert report["tracer"]["nested_calls"] == 0
     assert report["tracer"]["stale_inflight"] == 0
+
+
+WIDE_SYMBOL = r"""
+	.text
+	.p2align 4
+	.globl cudaMalloc
+	.type cudaMalloc,@function
+cudaMalloc:
+	test %rdi,%rdi
+	.globl helper
+	.type helper,@function
+helper:
+	je 1f
+	movq $0x1000,(%rdi)
+	xor %eax,%eax
+	ret
+1:	mov $1,%eax
+	ret
+	.size helper, .-helper
+	.size cudaMalloc, .-cudaMalloc
+	.section .note.GNU-stack,"",@progbits
+"""
+WIDE_SYMBOL_CALLER = r"""
+#include <stddef.h>
+#include <stdio.h>
+int helper(void **p, size_t n);
+int main(void)
+{
+	void *p;
+	int r = 0;
+
+	for (int i = 0; i < 5; i++)
+		r |= helper(&p, 100 + i);	/* never cudaMalloc */
+	printf("r=%d\n", r);
+	return r;
+}
+"""
+
+
+def test_a_probe_never_moves_onto_another_functions_entry(tmp_path):
+    """cudaMalloc's symbol covers another function that starts right after its entry `test`
+    (hand-written assembly, or a hostile file): moved past the `test`, its probe would sit on
+    helper's entry and count each call of helper as a cudaMalloc. It stays on its symbol."""
+    lib = tmp_path / "lib" / "libcudart.so.13"
+    lib.parent.mkdir()
+    (tmp_path / "lib.S").write_text(WIDE_SYMBOL)
+    (tmp_path / "main.c").write_text(WIDE_SYMBOL_CALLER)
+    subprocess.run(["cc", "-shared", "-o", str(lib), str(tmp_path / "lib.S")], check=True)
+    subprocess.run(["cc", "-o", str(tmp_path / "main"), str(tmp_path / "main.c"),
+                    str(lib), f"-Wl,-rpath,{lib.parent}"], check=True)
+    run = run_snapshot_c([tmp_path / "main"], gpumem_args=("--lib", lib))
+    assert run.returncode == 0, run.stderr
+    [main] = [p for p in run.report["processes"] if p["comm"] == "main"]
+    assert main["alloc_count"] == 0, main["sites"]

@@ -60,11 +60,41 @@ static int collect_symbol(const char *name, uint64_t vaddr, uint64_t size, uint6
 	return 0;
 }
 
+/* The moves placement made, checked against every function of the file. */
+struct moves {
+	const uint64_t *symbol;
+	uint64_t *placed;
+	struct probe_place *where;
+};
+
+/* A function that starts in the bytes a probe moved past, or where it landed (its own symbol
+ * wider than its code: hand-written assembly, a hostile file): the probe there would fire at
+ * that function's calls, as the API's. That probe goes back to its symbol. */
+static int unmove_onto_function(const char *name, uint64_t vaddr, uint64_t size,
+				uint64_t file_off, void *ctx)
+{
+	struct moves *m = ctx;
+
+	(void)name;
+	(void)vaddr;
+	(void)size;
+	for (unsigned int api = 0; api < probe_count; api++) {
+		if (m->where[api].offset && file_off > m->symbol[api] &&
+		    file_off <= m->placed[api]) {
+			memset(&m->where[api], 0, sizeof(m->where[api]));
+			m->placed[api] = m->symbol[api];
+		}
+	}
+	return 0;
+}
+
 /* Moves each probe past a flag-setting entry instruction where probe_place.c finds one: the
  * kernel then emulates the instruction it traps on instead of single-stepping one out of line.
  * Anything unreadable or unknown keeps the symbol. */
 static void place_probes(struct attached_file *f)
 {
+	struct moves moves;
+	bool moved = false;
 	uint64_t symbol[PROBE_ROWS], placed[PROBE_ROWS];
 	struct probe_place where[PROBE_ROWS];
 	int fd;
@@ -86,6 +116,11 @@ static void place_probes(struct attached_file *f)
 	}
 	close(fd);
 	probe_place_unshare(symbol, placed, where, probe_count);
+	for (unsigned int api = 0; api < probe_count; api++)
+		moved |= where[api].offset != 0;
+	moves = (struct moves){ .symbol = symbol, .placed = placed, .where = where };
+	if (moved && elf_for_each_func(f->path, unmove_onto_function, &moves))
+		return;		/* unread: every probe stays on its symbol */
 	for (unsigned int api = 0; api < probe_count; api++) {
 		if (!where[api].offset)
 			continue;
