@@ -89,7 +89,8 @@ unit-test: $(UNIT_BINS) $(UNIT_LIBSYMS)
 	@failed=""; \
 	for t in $(UNIT_BINS); do \
 		echo "== $$t"; \
-		$$t $(UNIT_LIBSYMS) || failed="$$failed $$(basename $$t)"; \
+		LSAN_OPTIONS=suppressions=$(UNIT_DIR)/lsan.supp $$t $(UNIT_LIBSYMS) || \
+			failed="$$failed $$(basename $$t)"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "unit tests FAILED:$$failed"; exit 1; fi; \
 	echo "unit tests passed"

@@ -436,8 +436,15 @@ out_end:
 	img->dwfl = NULL;
 }
 
-void symbolizer_note_cut_short(struct symbolizer *s)
+/* The libdw sessions dropped so far, process-wide: kept, never ended. Past the lot's size
+ * (four symbolizers' bound) one is let go unreferenced, as it would be anyway. */
+static struct Dwfl *dropped_sessions[4 * SYM_CUT_SHORT_MAX];
+static unsigned int ndropped_sessions;
+
+void symbolizer_note_cut_short(struct symbolizer *s, struct Dwfl *session)
 {
+	if (session && ndropped_sessions < ARRAY_SIZE(dropped_sessions))
+		dropped_sessions[ndropped_sessions++] = session;
 	if (!s)
 		return;
 	s->cut_short++;
@@ -456,6 +463,7 @@ unsigned int symbolizer_cut_short_count(const struct symbolizer *s)
  * was read without a mapping. */
 static void image_cut_short(struct symbolizer *s, struct image *img)
 {
+	symbolizer_note_cut_short(s, img->dwfl);
 	img->dwfl = NULL;
 	img->mod = NULL;
 	img->dwarf = NULL;
@@ -464,7 +472,6 @@ static void image_cut_short(struct symbolizer *s, struct image *img)
 		close(img->debuginfo.alt_fd);
 	img->debuginfo.alt = NULL;
 	img->debuginfo.alt_fd = -1;
-	symbolizer_note_cut_short(s);
 	p_debug("a file was cut short while its debug info was read (written in place): its "
 		"frames are named by its symbols alone (modules_unread)");
 }

@@ -93,8 +93,10 @@ void symbolizer_sweep_end(struct symbolizer *s);
  * read): their memory and descriptors are not given back. Past this many, files that a user
  * could have written are named by their symbol tables alone. */
 #define SYM_CUT_SHORT_MAX 16
-/* One more libdw session dropped so (counted as a module unread), and how many so far. */
-void symbolizer_note_cut_short(struct symbolizer *s);
+/* One more libdw session dropped so (counted as a module unread; kept, never ended), and how
+ * many so far. */
+struct Dwfl;
+void symbolizer_note_cut_short(struct symbolizer *s, struct Dwfl *session);
 unsigned int symbolizer_cut_short_count(const struct symbolizer *s);
 void symbolizer_limit_names(struct symbolizer *s, size_t max_bytes);
 

@@ -129,9 +129,9 @@ static void report_modules(Dwfl *dwfl, struct symbolizer *sym, int pid,
  * stack of the process is unwound by it again. */
 static void cut_short(struct unwinder *u)
 {
+	symbolizer_note_cut_short(u->sym, u->dwfl);
 	u->dwfl = NULL;
 	u->attached = false;
-	symbolizer_note_cut_short(u->sym);
 }
 
 struct unwinder *unwinder_new(struct symbolizer *sym, int pid, const struct module_map *mm)
