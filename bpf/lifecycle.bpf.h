@@ -34,10 +34,6 @@ static __always_inline bool holdable_untargeted(void)
 	return false;
 }
 
-/* Only this instance's own targets are paused: -p / -c processes and their children, or those
- * in the cgroups --cgroup/--container/--pod selected; with none (serve), a process with no
- * terminal; and only while its consumer is alive (a fresh heartbeat). The hold is recorded
- * before the signal. */
 /* Never a process a debugger traces (it would stop at the pause and at the resume), nor a
  * job of an interactive shell (a child of its session's leader, on the terminal): the shell
  * would see its job stop, take the terminal back and run the user's next command, and the
@@ -53,6 +49,10 @@ static __always_inline bool holdable_task(void)
 	return !task->signal->tty || !task->real_parent->signal->leader;
 }
 
+/* Only this instance's own targets are paused: -p / -c processes and their children, or those
+ * in the cgroups --cgroup/--container/--pod selected; with none (serve), a process with no
+ * terminal; and only while its consumer is alive (a fresh heartbeat). Never a debugged process
+ * or a shell's job (holdable_task). The hold is recorded before the signal. */
 static __always_inline bool hold(__u32 tgid)
 {
 	struct gm_hold h = { .holder = self_tgid };

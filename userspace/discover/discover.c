@@ -155,7 +155,7 @@ static void unwatch(struct discovery *d, struct file_id *id)
 	id->wd = 0;
 }
 
-/* Takes the probes of files[i] out: for good (now: before this returns, else soon, off the
+/* Takes the file's probes out: for good (now: before this returns, else soon, off the
  * loop). */
 static void retire(struct discovery *d, struct file_id *id, bool now)
 {

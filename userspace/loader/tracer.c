@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <limits.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +42,7 @@
 struct record_handler {
 	record_fn fn;
 	void *ctx;
+	struct tracer *tracer;
 };
 
 #define LIFECYCLE_PROGS 4
@@ -69,8 +72,9 @@ struct tracer {
 	 * the processes it resumed, so far and as said. */
 	pthread_t watchdog;
 	bool watchdog_running;
-	int watchdog_stop;
+	int watchdog_wake;		/* an eventfd: written to end the watchdog */
 	unsigned int watchdog_resumed, watchdog_said;
+	unsigned int records_unbeaten;	/* records read since the last heartbeat */
 	bool calibrated;	/* cal is known (tried once: a failure stays unknown) */
 	bool calibration_failed;
 	struct calibration cal;
@@ -324,7 +328,39 @@ static int attach_lifecycle(struct tracer *t)
 	return 0;
 }
 
-/* Resumes every process an ended gpumem left paused. */
+/* Takes pid's hold record out of the shared map at once (lookup and delete in one call): 0
+ * with *h, or -errno (-ENOENT: none). Taken before the resume: a process resumed first could
+ * take a new hold (its next new library) whose record a later delete would remove, leaving it
+ * paused for good. Before Linux 5.14 (no lookup-and-delete of a hash map): a lookup, then a
+ * delete. */
+static int take_hold(int fd, __u32 pid, struct gm_hold *h)
+{
+	if (bpf_map_lookup_and_delete_elem(fd, &pid, h) == 0)
+		return 0;
+	if (errno == ENOENT)
+		return -ENOENT;
+	if (bpf_map_lookup_elem(fd, &pid, h))
+		return -errno;
+	bpf_map_delete_elem(fd, &pid);
+	return 0;
+}
+
+/* Takes pid's hold record if it is still the one peeked at (want), and resumes pid: true.
+ * Another (a hold taken since, or another gpumem's) is put back, and pid left as it is. */
+static bool resume_hold(int fd, __u32 pid, const struct gm_hold *want)
+{
+	struct gm_hold h;
+
+	if (take_hold(fd, pid, &h))
+		return false;
+	if (h.holder != want->holder || h.time_ns != want->time_ns) {
+		bpf_map_update_elem(fd, &pid, &h, BPF_NOEXIST);
+		return false;
+	}
+	kill((pid_t)pid, SIGCONT);
+	return true;
+}
+
 /* Whether pid's process started after the hold taken at hold_ns (CLOCK_MONOTONIC, as the
  * BPF side takes it): its number was reused, and nothing paused this one. /proc gives a start
  * in whole ticks of CLOCK_BOOTTIME, rounded down: never later than the start itself. */
@@ -348,20 +384,22 @@ static bool started_after(int pid, uint64_t hold_ns)
 static void resume_orphans(struct tracer *t)
 {
 	int fd = bpf_map__fd(t->skel->maps.holds);
-	__u32 key, next, *prev = NULL;
+	__u32 self = (__u32)getpid(), key, next, *prev = NULL;
 	struct gm_hold h;
 
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &h) || pid_is_gpumem(h.holder))
+		if (bpf_map_lookup_elem(fd, &key, &h) || h.holder == self ||
+		    pid_is_gpumem(h.holder))
 			continue;
-		if (started_after((int)key, h.time_ns))
+		if (started_after((int)key, h.time_ns)) {
+			bpf_map_delete_elem(fd, &key);
 			p_err("PID %u was paused by a gpumem that ended (PID %u), and is another "
 			      "process now: left as it is", key, h.holder);
-		else if (kill((pid_t)key, SIGCONT) == 0)
+		} else if (resume_hold(fd, key, &h)) {
 			p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", key, h.holder);
-		bpf_map_delete_elem(fd, &key);
+		}
 	}
 }
 
@@ -383,9 +421,10 @@ void tracer_heartbeat(struct tracer *t)
 {
 	uint64_t now = now_ns();
 
+	t->records_unbeaten = 0;
 	if (!t->skel)
 		return;
-	t->skel->bss->heartbeat_ns = now;
+	__atomic_store_n(&t->skel->bss->heartbeat_ns, now, __ATOMIC_RELAXED);
 	/* The record once start_agent_record has made it: a beat before would write a blank one
 	 * over the pins' (their layout and when they were made, which adoption reads). */
 	if (t->pin_dir && t->agent.layout && now - t->last_beat_ns >= AGENT_BEAT_NS) {
@@ -437,27 +476,16 @@ double tracer_bpf_run_ns(const struct tracer *t)
 	return ns;
 }
 
-/* Resumes pid, paused by the hold whose record is held (what the holds map has for it now),
- * and deletes the record if it is still that hold's: the resumed process may have been
- * paused again since (another new library), and that hold's record must outlive us. */
-static void resume_held(int fd, __u32 pid, const struct gm_hold *held)
-{
-	struct gm_hold now;
-
-	kill((pid_t)pid, SIGCONT);
-	if (bpf_map_lookup_elem(fd, &pid, &now) == 0 && now.time_ns == held->time_ns &&
-	    now.holder == held->holder)
-		bpf_map_delete_elem(fd, &pid);
-}
-
 /* ---- the holds' watchdog ---- */
 
-/* Holds are answered by the loop. A loop that blocks (writing output no one reads: `gpumem
- * trace | less` left on its first page, a terminal stopped with Ctrl-S) would leave its held
- * processes stopped as long. A thread resumes them once the loop's heartbeat is older than
- * the BPF side takes holds with: the processes run on, their first calls on the new file
- * perhaps unseen (counted, late_attach_unheld). */
-#define WATCHDOG_EVERY_NS 250000000ull
+/* Holds are answered by the loop. A loop that does not come round (writing output no one
+ * reads: `gpumem trace | less` left on its first page, a terminal stopped with Ctrl-S) would
+ * leave its held processes stopped as long. A thread resumes them once the loop's heartbeat
+ * is older than the BPF side takes holds with: the processes run on, their first calls on the
+ * new file perhaps unseen (counted, late_attach_unheld). The loop beats at each turn, at each
+ * file it attaches and every RECORDS_A_BEAT records it reads. */
+#define WATCHDOG_EVERY_MS 250
+#define RECORDS_A_BEAT 1024
 
 static void resume_own_holds(struct tracer *t)
 {
@@ -470,21 +498,21 @@ static void resume_own_holds(struct tracer *t)
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &h) || h.holder != self)
 			continue;
-		resume_held(fd, key, &h);
-		__atomic_add_fetch(&t->watchdog_resumed, 1, __ATOMIC_RELAXED);
+		if (resume_hold(fd, key, &h))
+			__atomic_add_fetch(&t->watchdog_resumed, 1, __ATOMIC_RELAXED);
 	}
 }
 
 static void *watchdog_run(void *arg)
 {
 	struct tracer *t = arg;
-	const struct timespec every = { 0, WATCHDOG_EVERY_NS };
+	struct pollfd stop = { .fd = t->watchdog_wake, .events = POLLIN };
 
-	while (!__atomic_load_n(&t->watchdog_stop, __ATOMIC_ACQUIRE)) {
+	/* Until watchdog_end writes to the eventfd. */
+	while (poll(&stop, 1, WATCHDOG_EVERY_MS) <= 0) {
 		uint64_t beat = __atomic_load_n(&t->skel->bss->heartbeat_ns, __ATOMIC_RELAXED);
 
-		nanosleep(&every, NULL);
-		if (now_ns() - beat > GM_HEARTBEAT_FRESH_NS + WATCHDOG_EVERY_NS)
+		if (now_ns() - beat > GM_HEARTBEAT_FRESH_NS + WATCHDOG_EVERY_MS * 1000000ull)
 			resume_own_holds(t);
 	}
 	return NULL;
@@ -494,21 +522,32 @@ static void watchdog_start(struct tracer *t)
 {
 	sigset_t all, old;
 
+	t->watchdog_wake = eventfd(0, EFD_CLOEXEC);
+	if (t->watchdog_wake < 0) {
+		p_debug("no watchdog for holds: a blocked loop leaves its held processes paused");
+		return;
+	}
 	/* Its signals are the loop's (SIGINT, SIGTERM): blocked here. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	t->watchdog_running = pthread_create(&t->watchdog, NULL, watchdog_run, t) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!t->watchdog_running)
+	if (!t->watchdog_running) {
+		close(t->watchdog_wake);
 		p_debug("no watchdog for holds: a blocked loop leaves its held processes paused");
+	}
 }
 
-static void watchdog_stop(struct tracer *t)
+static void watchdog_end(struct tracer *t)
 {
+	uint64_t one = 1;
+
 	if (!t->watchdog_running)
 		return;
-	__atomic_store_n(&t->watchdog_stop, 1, __ATOMIC_RELEASE);
+	if (write(t->watchdog_wake, &one, sizeof(one)) != sizeof(one))
+		p_debug("cannot wake the holds' watchdog: %s", strerror(errno));
 	pthread_join(t->watchdog, NULL);
+	close(t->watchdog_wake);
 	t->watchdog_running = false;
 }
 
@@ -517,9 +556,10 @@ unsigned int tracer_holds_let_go(struct tracer *t)
 	unsigned int n = __atomic_load_n(&t->watchdog_resumed, __ATOMIC_RELAXED);
 
 	if (n != t->watchdog_said) {
-		p_err("resumed %u held processes while the loop could not answer them (its output "
-		      "was not read): their first calls on a new file may have gone unseen",
-		      n - t->watchdog_said);
+		p_err("resumed %u held processes that the loop did not answer within %.2f s (its "
+		      "output not read, or a long turn): their first calls on a new file may have "
+		      "gone unseen", n - t->watchdog_said,
+		      (GM_HEARTBEAT_FRESH_NS + WATCHDOG_EVERY_MS * 1000000ull) / 1e9);
 		t->watchdog_said = n;
 	}
 	return n;
@@ -529,18 +569,17 @@ void tracer_release(struct tracer *t, int pid)
 {
 	int fd;
 	__u32 key = (__u32)pid;
-	struct gm_hold held;
+	struct gm_hold h;
 
 	if (!t->skel)
 		return;
 	fd = bpf_map__fd(t->skel->maps.holds);
-	/* No record: resumed already (the watchdog), and perhaps stopped by someone since. */
-	if (bpf_map_lookup_elem(fd, &key, &held))
+	/* No record of ours: resumed already (by the watchdog, and perhaps stopped by someone
+	 * since), or another gpumem's hold since ours, which that one answers. */
+	if (bpf_map_lookup_elem(fd, &key, &h) || h.holder != (__u32)getpid())
 		return;
-	resume_held(fd, key, &held);
+	resume_hold(fd, key, &h);
 }
-
-
 
 /* About what the sized maps pin in the kernel (entries x (key + value + the kernel's
  * per-element overhead); the allocation table's slots, all made at the start), for -v: the
@@ -623,6 +662,9 @@ static int ringbuf_cb(void *ctx, void *data, size_t size)
 {
 	struct record_handler *h = ctx;
 
+	/* A long read of the ring is the loop at work: its holds are answered in it. */
+	if (++h->tracer->records_unbeaten >= RECORDS_A_BEAT)
+		tracer_heartbeat(h->tracer);
 	return h->fn(h->ctx, data, size);
 }
 
@@ -722,6 +764,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 		start_agent_record(t, opts);
 	t->handler.fn = on_record;
 	t->handler.ctx = ctx;
+	t->handler.tracer = t;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), ringbuf_cb, &t->handler, NULL);
 	if (!t->rb) {
 		err = -errno;
@@ -732,7 +775,7 @@ int tracer_open(const struct tracer_opts *opts, record_fn on_record, void *ctx,
 	return 0;
 
 out_destroy:
-	watchdog_stop(t);
+	watchdog_end(t);
 	if (t->pin_dir && !t->adopted)
 		unpin_fresh(t);	/* a start that failed leaves nothing for the next to adopt */
 	for (unsigned int i = 0; i < t->nadopted; i++)
@@ -771,7 +814,7 @@ void tracer_close(struct tracer *t)
 		t->agent.pid = 0;
 		pin_write_agent(t->pin_dir, &t->agent);
 	}
-	watchdog_stop(t);
+	watchdog_end(t);
 	for (unsigned int i = 0; i < t->nadopted; i++)
 		close(t->adopted_links[i]);
 	if (!t->skel)
@@ -853,7 +896,13 @@ int tracer_attach_file(struct tracer *t, const char *path, struct attached_file 
 		if (pp.adopt && !pinned_as_it_is(t, &pp, &st)) {
 			/* Written in place since (cp keeps the inode): those links' probes sit at
 			 * the old code's offsets, in the middle of the new code. */
-			p_info("%s was written since its links were pinned: attached anew", path);
+			char name[PATH_MAX];
+			ssize_t n = readlink(path, name, sizeof(name) - 1);
+
+			name[n > 0 ? n : 0] = '\0';
+			p_info("%s (%u:%u inode %llu) was written since its links were pinned: "
+			       "attached anew", n > 0 ? name : path, major(st.st_dev), minor(st.st_dev),
+			       (unsigned long long)st.st_ino);
 			pin_drop_file_links(t->pin_dir, pp.pin_kdev, pp.pin_ino);
 			pp.adopt = false;
 		}
@@ -880,6 +929,7 @@ static int attach_found(void *ctx, const char *path, void **handle, unsigned int
 	struct attached_file *f = NULL;
 	int err = tracer_attach_file(ctx, path, &f);
 
+	tracer_heartbeat(ctx);	/* the loop at work (a start's scan attaches many) */
 	*handle = f;
 	*nprobes = f ? attached_probe_count(f) : 0;
 	return err;

@@ -600,6 +600,7 @@ static int stop_child(struct session *s)
 		}
 		tracer_heartbeat(l->tracer);
 		poll_records(s, 100);
+		discovery_on_writes(l->disc);	/* else its readable watch makes the poll spin */
 		state_reap(l->state);
 	}
 	l->child = 0;

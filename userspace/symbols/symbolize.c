@@ -527,9 +527,9 @@ static int image_get(struct symbolizer *s, int fd, const char *name, int pid,
 {
 	char build_id[ELF_BUILD_ID_HEX_MAX] = "";
 	struct image *img;
+	bool trusted;
 	int err;
 
-	bool trusted;
 
 	err = elf_build_id_fd(fd, build_id, sizeof(build_id));
 	if (err == -ENOEXEC)

@@ -91,7 +91,8 @@ void symbolizer_sweep_end(struct symbolizer *s);
 #define SYM_KEPT_FDS_MAX 512
 /* libdw sessions dropped when their file was cut short under them (written in place while
  * read): their memory and descriptors are not given back. Past this many, files that a user
- * could have written are named by their symbol tables alone. */
+ * could have written are named by their symbol tables alone, and stacks unwind through files
+ * root wrote only. */
 #define SYM_CUT_SHORT_MAX 16
 /* One more libdw session dropped so (counted as a module unread; kept, never ended), and how
  * many so far. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "base/bus_guard.h"
 #include "base/util.h"
@@ -91,10 +92,23 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
-/* One module per file, at the bias of its first mapping (as perf reports them). */
+/* Whether a file only root can have written (and so cut short): owned by root, writable by
+ * no group or other. */
+static bool root_written(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* One module per file, at the bias of its first mapping (as perf reports them); past the bound
+ * of sessions dropped (SYM_CUT_SHORT_MAX), only files root wrote: stacks unwind through those
+ * and stop at the others' frames. */
 static void report_modules(Dwfl *dwfl, struct symbolizer *sym, int pid,
 			   const struct module_map *mm)
 {
+	bool root_only = symbolizer_cut_short_count(sym) >= SYM_CUT_SHORT_MAX;
+
 	char file[PATH_MAX];
 	int fd;
 
@@ -113,6 +127,10 @@ static void report_modules(Dwfl *dwfl, struct symbolizer *sym, int pid,
 		fd = symbolizer_open_mapped(sym, pid, m, file, sizeof(file));
 		if (fd < 0) {
 			p_debug("unwinding PID %d: cannot open %s: %s", pid, file, strerror(-fd));
+			continue;
+		}
+		if (root_only && !root_written(fd)) {
+			close(fd);
 			continue;
 		}
 		/* libdwfl takes the descriptor over, but not when it refuses the file. */
@@ -139,9 +157,6 @@ struct unwinder *unwinder_new(struct symbolizer *sym, int pid, const struct modu
 	struct unwinder *u;
 	struct bus_guard g;
 
-	/* Past the bound of sessions dropped, none more to drop: stacks are not unwound. */
-	if (symbolizer_cut_short_count(sym) >= SYM_CUT_SHORT_MAX)
-		return NULL;
 	u = xcalloc(1, sizeof(*u));
 	u->sym = sym;
 	u->dwfl = dwfl_begin(&callbacks);
