@@ -53,7 +53,8 @@ struct tracer {
 	struct record_handler handler;
 	/* tracer_wake_on's: an epoll of the ring buffer's and the caller's descriptor. */
 	bool wakes;
-	int wake_epfd;
+	int wake_epfd, wake_fd;
+	bool woken;		/* the caller's descriptor polled readable since tracer_woken */
 	bool watches_opens;
 	bool multi;
 	bool session;	/* session_alloc loaded, not enter_alloc */
@@ -1037,6 +1038,7 @@ int tracer_wake_on(struct tracer *t, int fd)
 		return err;
 	}
 	t->wake_epfd = epfd;
+	t->wake_fd = fd;
 	t->wakes = true;
 	return 0;
 }
@@ -1052,6 +1054,8 @@ int tracer_poll(struct tracer *t, int timeout_ms)
 	}
 	if (t->wakes) {	/* the ring's records are all read below */
 		n = epoll_wait(t->wake_epfd, evs, ARRAY_SIZE(evs), timeout_ms);
+		for (int i = 0; i < n; i++)
+			t->woken |= evs[i].data.fd == t->wake_fd;
 		n = n < 0 && errno != EINTR ? -errno : 0;
 	} else {
 		n = ring_buffer__poll(t->rb, timeout_ms);
@@ -1066,6 +1070,14 @@ int tracer_poll(struct tracer *t, int timeout_ms)
 		n = m < 0 ? m : n + m;
 	}
 	return n;
+}
+
+bool tracer_woken(struct tracer *t)
+{
+	bool woken = t->woken;
+
+	t->woken = false;
+	return woken;
 }
 
 bool tracer_watches_opens(const struct tracer *t)

@@ -72,6 +72,8 @@ unsigned int tracer_holds_let_go(struct tracer *t);
 void tracer_resume_orphans(struct tracer *t);
 /* Makes tracer_poll return when fd polls readable too (fd < 0: nothing); 0 or -errno. */
 int tracer_wake_on(struct tracer *t, int fd);
+/* Whether that descriptor polled readable in a poll since the last call. */
+bool tracer_woken(struct tracer *t);
 bool tracer_watches_opens(const struct tracer *t);
 /* Tells the BPF side its consumer is alive: holds are taken only while this is fresh. */
 void tracer_heartbeat(struct tracer *t);

@@ -562,7 +562,8 @@ static int live_step(struct session *s)
 	state_reap(l->state);
 	sweep_due(s);
 	if (!tracer_is_reader(l->tracer)) {
-		discovery_on_writes(l->disc);
+		if (tracer_woken(l->tracer))
+			discovery_on_writes(l->disc);
 		discovery_sweep(l->disc);
 		tracer_resume_orphans(l->tracer);
 		tracer_holds_let_go(l->tracer);
@@ -600,7 +601,8 @@ static int stop_child(struct session *s)
 		}
 		tracer_heartbeat(l->tracer);
 		poll_records(s, 100);
-		discovery_on_writes(l->disc);	/* else its readable watch makes the poll spin */
+		if (tracer_woken(l->tracer))	/* else its readable watch makes the poll spin */
+			discovery_on_writes(l->disc);
 		state_reap(l->state);
 	}
 	l->child = 0;
