@@ -15,7 +15,7 @@ import pytest
 
 from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, REWRITTEN_V1, REWRITTEN_V2,
                       RUN_TIMEOUT, WORKLOAD, WORKLOAD_DL, SystemWide, Workload,
-                      another_gpumem, assert_nothing_lost, build_rewritten, find_proc, has_proc,
+                      another_gpumem, assert_nothing_lost, find_proc, has_proc, rewritten_library,
                       lines_about, run_snapshot_c, site_by_symbol, skip_if_end_map_refused)
 
 MIB = 1 << 20
@@ -257,14 +257,7 @@ def test_a_library_written_in_place_while_attached_is_attached_anew(tmp_path):
     would fire in its new code (a bogus allocation, frees of nothing, a crash). The file's
     ctime tells gpumem at the next mapping, which holds the process until the old probes are
     gone and the new ones on: each process's one allocation is counted once, nothing else."""
-    neighbour = another_gpumem()
-    if neighbour:
-        pytest.skip(f"gpumem {neighbour} runs beside: its probes on this file go in a race with "
-                    "the process it does not hold (known-gaps.md)")
-    v1, v2, caller = build_rewritten(tmp_path)
-    lib = tmp_path / "lib" / "libcudart.so.13"
-    lib.parent.mkdir()
-    shutil.copy(v1, lib)
+    lib, v2, caller = rewritten_library(tmp_path)
     script = f'"$1" "{lib}" && cp "$2" "{lib}" && "$1" "{lib}"'
     run = run_snapshot_c(["/bin/sh", "-c", script, "sh", caller, v2], gpumem_args=("-v",))
     assert run.returncode == 0, run.stderr

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (GPUMEM, MOCK_LIB_ARGS, MOCK_LIB_DIR, TRACING_LINE, WORKLOAD, LineReader,
-                      another_gpumem, build_rewritten, find_proc, has_proc, site_by_symbol)
+                      find_proc, has_proc, rewritten_library, site_by_symbol)
 
 BPFFS = Path("/sys/fs/bpf")
 
@@ -269,14 +269,7 @@ def test_a_library_written_in_place_while_no_agent_ran_is_attached_anew(pins, tm
     (nothing can take them out while no agent runs: known-gaps.md). The next agent does not
     adopt them: the file's ctime is not the one its links were made for, so its links are
     made anew, and a program's run is exact again."""
-    neighbour = another_gpumem()
-    if neighbour:
-        pytest.skip(f"gpumem {neighbour} runs beside: its probes on this file go in a race with "
-                    "the process it does not hold (known-gaps.md)")
-    v1, v2, caller = build_rewritten(tmp_path)
-    lib = tmp_path / "lib" / "libcudart.so.13"
-    lib.parent.mkdir()
-    shutil.copy(v1, lib)
+    lib, v2, caller = rewritten_library(tmp_path)
     agent = Agent(pins, "--lib", lib)
     try:
         assert subprocess.run([caller, lib], capture_output=True, timeout=30).returncode == 0

@@ -563,6 +563,21 @@ static void test_symbolize_a_users_file_never_shares_a_root_files_image(void **s
 	rmdir(dir);
 }
 
+/* A copy of the fixture at path (a mkstemp template), mapped whole into one (*m) and
+ * prefetched by s: *file_off is syms_mul's offset in it. */
+static void prefetched_copy(struct symbolizer *s, char *path, struct mapping *m,
+			    struct module_map *one, uint64_t *file_off)
+{
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(copy_file(libsyms_path, path), 0);
+	assert_int_equal(elf_for_each_func(path, find_func_cb, file_off), 1);
+	*m = whole_file_mapping(path);
+	symbolizer_prefetch(s, 0, one);
+}
+
 static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 {
 	char path[] = "/tmp/gm-test-deleted-XXXXXX";
@@ -571,16 +586,9 @@ static void test_symbolize_deleted_file_resolves_after_prefetch(void **state)
 	struct module_map one = { &m, 1 };
 	uint64_t file_off = 0;
 	struct frame f;
-	int fd;
 
 	(void)state;
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(copy_file(libsyms_path, path), 0);
-	assert_int_equal(elf_for_each_func(path, find_func_cb, &file_off), 1);
-	m = whole_file_mapping(path);
-	symbolizer_prefetch(s, 0, &one);
+	prefetched_copy(s, path, &m, &one, &file_off);
 	unlink(path);
 	m.deleted = true;
 	/* the same mapping identity as prefetched: a path that no longer opens still resolves */
@@ -609,16 +617,9 @@ static void test_a_file_cut_short_under_libdw_is_named_by_its_symbols(void **sta
 	uint64_t file_off = 0, ip;
 	bool cut;
 	struct frame f;
-	int fd;
 
 	(void)state;
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(copy_file(libsyms_path, path), 0);
-	assert_int_equal(elf_for_each_func(path, find_func_cb, &file_off), 1);
-	m = whole_file_mapping(path);
-	symbolizer_prefetch(s, 0, &one);	/* symbols read; debug info mapped, not read */
+	prefetched_copy(s, path, &m, &one, &file_off);	/* symbols read; debug info mapped */
 	u = unwinder_new(s, getpid(), &one);
 	assert_non_null(u);
 	assert_int_equal(truncate(path, 0), 0);

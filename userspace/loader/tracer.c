@@ -379,29 +379,43 @@ static bool started_after(int pid, uint64_t hold_ns)
 	return ticks * (1000000000ull / (uint64_t)hz) > hold_boot_ns;
 }
 
-/* Resumes each process a gpumem that has ended left paused (killed, or crashed, during the
- * hold): at the start, and now and then while running, as another instance may end at any
- * time. A process that has the paused one's PID but started after the hold is left alone. */
-static void resume_orphans(struct tracer *t)
+/* Calls visit with each hold record of the shared map (the holds map's descriptor, the
+ * paused PID, its record as read). */
+static void for_each_hold(struct tracer *t,
+			  void (*visit)(struct tracer *t, int fd, __u32 pid, const struct gm_hold *h))
 {
 	int fd = bpf_map__fd(t->skel->maps.holds);
-	__u32 self = (__u32)getpid(), key, next, *prev = NULL;
+	__u32 key, next, *prev = NULL;
 	struct gm_hold h;
 
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &h) || h.holder == self ||
-		    pid_is_gpumem(h.holder))
-			continue;
-		if (started_after((int)key, h.time_ns)) {
-			bpf_map_delete_elem(fd, &key);
-			p_err("PID %u was paused by a gpumem that ended (PID %u), and is another "
-			      "process now: left as it is", key, h.holder);
-		} else if (resume_hold(fd, key, &h)) {
-			p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", key, h.holder);
-		}
+		if (bpf_map_lookup_elem(fd, &key, &h) == 0)
+			visit(t, fd, key, &h);
 	}
+}
+
+/* A hold of a gpumem that has ended (killed, or crashed, during the hold): its process is
+ * resumed, unless one that has its PID started after the hold. */
+static void resume_orphan(struct tracer *t, int fd, __u32 pid, const struct gm_hold *h)
+{
+	(void)t;
+	if (h->holder == (__u32)getpid() || pid_is_gpumem(h->holder))
+		return;
+	if (started_after((int)pid, h->time_ns)) {
+		bpf_map_delete_elem(fd, &pid);
+		p_err("PID %u was paused by a gpumem that ended (PID %u), and is another process "
+		      "now: left as it is", pid, h->holder);
+	} else if (resume_hold(fd, pid, h)) {
+		p_err("resumed PID %u, paused by a gpumem that ended (PID %u)", pid, h->holder);
+	}
+}
+
+/* At the start, and now and then while running, as another instance may end at any time. */
+static void resume_orphans(struct tracer *t)
+{
+	for_each_hold(t, resume_orphan);
 }
 
 #define ORPHANS_EVERY_NS 1000000000ull
@@ -488,20 +502,10 @@ double tracer_bpf_run_ns(const struct tracer *t)
 #define WATCHDOG_EVERY_MS 250
 #define RECORDS_A_BEAT 1024
 
-static void resume_own_holds(struct tracer *t)
+static void resume_own_hold(struct tracer *t, int fd, __u32 pid, const struct gm_hold *h)
 {
-	int fd = bpf_map__fd(t->skel->maps.holds);
-	__u32 self = (__u32)getpid(), key, next, *prev = NULL;
-	struct gm_hold h;
-
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &h) || h.holder != self)
-			continue;
-		if (resume_hold(fd, key, &h))
-			__atomic_add_fetch(&t->watchdog_resumed, 1, __ATOMIC_RELAXED);
-	}
+	if (h->holder == (__u32)getpid() && resume_hold(fd, pid, h))
+		__atomic_add_fetch(&t->watchdog_resumed, 1, __ATOMIC_RELAXED);
 }
 
 static void *watchdog_run(void *arg)
@@ -514,7 +518,7 @@ static void *watchdog_run(void *arg)
 		uint64_t beat = __atomic_load_n(&t->skel->bss->heartbeat_ns, __ATOMIC_RELAXED);
 
 		if (now_ns() - beat > GM_HEARTBEAT_FRESH_NS + WATCHDOG_EVERY_MS * 1000000ull)
-			resume_own_holds(t);
+			for_each_hold(t, resume_own_hold);
 	}
 	return NULL;
 }
